@@ -1,0 +1,127 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: host_facts
+short_description: Gather GPU inference host facts across ten subsystems
+version_added: 0.1.0
+description:
+  - Reads kernel, CPU power management, NUMA memory, PCI/PCIe config space, IOMMU, NVIDIA driver
+    and GPU state, and LXC/Proxmox container configuration in one call and returns them under
+    C(ansible_facts.gpuhost).
+  - With O(root) set to a snapshot directory it reads that capture instead and executes nothing.
+  - Values that cannot be read are V(null) and the reason is listed in RV(ansible_facts.gpuhost.errors).
+    Reading full PCI config space and debugfs needs root (C(become=true)).
+  - The document layout is described in C(docs/facts.md) of the collection.
+author:
+  - gpuhost.baseline maintainers
+options:
+  gather:
+    description:
+      - Subsystems to gather. Default is all of them.
+    type: list
+    elements: str
+    choices: [kernel, cpu, numa, pci, iommu, nvidia, lxc]
+  root:
+    description:
+      - Directory the host's C(/sys), C(/proc) and C(/etc) are read from.
+      - V(/) reads the live host. Any other value is a snapshot directory (see C(docs/snapshot-format.md));
+        then command output is read from its C(commands/) directory and nothing is run.
+    type: path
+    default: /
+extends_documentation_fragment:
+  - gpuhost.baseline.facts
+notes:
+  - Supports check mode; it never changes the host.
+"""
+
+EXAMPLES = r"""
+- name: Gather everything
+  gpuhost.baseline.host_facts:
+
+- name: Only PCI and NVIDIA facts, as root so extended config space is readable
+  gpuhost.baseline.host_facts:
+    gather: [pci, nvidia]
+  become: true
+
+- name: Read a snapshot captured by playbooks/snapshot.yml
+  gpuhost.baseline.host_facts:
+    root: /var/tmp/gpuhost-snapshots/gpu01
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+ansible_facts:
+  description: Facts to add to ansible_facts.
+  returned: always
+  type: dict
+  contains:
+    gpuhost:
+      description:
+        - The host document, grouped by subsystem (C(kernel), C(cpu), C(numa), C(pci), C(iommu),
+          C(nvidia), C(lxc)); see C(docs/facts.md) for every key.
+      returned: always
+      type: dict
+      contains:
+        schema:
+          description: Version of the document layout.
+          type: int
+          returned: always
+          sample: 1
+        live:
+          description: Whether the live host was read (O(root=/)).
+          type: bool
+          returned: always
+          sample: true
+        gathered:
+          description: Subsystems present in this document.
+          type: list
+          elements: str
+          returned: always
+          sample: [kernel, cpu, numa, pci, iommu, nvidia, lxc]
+        errors:
+          description: Every path or command that could not be read, with the reason.
+          type: list
+          elements: dict
+          returned: always
+          sample: [{"subsystem": "pci", "path": "/sys/bus/pci/devices/0000:41:00.0/config",
+                    "reason": "config space is 64 bytes: extended capabilities need root; run with become: true"}]
+"""
+
+import os
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuhost.baseline.plugins.module_utils._facts import SUBSYSTEMS, gather_facts
+from ansible_collections.gpuhost.baseline.plugins.module_utils._sysfs import Root
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            gather=dict(type="list", elements="str", choices=list(SUBSYSTEMS)),
+            root=dict(type="path", default="/"),
+        ),
+        supports_check_mode=True,
+    )
+    root_dir = module.params["root"]
+    if root_dir != "/" and not os.path.isdir(root_dir):
+        module.fail_json(msg="snapshot root %s is not a directory: capture one with playbooks/snapshot.yml" % root_dir)
+
+    def run(argv):
+        return module.run_command(argv, environ_update={"LC_ALL": "C"})
+
+    root = Root(root_dir, run_command=run, which=lambda name: module.get_bin_path(name))
+    facts = gather_facts(root, module.params["gather"])
+    module.exit_json(changed=False, ansible_facts={"gpuhost": facts})
+
+
+if __name__ == "__main__":
+    main()
