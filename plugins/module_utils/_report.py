@@ -987,3 +987,15 @@ def write_reports(report, directory, formats=None):
         paths[name] = os.path.join(directory, files[name])
         _atomic_write(paths[name], RENDERERS[name](stored))
     return paths
+
+
+#: Options of the ``baseline_report`` action plugin, shared with its documentation module.
+ARGUMENT_SPEC = dict(
+    report_dir=dict(type="path", required=True),
+    hosts=dict(type="dict", required=True),
+    profile=dict(type="str"),
+    formats=dict(type="list", elements="str", default=list(FORMATS), choices=list(FORMATS)),
+    collection_version=dict(type="str"),
+    generated=dict(type="str"),
+    fail_on=dict(type="str", default="none", choices=["critical", "high", "medium", "low", "none"]),
+)

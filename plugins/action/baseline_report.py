@@ -1,0 +1,81 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller-side writer of the baseline reports (documentation: plugins/modules/baseline_report.py)."""
+
+from __future__ import absolute_import, division, print_function
+
+import datetime
+import json
+import os
+
+import yaml
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.gpuhost.baseline.plugins.module_utils import _report
+
+__metaclass__ = type
+
+COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def collection_version(root=COLLECTION_ROOT):
+    """Version of the collection this plugin belongs to: MANIFEST.json when installed, galaxy.yml in a checkout."""
+    try:
+        with open(os.path.join(root, "MANIFEST.json"), "rb") as handle:
+            version = json.load(handle)["collection_info"]["version"]
+        if version:
+            return str(version)
+    except (IOError, OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        with open(os.path.join(root, "galaxy.yml"), "rb") as handle:
+            version = (yaml.safe_load(handle) or {}).get("version")
+        if version:
+            return str(version)
+    except (IOError, OSError, AttributeError, ValueError, yaml.YAMLError):
+        pass
+    return "unknown"
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(_report.ARGUMENT_SPEC)
+    # Reports are written on the controller in check mode too: an audit with --check must report.
+    _supports_check_mode = True
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        del tmp
+        _, args = self.validate_argument_spec(argument_spec=_report.ARGUMENT_SPEC)
+        report_dir = args["report_dir"]
+        generated = args.get("generated") or datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+        try:
+            report = _report.build_report(
+                args["hosts"],
+                profile=args.get("profile"),
+                generated=generated,
+                collection_version=args.get("collection_version") or collection_version(),
+            )
+        except _report.ReportError as exc:
+            result.update(failed=True, msg="baseline_report: the findings break the report contract: %s" % exc)
+            return result
+        try:
+            paths = _report.write_reports(report, report_dir, args["formats"])
+        except (IOError, OSError) as exc:
+            result.update(failed=True, msg="baseline_report: cannot write reports to %s: %s; check that the "
+                          "directory is writable by the controller user (gpuhost_report_dir)" % (report_dir, exc))
+            return result
+        result.update(changed=False, paths=paths, report_dir=report_dir, totals=report["totals"],
+                      profile=report["profile"], collection_version=report["collection_version"])
+        if args["fail_on"] != "none":
+            failing = _report.failing_at_or_above(report, args["fail_on"])
+            result["failing"] = ["%s: %s%s (%s)" % (host, f["id"], " " + f["subject"] if f.get("subject") else "",
+                                                    f.get("severity")) for host, f in failing]
+            if failing:
+                shown = ", ".join(result["failing"][:5]) + (", ..." if len(failing) > 5 else "")
+                result.update(failed=True, msg=(
+                    "%d failing finding(s) at or above severity %s on %d host(s): %s. Reports were written to %s; "
+                    "fix the drift or waive it, or raise gpuhost_fail_on"
+                    % (len(failing), args["fail_on"], len(set(host for host, _ in failing)), shown, report_dir)))
+        return result

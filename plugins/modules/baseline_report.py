@@ -1,0 +1,176 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: baseline_report
+short_description: Write the baseline reports (JSON, Markdown, HTML, JUnit, Prometheus) on the controller
+version_added: 0.1.0
+description:
+  - Builds C(report.json) from the findings of every host and writes its views next to it
+    C(report.md), C(report.html), C(junit.xml) and C(metrics.prom). The layout of each file is
+    described in C(docs/report.md) of the collection.
+  - This is an action plugin. It runs on the controller only, once for the whole play (use C(run_once=true)).
+    Nothing is executed on any managed host.
+  - C(report.json) is always written first; every other file is rendered from it. Each file is written
+    to a temporary name and renamed into place.
+  - Summaries are recomputed from the findings. A finding with a status other than C(pass), C(fail),
+    C(unknown), C(waived) or C(not_applicable), or without a rule id, fails the task with the host and rule.
+author:
+  - gpuhost.baseline maintainers
+options:
+  report_dir:
+    description:
+      - Directory the reports are written to; created when missing.
+    type: path
+    required: true
+  hosts:
+    description:
+      - Maps each C(inventory_hostname) to its results.
+      - Keys of each value are C(findings) (list of findings as produced by the evaluation), C(state)
+        (V(audited), V(unreachable) or V(failed); default V(audited)), C(message) (why a host is unreachable
+        or failed), C(profile) (the profile resolved for the host), C(numa) (list of nodes with C(id),
+        C(mem_total_kb), C(mem_free_kb), C(free_pct), as in the facts), C(facts_errors) (count or list of
+        facts errors), C(pending) (list of changes waiting for a reboot or action) and C(before)
+        (findings before remediation, shown as a before/after view).
+      - A C(summary) given here is ignored; it is recomputed from C(findings).
+    type: dict
+    required: true
+  profile:
+    description:
+      - Profile requested for the run (for example V(auto)). Used for hosts without their own C(profile).
+      - The report's top-level profile is the profile shared by all hosts, or V(mixed).
+    type: str
+  formats:
+    description:
+      - Views to write besides C(report.json), which is always written.
+    type: list
+    elements: str
+    choices: [json, md, html, junit, prom]
+    default: [json, md, html, junit, prom]
+  collection_version:
+    description:
+      - Version stamped on every report. Default is read from the collection's C(MANIFEST.json)
+        (installed) or C(galaxy.yml) (checkout), else V(unknown).
+    type: str
+  generated:
+    description:
+      - Generation time stamped on the reports (ISO 8601). Default is now, in UTC.
+    type: str
+  fail_on:
+    description:
+      - Fail the task when a finding with status C(fail) has this severity or a higher one.
+      - The reports are written before the task fails.
+      - V(none) never fails because of findings.
+    type: str
+    choices: [critical, high, medium, low, none]
+    default: none
+notes:
+  - Supports check mode. The reports are written in check mode too, since an audit run with C(--check) must report.
+    The task never reports C(changed) - the reports live on the controller, no host is changed.
+seealso:
+  - module: gpuhost.baseline.host_facts
+"""
+
+EXAMPLES = r"""
+- name: Write every report once, on the controller
+  gpuhost.baseline.baseline_report:
+    report_dir: "{{ gpuhost_report_dir }}"
+    profile: auto
+    hosts: "{{ dict(ansible_play_hosts_all | zip(ansible_play_hosts_all | map('extract', hostvars, 'gpuhost_result'))) }}"
+    fail_on: "{{ gpuhost_fail_on | default('none') }}"
+  run_once: true
+  delegate_to: localhost
+
+- name: Only the JSON and metrics for node_exporter's textfile collector
+  gpuhost.baseline.baseline_report:
+    report_dir: /var/lib/node_exporter/textfile_collector/gpuhost
+    hosts:
+      gpu01:
+        findings:
+          - id: PCI-001
+            title: MaxReadReq at least max_read_request_bytes (GPU)
+            area: pcie
+            severity: high
+            status: fail
+            subject: "0000:41:00.0"
+            expected: 4096
+            observed: 512
+            message: MaxReadReq 512 bytes, expected >= 4096
+            fix: gpuhost.baseline.pcie_tune
+            reboot_required: false
+    formats: [json, prom]
+  run_once: true
+"""
+
+RETURN = r"""
+paths:
+  description: Path of each file written, by format.
+  returned: success
+  type: dict
+  sample:
+    json: /srv/reports/report.json
+    md: /srv/reports/report.md
+    html: /srv/reports/report.html
+    junit: /srv/reports/junit.xml
+    prom: /srv/reports/metrics.prom
+report_dir:
+  description: The directory written to.
+  returned: success
+  type: str
+  sample: /srv/reports
+totals:
+  description: Fleet totals of the report (C(totals) of C(report.json)).
+  returned: success
+  type: dict
+  sample:
+    hosts: 2
+    audited: 1
+    unreachable: 1
+    failed: 0
+    pass: 40
+    fail: 9
+    unknown: 1
+    waived: 0
+    not_applicable: 2
+    hosts_failing: 1
+    reboot_required: 1
+    fail_by_severity: {critical: 0, high: 8, medium: 1, low: 0, info: 0}
+profile:
+  description: Top-level profile of the report (shared by all hosts, or V(mixed)).
+  returned: success
+  type: str
+  sample: amd-epyc-nvidia
+collection_version:
+  description: Version stamped on the reports.
+  returned: success
+  type: str
+  sample: 0.1.0
+failing:
+  description: Failing findings at or above O(fail_on), as C(host), colon, rule id, subject and severity.
+  returned: when O(fail_on) is not V(none)
+  type: list
+  elements: str
+  sample: ["gpu01: PCI-001 0000:41:00.0 (high)"]
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuhost.baseline.plugins.module_utils._report import ARGUMENT_SPEC
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module.fail_json(msg="gpuhost.baseline.baseline_report runs on the controller as an action plugin; it was "
+                         "executed as a module on a host, which means the action plugin was not found: run it "
+                         "from a playbook with the collection installed (ANSIBLE_COLLECTIONS_PATH)")
+
+
+if __name__ == "__main__":
+    main()
