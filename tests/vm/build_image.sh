@@ -1,0 +1,116 @@
+#!/usr/bin/env bash
+# Build the test guest: a Debian bookworm minbase root file system in a raw ext4
+# image, plus the kernel and initrd taken out of it (QEMU boots them directly, so
+# the image needs no partition table and no boot loader on a disk).
+#
+# usage: build_image.sh OUTDIR
+#   OUTDIR must not exist yet; vmctl.py builds into a temporary name and renames
+#   it into the cache only when this script succeeded.
+# Writes: OUTDIR/base.raw, OUTDIR/vmlinuz, OUTDIR/initrd.img, OUTDIR/id_ed25519{,.pub},
+#         OUTDIR/manifest.txt (installed package versions, for the record).
+# Needs root (debootstrap, file ownership inside the image), debootstrap, e2fsprogs
+# (mkfs.ext4 -d), ssh-keygen, and the Debian mirror this machine's apt uses.
+set -euo pipefail
+
+out=${1:?usage: build_image.sh OUTDIR}
+suite=bookworm
+# The guest's package list: what the harness and the Ansible roles touch inside it.
+# grub-pc-bin + grub2-common give /etc/default/grub and update-grub (the fix mode
+# writes kernel command-line parameters there) without installing a boot loader.
+packages=systemd-sysv,udev,kmod,iproute2,openssh-server,python3,pciutils,numactl,linux-image-amd64,initramfs-tools,procps,sudo,grub-pc-bin,grub2-common
+
+die() { echo "build_image.sh: $*" >&2; exit 1; }
+
+[ "$(id -u)" = 0 ] || die "needs root: debootstrap and the file ownership inside the image require it"
+for tool in debootstrap mkfs.ext4 ssh-keygen; do
+    command -v "$tool" >/dev/null || die "$tool not found: apt-get install debootstrap e2fsprogs openssh-client"
+done
+[ ! -e "$out" ] || die "$out already exists: give a fresh directory"
+
+# The mirror apt on this machine already uses, so the build needs no other network.
+# VM_DEBIAN_MIRROR overrides it.
+. "$(dirname "$0")/lib.sh"
+mirror=${VM_DEBIAN_MIRROR:-$(apt_mirror_for "$suite")}
+[ -n "$mirror" ] || die "no '$suite' entry in /etc/apt/sources.list{,.d}: set VM_DEBIAN_MIRROR=http://deb.debian.org/debian"
+
+work=$(mktemp -d "${out%/}.work.XXXXXX")
+rootfs=$work/rootfs
+cleanup() {
+    # debootstrap leaves /proc and /sys mounted when it fails half-way.
+    for m in proc sys dev/pts dev; do
+        mountpoint -q "$rootfs/$m" 2>/dev/null && umount -l "$rootfs/$m" || true
+    done
+    rm -rf "$work"
+}
+trap cleanup EXIT
+
+echo "== debootstrap $suite ($mirror)"
+t0=$SECONDS
+debootstrap --variant=minbase --include="$packages" "$suite" "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 \
+    || { tail -n 40 "$work/debootstrap.log" >&2; die "debootstrap failed (log above)"; }
+echo "   debootstrap took $((SECONDS - t0)) s"
+
+echo "== configure guest"
+echo gpuhost-vm >"$rootfs/etc/hostname"
+printf '127.0.0.1\tlocalhost\n127.0.1.1\tgpuhost-vm\n::1\tlocalhost ip6-localhost ip6-loopback\n' >"$rootfs/etc/hosts"
+echo '/dev/vda / ext4 defaults,errors=remount-ro 0 1' >"$rootfs/etc/fstab"
+
+# Only the virtio NIC carries the SSH port forward. The e1000e exists for its PCIe
+# placement (behind the node-1 expander) and must stay unconfigured, or two
+# interfaces in the same slirp subnet would race for the default route.
+mkdir -p "$rootfs/etc/systemd/network"
+cat >"$rootfs/etc/systemd/network/20-virtio.network" <<'EOF'
+[Match]
+Driver=virtio_net
+
+[Network]
+DHCP=ipv4
+EOF
+chroot "$rootfs" systemctl enable systemd-networkd.service >/dev/null 2>&1
+# Nothing in the guest may wait for or reach the network on its own: the user-mode
+# network is restricted and a background apt run would only slow the boot.
+for unit in apt-daily.timer apt-daily-upgrade.timer systemd-networkd-wait-online.service e2scrub_all.timer fstrim.timer; do
+    chroot "$rootfs" systemctl mask "$unit" >/dev/null 2>&1 || true
+done
+
+# GRUB's configuration packages ship the defaults file but only grub-pc's postinst
+# (a boot loader install) would put it in /etc; the fix mode edits it in place.
+if [ ! -e "$rootfs/etc/default/grub" ] && [ -e "$rootfs/usr/share/grub/default/grub" ]; then
+    cp "$rootfs/usr/share/grub/default/grub" "$rootfs/etc/default/grub"
+fi
+mkdir -p "$rootfs/boot/grub"
+[ -e "$rootfs/etc/default/grub" ] || die "guest has no /etc/default/grub after installing grub2-common"
+[ -x "$rootfs/usr/sbin/update-grub" ] || die "guest has no /usr/sbin/update-grub after installing grub2-common"
+
+# Root over SSH with a key generated for this cache entry only (never committed).
+ssh-keygen -q -t ed25519 -N '' -C gpuhost-vm-test -f "$work/id_ed25519"
+install -d -m 700 "$rootfs/root/.ssh"
+install -m 600 "$work/id_ed25519.pub" "$rootfs/root/.ssh/authorized_keys"
+cat >"$rootfs/etc/ssh/sshd_config.d/gpuhost-vm.conf" <<'EOF'
+PermitRootLogin prohibit-password
+PasswordAuthentication no
+UseDNS no
+EOF
+passwd -R "$rootfs" -l root >/dev/null 2>&1 || chroot "$rootfs" passwd -l root >/dev/null
+
+chroot "$rootfs" dpkg-query -W -f='${Package} ${Version}\n' >"$work/manifest.txt"
+rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/log/*.log
+
+echo "== kernel and initrd"
+kernel=$(ls "$rootfs"/boot/vmlinuz-* 2>/dev/null | sort -V | tail -n 1)
+initrd=$(ls "$rootfs"/boot/initrd.img-* 2>/dev/null | sort -V | tail -n 1)
+[ -n "$kernel" ] && [ -n "$initrd" ] || die "no /boot/vmlinuz-* or /boot/initrd.img-* in the guest: linux-image-amd64 or initramfs-tools did not install"
+cp "$kernel" "$work/vmlinuz"
+cp "$initrd" "$work/initrd.img"
+basename "$kernel" >>"$work/manifest.txt"
+
+echo "== mkfs.ext4 -d"
+# Room for the guest to write logs, sysctl.d files and an initramfs update.
+used_mb=$(du -sm "$rootfs" | cut -f1)
+size_mb=$(( used_mb + 1024 ))
+mkfs.ext4 -q -F -L gpuhost-root -d "$rootfs" "$work/base.raw" "${size_mb}M" \
+    || die "mkfs.ext4 -d failed (e2fsprogs 1.43 or newer is needed for -d)"
+
+mkdir "$out"
+mv "$work/base.raw" "$work/vmlinuz" "$work/initrd.img" "$work/id_ed25519" "$work/id_ed25519.pub" "$work/manifest.txt" "$out/"
+echo "== image ready in $out (${size_mb} MiB, rootfs ${used_mb} MiB)"

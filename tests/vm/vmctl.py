@@ -1,0 +1,508 @@
+#!/usr/bin/env python3
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Build, boot and tear down the QEMU test guests of gpuhost.baseline.
+
+The guests are shaped like the incident host: two NUMA nodes (one CPU socket
+each), PCIe endpoints behind root ports, an e1000e behind a pxb-pcie expander
+local to node 1, and ACPI C-states/P-states from tests/vm/ssdt.dsl so the guest
+kernel runs acpi_idle and acpi-cpufreq. They run under TCG (this machine's KVM
+cannot run stock guests) with a patched QEMU whose PCIe Device Control
+MaxReadReq field is writable.
+
+    vmctl.py build [--only image|qemu|ssdt]   build what is missing (cached)
+    vmctl.py paths                            print the cached artifacts as JSON
+    vmctl.py up NAME --port P [--workdir D]   boot a guest, wait for SSH
+    vmctl.py down NAME | --all                stop by PID, remove the overlay
+    vmctl.py status [--json]                  list guests and whether they run
+    vmctl.py ssh NAME [COMMAND...]            run a command in a guest
+
+Artifacts are cached under .cache/vm/<component>-<hash>/ where the hash covers
+the files that build the component, so editing a build script, the QEMU patch or
+the SSDT rebuilds exactly what it affects. Running guests are registered under
+.cache/vm/instances/NAME.json whatever their workdir, so `down --all` finds every
+guest this checkout started. The same JSON (instance, address, user, port,
+identity_file, plus pid and console_log) is what molecule's delegated driver
+needs as instance config.
+
+Standard library only: molecule's create/destroy playbooks call this script
+with the controller's Python.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import argparse
+import contextlib
+import errno
+import fcntl
+import hashlib
+import json
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import time
+
+__metaclass__ = type
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(HERE))
+DEFAULT_CACHE = os.path.join(REPO, '.cache', 'vm')
+
+# Each cached component and the repository files its content depends on.
+COMPONENTS = {
+    'image': ('build_image.sh', 'lib.sh'),
+    'qemu': ('build_qemu.sh', 'lib.sh', 'qemu-pcie-devctl-writable.patch'),
+    'ssdt': ('ssdt.dsl',),
+}
+
+DEFAULT_TIMEOUT = 180
+SSH_USER = 'root'
+ADDRESS = '127.0.0.1'
+# SeaBIOS, linuxboot_dma.bin and friends from Debian's qemu-system-data/seabios:
+# the patched binary is built from the dfsg source, which carries no firmware.
+FIRMWARE_DIR = '/usr/share/qemu'
+
+
+class VmError(Exception):
+    """A failure with a message that says what to do; printed without a traceback."""
+
+
+def cache_root():
+    return os.environ.get('GPUHOST_VM_CACHE', DEFAULT_CACHE)
+
+
+def component_key(name):
+    digest = hashlib.sha256()
+    for rel in COMPONENTS[name]:
+        with open(os.path.join(HERE, rel), 'rb') as handle:
+            data = handle.read()
+        # Name and length framing so moving bytes between files changes the key.
+        digest.update(('%s\0%d\0' % (rel, len(data))).encode())
+        digest.update(data)
+    return digest.hexdigest()[:16]
+
+
+def component_dir(name):
+    return os.path.join(cache_root(), '%s-%s' % (name, component_key(name)))
+
+
+def artifact_paths():
+    image = component_dir('image')
+    return {
+        'base_image': os.path.join(image, 'base.raw'),
+        'kernel': os.path.join(image, 'vmlinuz'),
+        'initrd': os.path.join(image, 'initrd.img'),
+        'identity_file': os.path.join(image, 'id_ed25519'),
+        'qemu': os.path.join(component_dir('qemu'), 'qemu-system-x86_64'),
+        'ssdt': os.path.join(component_dir('ssdt'), 'ssdt.aml'),
+    }
+
+
+@contextlib.contextmanager
+def locked(path):
+    """Serialise builds between concurrent vmctl runs (parallel `up`s on a cold cache)."""
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, 'w') as handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
+def _build_ssdt(tmp):
+    os.mkdir(tmp)
+    iasl = shutil.which('iasl')
+    if not iasl:
+        raise VmError('iasl not found: apt-get install acpica-tools (compiles tests/vm/ssdt.dsl)')
+    source = os.path.join(tmp, 'ssdt.dsl')
+    shutil.copyfile(os.path.join(HERE, 'ssdt.dsl'), source)
+    result = subprocess.run([iasl, '-p', os.path.join(tmp, 'ssdt'), source],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+    if result.returncode != 0 or not os.path.exists(os.path.join(tmp, 'ssdt.aml')):
+        raise VmError('iasl could not compile tests/vm/ssdt.dsl:\n%s' % result.stdout)
+
+
+def build(component, log=sys.stdout):
+    """Build COMPONENT into its cache directory unless it is there; return the directory."""
+    final = component_dir(component)
+    if os.path.isdir(final):
+        return final
+    with locked(os.path.join(cache_root(), '.build.lock')):
+        if os.path.isdir(final):  # another vmctl built it while we waited
+            return final
+        tmp = '%s.tmp.%d' % (final, os.getpid())
+        shutil.rmtree(tmp, ignore_errors=True)
+        started = time.time()
+        try:
+            if component == 'ssdt':
+                _build_ssdt(tmp)
+            else:
+                script = os.path.join(HERE, COMPONENTS[component][0])
+                result = subprocess.run(['bash', script, tmp], stdout=log, stderr=subprocess.STDOUT)
+                if result.returncode != 0:
+                    raise VmError('%s failed (exit %d); its output is above' % (script, result.returncode))
+            with open(os.path.join(tmp, 'build-seconds'), 'w') as handle:
+                handle.write('%.1f\n' % (time.time() - started))
+            os.rename(tmp, final)
+        finally:
+            shutil.rmtree(tmp, ignore_errors=True)
+        # Older entries of the same component are dead weight (a raw image is ~1.5 GiB).
+        prefix = component + '-'
+        for entry in os.listdir(cache_root()):
+            path = os.path.join(cache_root(), entry)
+            if entry.startswith(prefix) and path != final and os.path.isdir(path) and '.tmp.' not in entry:
+                shutil.rmtree(path, ignore_errors=True)
+    return final
+
+
+def build_all(only=None, log=sys.stdout):
+    for component in (only or ('ssdt', 'image', 'qemu')):
+        build(component, log=log)
+    return artifact_paths()
+
+
+# --------------------------------------------------------------------------- guests
+
+def registry_dir():
+    return os.path.join(cache_root(), 'instances')
+
+
+def registry_path(name):
+    return os.path.join(registry_dir(), '%s.json' % name)
+
+
+def load_instance(name):
+    try:
+        with open(registry_path(name)) as handle:
+            return json.load(handle)
+    except (IOError, OSError, ValueError):
+        return None
+
+
+def all_instances():
+    try:
+        names = sorted(entry[:-5] for entry in os.listdir(registry_dir()) if entry.endswith('.json'))
+    except OSError:
+        return []
+    return [inst for inst in (load_instance(name) for name in names) if inst]
+
+
+def _write_json(path, data):
+    tmp = '%s.tmp.%d' % (path, os.getpid())
+    with open(tmp, 'w') as handle:
+        json.dump(data, handle, indent=2, sort_keys=True)
+        handle.write('\n')
+    os.rename(tmp, path)
+
+
+def pid_is_guest(pid, pidfile):
+    """True if PID is alive and is the QEMU started with PIDFILE (guards against PID reuse)."""
+    if not pid:
+        return False
+    try:
+        with open('/proc/%d/cmdline' % pid, 'rb') as handle:
+            argv = handle.read().split(b'\0')
+        with open('/proc/%d/stat' % pid) as handle:
+            state = handle.read().rsplit(')', 1)[1].split()[0]
+    except (IOError, OSError):
+        return False
+    return state != 'Z' and pidfile.encode() in argv
+
+
+def _reap(pid):
+    # When the guest is a child of this very process (up failing, tests), collect it.
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except OSError:
+        pass
+
+
+def stop_pid(pid, pidfile, grace=10.0):
+    """TERM, then KILL after GRACE seconds. Returns True once the guest is gone."""
+    for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
+        if not pid_is_guest(pid, pidfile):
+            return True
+        try:
+            os.kill(pid, sig)
+        except OSError as exc:
+            if exc.errno == errno.ESRCH:
+                return True
+            raise
+        deadline = time.time() + wait
+        while time.time() < deadline:
+            _reap(pid)
+            if not pid_is_guest(pid, pidfile):
+                return True
+            time.sleep(0.1)
+    return not pid_is_guest(pid, pidfile)
+
+
+def port_is_free(port):
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    try:
+        sock.bind((ADDRESS, port))
+        return True
+    except OSError:
+        return False
+    finally:
+        sock.close()
+
+
+def tail(path, lines=40):
+    try:
+        with open(path, 'rb') as handle:
+            data = handle.read()
+    except (IOError, OSError):
+        return '(no %s)' % path
+    text = data.decode('utf-8', 'replace').replace('\r', '')
+    return '\n'.join(text.splitlines()[-lines:])
+
+
+def ssh_argv(inst, command=None, connect_timeout=10):
+    argv = [
+        'ssh', '-i', inst['identity_file'], '-p', str(inst['port']),
+        '-o', 'StrictHostKeyChecking=no', '-o', 'UserKnownHostsFile=/dev/null',
+        '-o', 'LogLevel=ERROR', '-o', 'BatchMode=yes', '-o', 'IdentitiesOnly=yes',
+        '-o', 'ConnectTimeout=%d' % connect_timeout,
+        '%s@%s' % (inst['user'], inst['address']),
+    ]
+    if command:
+        argv.extend(['--'] + list(command))
+    return argv
+
+
+def qemu_argv(qemu, paths, name, port, files, append=''):
+    cmdline = 'root=/dev/vda rw console=ttyS0'
+    if append:
+        cmdline += ' ' + append
+    return [
+        qemu, '-name', 'gpuhost-vm-%s' % name,
+        '-nodefaults', '-no-user-config', '-display', 'none', '-L', FIRMWARE_DIR,
+        '-M', 'q35', '-accel', 'tcg,thread=multi', '-cpu', 'max,family=16',
+        # Two sockets with one CPU each, each socket its own NUMA node and memory.
+        '-smp', '2,sockets=2,cores=1,threads=1', '-m', '2G',
+        '-object', 'memory-backend-ram,id=mem0,size=1G',
+        '-object', 'memory-backend-ram,id=mem1,size=1G',
+        '-numa', 'node,nodeid=0,cpus=0,memdev=mem0',
+        '-numa', 'node,nodeid=1,cpus=1,memdev=mem1',
+        # CPU power management the guest kernel turns into acpi_idle + acpi-cpufreq.
+        '-acpitable', 'file=%s' % paths['ssdt'],
+        '-kernel', paths['kernel'], '-initrd', paths['initrd'], '-append', cmdline,
+        # Endpoints behind PCIe root ports (modern-only virtio so they are real
+        # PCIe functions with an Express capability).
+        '-device', 'pcie-root-port,id=rp1,bus=pcie.0,chassis=1,slot=1',
+        '-drive', 'if=none,id=rootdisk,file=%s,format=qcow2' % files['overlay'],
+        '-device', 'virtio-blk-pci,drive=rootdisk,bus=rp1,disable-legacy=on',
+        '-device', 'pcie-root-port,id=rp2,bus=pcie.0,chassis=2,slot=2',
+        '-netdev', 'user,id=net0,restrict=on,hostfwd=tcp:%s:%d-:22' % (ADDRESS, port),
+        '-device', 'virtio-net-pci,netdev=net0,bus=rp2,disable-legacy=on,romfile=',
+        '-device', 'pcie-root-port,id=rp3,bus=pcie.0,chassis=3,slot=3',
+        '-drive', 'if=none,id=scratch,file=%s,format=raw' % files['nvme'],
+        '-device', 'nvme,drive=scratch,serial=gpuhost-%s,bus=rp3' % name[:12],
+        # A host bridge expander local to NUMA node 1: its devices report numa_node 1.
+        '-device', 'pxb-pcie,id=pxb1,bus_nr=128,numa_node=1,bus=pcie.0',
+        '-device', 'pcie-root-port,id=rp4,bus=pxb1,chassis=4,slot=4',
+        '-netdev', 'user,id=net1,restrict=on',
+        '-device', 'e1000e,netdev=net1,bus=rp4,romfile=',
+        '-serial', 'file:%s' % files['console_log'],
+        '-pidfile', files['pidfile'],
+    ]
+
+
+def ssh_ready(inst):
+    try:
+        result = subprocess.run(ssh_argv(inst, ['true'], connect_timeout=5),
+                                stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
+                                stderr=subprocess.DEVNULL, timeout=20)
+    except subprocess.TimeoutExpired:
+        return False
+    return result.returncode == 0
+
+
+def up(name, port, workdir=None, timeout=DEFAULT_TIMEOUT, append='', qemu=None, log=sys.stdout):
+    """Boot guest NAME with SSH on 127.0.0.1:PORT; return its instance dict once SSH answers."""
+    if not name or '/' in name or name.startswith('.'):
+        raise VmError('bad instance name %r: use letters, digits, - and _' % name)
+    old = load_instance(name)
+    if old and pid_is_guest(old.get('pid'), old.get('pidfile', '')):
+        raise VmError('guest %s already runs (pid %s, port %s): vmctl.py down %s first'
+                      % (name, old['pid'], old['port'], name))
+    for inst in all_instances():
+        if inst['instance'] != name and inst.get('port') == port and pid_is_guest(inst.get('pid'), inst.get('pidfile', '')):
+            raise VmError('port %d is taken by guest %s: give each guest its own --port' % (port, inst['instance']))
+    if not port_is_free(port):
+        raise VmError('%s:%d is in use by another program: choose a free --port' % (ADDRESS, port))
+
+    paths = build_all(log=log)
+    if qemu:
+        paths['qemu'] = qemu
+    workdir = os.path.abspath(workdir or os.path.join(cache_root(), 'run', name))
+    os.makedirs(workdir, exist_ok=True)
+    os.makedirs(registry_dir(), exist_ok=True)
+    files = {
+        'overlay': os.path.join(workdir, '%s.qcow2' % name),
+        'nvme': os.path.join(workdir, '%s-nvme.raw' % name),
+        'console_log': os.path.join(workdir, '%s-console.log' % name),
+        'qemu_log': os.path.join(workdir, '%s-qemu.log' % name),
+        'pidfile': os.path.join(workdir, '%s.pid' % name),
+    }
+    for key in ('overlay', 'nvme', 'console_log', 'qemu_log', 'pidfile'):
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(files[key])
+
+    # A fresh copy-on-write overlay per boot: the cached base image never changes.
+    result = subprocess.run(['qemu-img', 'create', '-q', '-f', 'qcow2', '-b', paths['base_image'],
+                             '-F', 'raw', files['overlay']],
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+    if result.returncode != 0:
+        raise VmError('qemu-img create failed (apt-get install qemu-utils?):\n%s' % result.stdout)
+    with open(files['nvme'], 'wb') as handle:
+        handle.truncate(64 << 20)
+
+    argv = qemu_argv(paths['qemu'], paths, name, port, files, append)
+    with open(files['qemu_log'], 'wb') as qlog:
+        # Own session: the guest outlives this command (molecule's create step) and a
+        # Ctrl-C meant for a test runner reaches it only through `down`.
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=qlog, stderr=subprocess.STDOUT,
+                                start_new_session=True, close_fds=True)
+    inst = {
+        'instance': name, 'address': ADDRESS, 'user': SSH_USER, 'port': port,
+        'identity_file': paths['identity_file'], 'pid': proc.pid,
+        'console_log': files['console_log'], 'qemu_log': files['qemu_log'],
+        'overlay': files['overlay'], 'nvme_image': files['nvme'], 'pidfile': files['pidfile'],
+        'workdir': workdir, 'qemu': paths['qemu'], 'started': time.time(),
+    }
+    # Registered before waiting, so `down --all` finds it even if this command dies.
+    _write_json(registry_path(name), inst)
+
+    started = time.time()
+    deadline = started + timeout
+    problem = None
+    while True:
+        if proc.poll() is not None:
+            problem = 'QEMU exited with status %d before SSH answered:\n%s' % (proc.returncode, tail(files['qemu_log'], 20))
+            break
+        if ssh_ready(inst):
+            break
+        if time.time() >= deadline:
+            problem = 'SSH on %s:%d did not answer within %d s' % (ADDRESS, port, timeout)
+            break
+        time.sleep(2)
+    if problem:
+        stop_pid(proc.pid, files['pidfile'])
+        _reap(proc.pid)
+        _remove_guest_files(inst)
+        raise VmError('guest %s failed to boot: %s; the VM was stopped.\nconsole log %s (last 40 lines):\n%s'
+                      % (name, problem, files['console_log'], tail(files['console_log'])))
+    inst['boot_seconds'] = round(time.time() - started, 1)
+    _write_json(registry_path(name), inst)
+    _write_json(os.path.join(workdir, '%s.json' % name), inst)
+    return inst
+
+
+def _remove_guest_files(inst):
+    for key in ('overlay', 'nvme_image', 'pidfile'):
+        with contextlib.suppress(FileNotFoundError, KeyError, TypeError):
+            os.unlink(inst[key])
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(registry_path(inst['instance']))
+    with contextlib.suppress(FileNotFoundError):
+        os.unlink(os.path.join(inst.get('workdir', ''), '%s.json' % inst['instance']))
+
+
+def down(name):
+    """Stop guest NAME by PID and remove its overlay; True if it was running."""
+    inst = load_instance(name)
+    if not inst:
+        return False
+    was_running = pid_is_guest(inst.get('pid'), inst.get('pidfile', ''))
+    if not stop_pid(inst.get('pid'), inst.get('pidfile', '')):
+        raise VmError('guest %s (pid %s) survived SIGKILL: check `ps -p %s`' % (name, inst['pid'], inst['pid']))
+    _remove_guest_files(inst)
+    return was_running
+
+
+def down_all():
+    return [inst['instance'] for inst in all_instances() if down(inst['instance'])]
+
+
+def status():
+    rows = []
+    for inst in all_instances():
+        row = dict(inst)
+        row['running'] = pid_is_guest(inst.get('pid'), inst.get('pidfile', ''))
+        rows.append(row)
+    return rows
+
+
+# --------------------------------------------------------------------------- CLI
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog='vmctl.py', description=__doc__.split('\n\n')[0])
+    sub = parser.add_subparsers(dest='cmd')
+    sub.required = True
+    p_build = sub.add_parser('build', help='build the guest image, patched QEMU and SSDT (cached)')
+    p_build.add_argument('--only', action='append', choices=sorted(COMPONENTS))
+    sub.add_parser('paths', help='print the cached artifact paths as JSON')
+    p_up = sub.add_parser('up', help='boot a guest and wait until SSH answers')
+    p_up.add_argument('name')
+    p_up.add_argument('--port', type=int, required=True, help='loopback port forwarded to the guest sshd')
+    p_up.add_argument('--workdir', help='where the overlay, console log and instance JSON go')
+    p_up.add_argument('--timeout', type=int, default=DEFAULT_TIMEOUT, help='seconds to wait for SSH (default 180)')
+    p_up.add_argument('--append', default='', help='extra kernel command-line arguments')
+    p_up.add_argument('--qemu', help='QEMU binary to use instead of the patched build')
+    p_down = sub.add_parser('down', help='stop guests by PID and remove their overlays')
+    p_down.add_argument('name', nargs='?')
+    p_down.add_argument('--all', action='store_true')
+    p_status = sub.add_parser('status', help='list registered guests')
+    p_status.add_argument('--json', action='store_true')
+    p_ssh = sub.add_parser('ssh', help='run a command in a guest over SSH')
+    p_ssh.add_argument('name')
+    p_ssh.add_argument('command', nargs=argparse.REMAINDER)
+    args = parser.parse_args(argv)
+
+    try:
+        if args.cmd == 'build':
+            print(json.dumps(build_all(args.only), indent=2, sort_keys=True))
+        elif args.cmd == 'paths':
+            paths = artifact_paths()
+            missing = [key for key, path in paths.items() if not os.path.exists(path)]
+            print(json.dumps(paths, indent=2, sort_keys=True))
+            if missing:
+                print('not built yet: %s (run vmctl.py build)' % ', '.join(sorted(missing)), file=sys.stderr)
+                return 1
+        elif args.cmd == 'up':
+            inst = up(args.name, args.port, args.workdir, args.timeout, args.append, args.qemu)
+            print(json.dumps(inst, indent=2, sort_keys=True))
+        elif args.cmd == 'down':
+            if args.all == bool(args.name):
+                parser.error('down takes either NAME or --all')
+            stopped = down_all() if args.all else [args.name] if down(args.name) else []
+            print('stopped: %s' % (' '.join(stopped) or 'nothing was running'))
+        elif args.cmd == 'status':
+            rows = status()
+            if args.json:
+                print(json.dumps(rows, indent=2, sort_keys=True))
+            else:
+                for row in rows:
+                    print('%-16s pid %-8s port %-6s %s' % (row['instance'], row['pid'], row['port'],
+                                                        'running' if row['running'] else 'stopped'))
+        elif args.cmd == 'ssh':
+            inst = load_instance(args.name)
+            if not inst:
+                raise VmError('no guest named %s: vmctl.py status lists them' % args.name)
+            command = args.command[1:] if args.command[:1] == ['--'] else args.command
+            return subprocess.call(ssh_argv(inst, command))
+    except VmError as exc:
+        print('vmctl.py: %s' % exc, file=sys.stderr)
+        return 1
+    return 0
+
+
+if __name__ == '__main__':
+    sys.exit(main())
