@@ -175,8 +175,8 @@ def _read_word(text, i, env):
                     value, i, problem = _expand(text, i, env, problem)
                     out.append(value)
                 elif ch == "`":
+                    i = _skip_backquotes(text, i)
                     problem = problem or "command substitution cannot be evaluated"
-                    i += 1
                 else:
                     out.append(ch)
                     i += 1
@@ -193,14 +193,27 @@ def _read_word(text, i, env):
             value, i, problem = _expand(text, i, env, problem)
             out.append(value)
         elif ch == "`":
+            i = _skip_backquotes(text, i)
             problem = problem or "command substitution cannot be evaluated"
-            i += 1
         else:
             out.append(ch)
             i += 1
     if problem:
         return None, i, problem
     return "".join(out), i, None
+
+
+def _skip_backquotes(text, i):
+    """Index after the backquoted command starting at ``text[i] == '`'`` (end of text if unclosed)."""
+    j = i + 1
+    while j < len(text):
+        if text[j] == "\\":
+            j += 2
+            continue
+        if text[j] == "`":
+            return j + 1
+        j += 1
+    return len(text)
 
 
 def _expand(text, i, env, problem):
