@@ -485,7 +485,11 @@ def gather(root):
             smi["available"] = True
 
     topology = None
-    topo_text, _reason = root.command("nvidia-smi-topo", SUBSYSTEM)
+    topo_text = None
+    if xml_text is not None:
+        # Without nvidia-smi -q output (no binary, driver not talking) topo -m fails the same
+        # way; asking again would only repeat the error.
+        topo_text, _reason = root.command("nvidia-smi-topo", SUBSYSTEM)
     if topo_text is not None:
         topology = parse_topo(topo_text)
         if topology is None:
