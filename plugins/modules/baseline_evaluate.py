@@ -1,0 +1,222 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: baseline_evaluate
+short_description: Judge a host's gpuhost facts against the baseline rules (controller side)
+version_added: 0.1.0
+description:
+  - Evaluates the rule catalogue of the collection (C(rules/<area>.yml)) for the selected profile
+    (C(profiles/<name>.yml)) against one host's C(ansible_facts.gpuhost) document and returns one
+    finding per rule and subject (GPU, NIC, bridge, NUMA node, container).
+  - Every finding has a status V(pass), V(fail), V(unknown) (the facts needed are missing; the reason is
+    in the message), V(waived) or V(not_applicable).
+  - This is an action plugin. It runs entirely on the controller; nothing is executed on the managed host.
+  - Rule format, operators and derived facts are described in C(docs/rules.md); profiles, parameters and
+    waivers in C(docs/profiles.md).
+author:
+  - gpuhost.baseline maintainers
+options:
+  facts:
+    description:
+      - The host's facts document, as returned by M(gpuhost.baseline.host_facts) under C(ansible_facts.gpuhost).
+    type: dict
+    required: true
+  profile:
+    description:
+      - Profile name, or V(auto) to pick the highest-priority profile whose C(match) expression holds on
+        the facts (falling back to C(generic-nvidia-inference)).
+    type: str
+    default: auto
+  params:
+    description:
+      - Parameter overrides merged over the profile's parameters (inventory variable C(gpuhost_params)).
+        Unknown names and values of the wrong type are rejected. Mapping parameters merge one level deep.
+    type: dict
+    default: {}
+  waivers:
+    description:
+      - Waivers (inventory variable C(gpuhost_waivers)), each a mapping with C(rule) (rule id),
+        C(hosts) (list of host name patterns, default all), C(subjects) (optional list of subject labels or
+        patterns), C(reason) and C(expires) (YYYY-MM-DD, last valid day).
+      - A waived failing finding gets status V(waived); after expiry it is a V(fail) whose message starts
+        with C(waiver expired <date>).
+    type: list
+    elements: raw
+    default: []
+  host:
+    description:
+      - Host name waivers are matched against. Defaults to C(inventory_hostname).
+    type: str
+  today:
+    description:
+      - Date (YYYY-MM-DD) to judge waiver expiry against instead of the controller's date (for tests and reports
+        of a past run).
+    type: raw
+attributes:
+  action:
+    description: Runs on the controller as an action plugin.
+    support: full
+  async:
+    description: Supports being used with the C(async) keyword.
+    support: none
+  check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
+    support: full
+  diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
+    support: none
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: posix
+notes:
+  - Needs the Python libraries C(jmespath) and C(PyYAML) on the controller.
+  - A malformed rule, profile, parameter or waiver fails the task with the file, the rule id and what is wrong.
+seealso:
+  - module: gpuhost.baseline.baseline_validate
+  - module: gpuhost.baseline.host_facts
+"""
+
+EXAMPLES = r"""
+- name: Gather facts
+  gpuhost.baseline.host_facts:
+  become: true
+  register: gathered
+
+- name: Evaluate with the profile chosen from the facts
+  gpuhost.baseline.baseline_evaluate:
+    facts: "{{ gathered.ansible_facts.gpuhost }}"
+    profile: auto
+    params:
+      kernel_min: "6.14"
+      max_read_request_bytes_nic: 1024
+    waivers:
+      - rule: NUMA-003
+        hosts: [gpu0*]
+        subjects: [node1]
+        reason: node 1 carries the page cache of the model store until the NVMe move
+        expires: 2026-03-31
+  register: baseline
+
+- name: Show what fails
+  ansible.builtin.debug:
+    msg: "{{ baseline.failing }}"
+"""
+
+RETURN = r"""
+findings:
+  description: One entry per rule and subject, in catalogue order.
+  returned: success
+  type: list
+  elements: dict
+  contains:
+    id:
+      description: Rule id.
+      type: str
+      sample: PCI-001
+    title:
+      description: Rule title.
+      type: str
+      sample: GPU MaxReadReq at least max_read_request_bytes_gpu
+    area:
+      description: Rule area (C(cpu), C(kernel), C(numa), C(pcie), C(iommu), C(nvidia), C(lxc)).
+      type: str
+      sample: pcie
+    severity:
+      description: V(critical), V(high), V(medium), V(low) or V(info).
+      type: str
+      sample: high
+    status:
+      description: V(pass), V(fail), V(unknown), V(waived) or V(not_applicable).
+      type: str
+      sample: fail
+    subject:
+      description: What the finding is about (PCI address, node, container); V(null) for host-wide rules.
+      type: str
+      sample: "0000:41:00.0"
+    expected:
+      description: The value the rule expects (a parameter value resolved, a list for V(in) and V(empty)).
+      type: raw
+      sample: 4096
+    observed:
+      description: The value read from the facts (V(null) when unknown).
+      type: raw
+      sample: 512
+    message:
+      description: Short, specific description of the outcome.
+      type: str
+      sample: "MaxReadReq 512 B < 4096 B on 0000:41:00.0 (NVIDIA RTX PRO 6000 Blackwell Server Edition)"
+    fix:
+      description: One-line human fix.
+      type: str
+    fix_action:
+      description: Key the remediate role maps to a fixing module (C(sysctl), C(kernel_cmdline), C(pcie_tune), ...).
+      type: str
+      sample: pcie_tune
+    reboot_required:
+      description: Whether the fix takes effect only after a reboot.
+      type: bool
+    rationale:
+      description: Why the rule exists.
+      type: str
+    source:
+      description: URL of the authority behind the rule.
+      type: str
+    pending:
+      description: The fix is already configured and waits for a reboot or GPU reset (for example a newer kernel installed).
+      type: bool
+    waiver:
+      description: The matching waiver (C(reason), C(expires), C(hosts), C(subjects), C(expired)), or V(null).
+      type: dict
+summary:
+  description: Number of findings per status.
+  returned: success
+  type: dict
+  sample: {"pass": 31, "fail": 12, "unknown": 2, "waived": 1, "not_applicable": 9}
+profile:
+  description: Name of the profile used (resolved when V(auto)).
+  returned: success
+  type: str
+  sample: amd-epyc-nvidia
+params:
+  description: Effective parameters (profile values with the overrides merged).
+  returned: success
+  type: dict
+failing:
+  description: One short line per failing finding, for printing.
+  returned: success
+  type: list
+  elements: str
+  sample: ["PCI-001 [high] MaxReadReq 512 B < 4096 B on 0000:41:00.0 (NVIDIA RTX PRO 6000 Blackwell Server Edition)"]
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            facts=dict(type="dict", required=True),
+            profile=dict(type="str", default="auto"),
+            params=dict(type="dict", default={}),
+            waivers=dict(type="list", elements="raw", default=[]),
+            host=dict(type="str"),
+            today=dict(type="raw"),
+        ),
+        supports_check_mode=True,
+    )
+    module.fail_json(msg="gpuhost.baseline.baseline_evaluate is an action plugin that runs on the controller; "
+                         "it was executed as a module on the host, which means the collection's action plugin "
+                         "was not found: call it by its full name gpuhost.baseline.baseline_evaluate")
+
+
+if __name__ == "__main__":
+    main()
