@@ -785,6 +785,9 @@ def _kernel(tree, spec):
     tree.text("/sys/kernel/mm/transparent_hugepage/enabled", spec.thp_enabled)
     tree.text("/sys/kernel/mm/transparent_hugepage/defrag", spec.thp_defrag)
     tree.file("/etc/os-release", OS_RELEASE.get(spec.os_release, spec.os_release))
+    if spec.os_release == "rhel94":
+        tree.text("/etc/redhat-release", "Red Hat Enterprise Linux release 9.4 (Plow)")
+        tree.link("/etc/system-release", "redhat-release")
     if spec.tuned_profile:
         tree.text("/etc/tuned/active_profile", spec.tuned_profile)
 
@@ -796,6 +799,8 @@ def _kernel(tree, spec):
     configured = ("%s %s" % (spec.root_params, spec.cmdline_params)).strip()
     if spec.bootloader == "systemd-boot":
         tree.text("/etc/kernel/cmdline", configured)
+        # proxmox-boot-tool's list of ESPs: what makes Proxmox boot through systemd-boot.
+        tree.text("/etc/kernel/proxmox-boot-uuids", "9A1B-2C3D")
         running = "initrd=\\EFI\\proxmox\\%s\\initrd.img-%s %s" % (spec.kernel_release, spec.kernel_release,
                                                                    configured)
         tree.file("/etc/default/grub", spec.grub_default or DEBIAN_GRUB % (spec.cmdline_params, ""))
