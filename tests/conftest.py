@@ -17,3 +17,21 @@ if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
 os.environ.setdefault("ANSIBLE_COLLECTIONS_PATH", COLLECTIONS)
 os.environ.setdefault("ANSIBLE_CONFIG", os.path.join(REPO, "ansible.cfg"))
+
+
+# -- generated snapshot trees (tools/make_fixtures.py) ---------------------------------
+import subprocess  # noqa: E402
+
+import pytest  # noqa: E402
+
+#: The snapshots ``tools/make_fixtures.py OUTDIR`` builds by default (``large`` is the benchmark's).
+SNAPSHOT_NAMES = ("incident", "healthy", "intel", "hostile")
+
+
+@pytest.fixture(scope="session")
+def snapshot_trees(tmp_path_factory):
+    """``{name: path}`` of the bundled snapshots, generated once per test session."""
+    outdir = tmp_path_factory.mktemp("snapshots")
+    subprocess.run([sys.executable, os.path.join(REPO, "tools", "make_fixtures.py"), str(outdir)],
+                   check=True, stdout=subprocess.DEVNULL)
+    return dict((name, str(outdir / name)) for name in SNAPSHOT_NAMES)
