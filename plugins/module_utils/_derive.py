@@ -214,8 +214,9 @@ def _label(device, gpu_names):
     kind = device.get("kind")
     if kind == "gpu" and address in gpu_names:
         return gpu_names[address]
-    vendor = VENDORS.get(str(device.get("vendor_id")).lower(), str(device.get("vendor_id")))
-    ident = "%s %s" % (vendor, device.get("device_id"))
+    vendor_id = device.get("vendor_id")
+    vendor = VENDORS.get(str(vendor_id).lower(), vendor_id) if vendor_id else "vendor ?"
+    ident = "%s %s" % (vendor, device.get("device_id") or "device ?")
     port = _get(device, "pcie", "port_type")
     if kind == "bridge":
         return "%s bridge%s" % (ident, " (%s)" % port.replace("_", " ") if port else "")
@@ -247,6 +248,16 @@ def _redirects(device):
     return [bit for bit in ("request_redirect", "completion_redirect") if ctl.get(bit)]
 
 
+def _idle_gpus(facts):
+    """Bus ids of GPUs nvidia-smi reports idle (they lower their link speed then)."""
+    idle = set()
+    for gpu in _get(facts, "nvidia", "gpus") or []:
+        reasons = _get(gpu, "clocks_event_reasons", "active")
+        if isinstance(reasons, list) and "gpu_idle" in reasons and isinstance(gpu.get("bus_id"), str):
+            idle.add(gpu["bus_id"].lower())
+    return idle
+
+
 def _pcie(facts, params):
     devices = _devices(facts)
     if devices is None:
@@ -255,7 +266,12 @@ def _pcie(facts, params):
     names = _gpu_names(facts)
     by_addr = dict((d["address"], d) for d in devices)
     gpus = [_with_label(d, names) for d in devices if d.get("kind") == "gpu"]
+    idle = _idle_gpus(facts)
+    for gpu in gpus:
+        gpu["idle"] = gpu["address"] in idle
     nics = [_with_label(d, names) for d in devices if _is_data_nic(d, params.get("nic_min_link_width"))]
+    for nic in nics:
+        nic["idle"] = False
     peers = gpus + nics
 
     # ACS: bridges traversed between every GPU pair and every GPU-NIC pair, below the point
@@ -274,15 +290,16 @@ def _pcie(facts, params):
             common = 0
             while common < min(len(ua), len(ub)) and ua[common] == ub[common]:
                 common += 1
-            for addr in ua[common:] + ub[common:]:
-                bridge = by_addr.get(addr)
-                port = _get(bridge, "pcie", "port_type") if bridge else None
-                if bridge is not None and port not in (None, "downstream_port"):
-                    continue
-                if bridge is not None and port is None and not bridge.get("error"):
-                    continue
-                entry = bridges.setdefault(addr, {"peers": set()})
-                entry["peers"].update((a["address"], b["address"]))
+            for side, path in ((a, ua[common:]), (b, ub[common:])):
+                for addr in path:
+                    bridge = by_addr.get(addr)
+                    port = _get(bridge, "pcie", "port_type") if bridge else None
+                    if bridge is not None and port not in (None, "downstream_port"):
+                        continue
+                    if bridge is not None and port is None and not bridge.get("error"):
+                        continue
+                    # name the devices behind the bridge, not every device it talks to
+                    bridges.setdefault(addr, {"peers": set()})["peers"].add(side["address"])
     acs = []
     for addr in sorted(bridges):
         bridge = by_addr.get(addr)
