@@ -142,10 +142,20 @@ def build(component, log=sys.stdout):
             if component == 'ssdt':
                 _build_ssdt(tmp)
             else:
-                script = os.path.join(HERE, COMPONENTS[component][0])
-                result = subprocess.run(['bash', script, tmp], stdout=log, stderr=subprocess.STDOUT)
+                # bash reads a script as it runs: run a private copy so editing the
+                # checkout during a long build cannot splice two versions together.
+                copies = tmp + '.scripts'
+                os.mkdir(copies)
+                try:
+                    for rel in COMPONENTS[component]:
+                        shutil.copy2(os.path.join(HERE, rel), os.path.join(copies, rel))
+                    script = os.path.join(copies, COMPONENTS[component][0])
+                    result = subprocess.run(['bash', script, tmp], stdout=log, stderr=subprocess.STDOUT)
+                finally:
+                    shutil.rmtree(copies, ignore_errors=True)
                 if result.returncode != 0:
-                    raise VmError('%s failed (exit %d); its output is above' % (script, result.returncode))
+                    raise VmError('tests/vm/%s failed (exit %d); its output is above'
+                                  % (COMPONENTS[component][0], result.returncode))
             with open(os.path.join(tmp, 'build-seconds'), 'w') as handle:
                 handle.write('%.1f\n' % (time.time() - started))
             os.rename(tmp, final)
@@ -397,8 +407,8 @@ def up(name, port, workdir=None, timeout=DEFAULT_TIMEOUT, append='', qemu=None, 
         stop_pid(proc.pid, files['pidfile'])
         _reap(proc.pid)
         _remove_guest_files(inst)
-        raise VmError('guest %s failed to boot: %s; the VM was stopped.\nconsole log %s (last 40 lines):\n%s'
-                      % (name, problem, files['console_log'], tail(files['console_log'])))
+        raise VmError('guest %s failed to boot: %s; the VM (pid %d) was stopped.\nconsole log %s (last 40 lines):\n%s'
+                      % (name, problem, proc.pid, files['console_log'], tail(files['console_log'])))
     inst['boot_seconds'] = round(time.time() - started, 1)
     _write_json(registry_path(name), inst)
     _write_json(os.path.join(workdir, '%s.json' % name), inst)
@@ -440,6 +450,38 @@ def status():
     return rows
 
 
+# Molecule's instance config: a YAML list with one mapping per instance. JSON is
+# YAML, so the standard library can keep it; only these keys are written.
+INSTANCE_CONFIG_KEYS = ('instance', 'address', 'user', 'port', 'identity_file')
+
+
+def _read_instance_config(path):
+    try:
+        with open(path) as handle:
+            text = handle.read()
+    except FileNotFoundError:
+        return []
+    if not text.strip() or text.strip() in ('[]', '{}', '---', '--- []', '--- {}'):
+        return []
+    try:
+        data = json.loads(text)
+    except ValueError:
+        raise VmError('%s is not the JSON list vmctl.py writes: remove it (molecule reset) and retry' % path)
+    if isinstance(data, dict):  # molecule may seed an empty mapping
+        data = [data] if data else []
+    return data
+
+
+def update_instance_config(path, name, inst=None):
+    """Replace NAME's entry in molecule's instance config PATH (remove it when INST is None)."""
+    entries = [entry for entry in _read_instance_config(path) if entry.get('instance') != name]
+    if inst is not None:
+        entries.append(dict((key, inst[key]) for key in INSTANCE_CONFIG_KEYS))
+    parent = os.path.dirname(os.path.abspath(path))
+    os.makedirs(parent, exist_ok=True)
+    _write_json(path, entries)
+
+
 # --------------------------------------------------------------------------- CLI
 
 def main(argv=None):
@@ -456,9 +498,11 @@ def main(argv=None):
     p_up.add_argument('--timeout', type=int, default=DEFAULT_TIMEOUT, help='seconds to wait for SSH (default 180)')
     p_up.add_argument('--append', default='', help='extra kernel command-line arguments')
     p_up.add_argument('--qemu', help='QEMU binary to use instead of the patched build')
+    p_up.add_argument('--instance-config', help="molecule's instance config file to add this guest to")
     p_down = sub.add_parser('down', help='stop guests by PID and remove their overlays')
     p_down.add_argument('name', nargs='?')
     p_down.add_argument('--all', action='store_true')
+    p_down.add_argument('--instance-config', help="molecule's instance config file to remove the guest(s) from")
     p_status = sub.add_parser('status', help='list registered guests')
     p_status.add_argument('--json', action='store_true')
     p_ssh = sub.add_parser('ssh', help='run a command in a guest over SSH')
@@ -468,7 +512,8 @@ def main(argv=None):
 
     try:
         if args.cmd == 'build':
-            print(json.dumps(build_all(args.only), indent=2, sort_keys=True))
+            # Build progress on stderr, so stdout stays the JSON a playbook can parse.
+            print(json.dumps(build_all(args.only, log=sys.stderr), indent=2, sort_keys=True))
         elif args.cmd == 'paths':
             paths = artifact_paths()
             missing = [key for key, path in paths.items() if not os.path.exists(path)]
@@ -477,12 +522,21 @@ def main(argv=None):
                 print('not built yet: %s (run vmctl.py build)' % ', '.join(sorted(missing)), file=sys.stderr)
                 return 1
         elif args.cmd == 'up':
-            inst = up(args.name, args.port, args.workdir, args.timeout, args.append, args.qemu)
+            inst = up(args.name, args.port, args.workdir, args.timeout, args.append, args.qemu, log=sys.stderr)
+            if args.instance_config:
+                update_instance_config(args.instance_config, args.name, inst)
             print(json.dumps(inst, indent=2, sort_keys=True))
         elif args.cmd == 'down':
             if args.all == bool(args.name):
                 parser.error('down takes either NAME or --all')
+            names = [inst['instance'] for inst in all_instances()] if args.all else [args.name]
             stopped = down_all() if args.all else [args.name] if down(args.name) else []
+            if args.instance_config:
+                config = args.instance_config
+                if args.all:
+                    names = [entry.get('instance') for entry in _read_instance_config(config)]
+                for name in names:
+                    update_instance_config(config, name)
             print('stopped: %s' % (' '.join(stopped) or 'nothing was running'))
         elif args.cmd == 'status':
             rows = status()
