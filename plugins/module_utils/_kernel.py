@@ -448,6 +448,7 @@ def merge_sysctl(files):
 # -- preemption --------------------------------------------------------------------------
 
 PREEMPT_MODES = ("none", "voluntary", "full", "lazy")
+_UTS_VERSION_RE = re.compile(r"\s*#\d+")
 
 
 def preempt_build(version):
@@ -457,7 +458,8 @@ def preempt_build(version):
     Older RT patch sets wrote ``PREEMPT RT``.
     """
     version = _as_text(version)
-    if not version or not version.strip():
+    # UTS_VERSION always starts with "#<build number>"; anything else is not a version string
+    if not version or not _UTS_VERSION_RE.match(version):
         return None
     words = version.split()
     if "PREEMPT_RT" in words:
@@ -688,6 +690,9 @@ def gather(root):
     raw = cmdline_text.strip() if cmdline_text is not None else None
 
     build = preempt_build(version)
+    if version is not None and build is None:
+        root.error(SUBSYSTEM, "/proc/sys/kernel/version", "not a kernel version string (no leading '#<build>'): "
+                   "%r; the compiled-in preemption model is unknown" % version[:80])
     preempt_arg = cmdline_value(params, "preempt") if params is not None else None
     if preempt_arg is True:
         preempt_arg = None

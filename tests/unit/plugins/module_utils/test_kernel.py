@@ -413,6 +413,8 @@ def test_sysctl_fuzz(data):
     ("#1 SMP Debian 5.10.209-2 (2024-01-31)", "none"),
     ("", None),
     (None, None),
+    ("garbage PREEMPT", None),
+    (b"\xff\xfe", None),
 ])
 def test_preempt_build(version, build):
     assert preempt_build(version) == build
@@ -661,6 +663,8 @@ def test_gather_hostile_tree(tmp_path):
     assert facts["installed"] == []
     reasons = dict((err["path"], err["reason"]) for err in root.errors)
     assert reasons["/proc/sys/kernel/osrelease"] == "empty file"
+    assert facts["preempt"]["build"] is None and facts["preempt"]["model"] is None
+    assert "not a kernel version string" in reasons["/proc/sys/kernel/version"]
     assert "not an integer" in reasons["/proc/sys/kernel/numa_balancing"]
     assert "no bracketed selection" in reasons["/sys/kernel/mm/transparent_hugepage/enabled"]
 
