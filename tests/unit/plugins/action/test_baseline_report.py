@@ -1,0 +1,30 @@
+# -*- coding: utf-8 -*-
+"""Where baseline_report finds the collection version stamped on the reports."""
+
+import json
+
+from ansible_collections.gpuhost.baseline.plugins.action.baseline_report import COLLECTION_ROOT, collection_version
+
+
+def test_checkout_galaxy_yml(tmp_path):
+    (tmp_path / "galaxy.yml").write_text("namespace: gpuhost\nname: baseline\nversion: 1.2.3\n")
+    assert collection_version(str(tmp_path)) == "1.2.3"
+
+
+def test_installed_manifest_wins(tmp_path):
+    (tmp_path / "galaxy.yml").write_text("version: 1.2.3\n")
+    (tmp_path / "MANIFEST.json").write_text(json.dumps({"collection_info": {"version": "2.0.0"}}))
+    assert collection_version(str(tmp_path)) == "2.0.0"
+
+
+def test_broken_files_fall_back_to_unknown(tmp_path):
+    (tmp_path / "MANIFEST.json").write_text("{not json")
+    (tmp_path / "galaxy.yml").write_text("version: [unclosed\n")
+    assert collection_version(str(tmp_path)) == "unknown"
+    assert collection_version(str(tmp_path / "missing")) == "unknown"
+
+
+def test_this_checkout_reports_galaxy_version():
+    with open(COLLECTION_ROOT + "/galaxy.yml") as handle:
+        expected = [line.split(":", 1)[1].strip() for line in handle if line.startswith("version:")][0]
+    assert collection_version() == expected
