@@ -515,7 +515,7 @@ def test_live_gather_matches_sysfs():
 # -- generated fixture trees ----------------------------------------------------------
 def test_fixture_trees_agree_with_lspci(snapshot_trees):
     assert snapshot_trees, "tools/make_fixtures.py produced no snapshot"
-    checked = 0
+    checked = express = 0
     for name, tree in sorted(snapshot_trees.items()):
         configs = {}
         for path in sorted(glob.glob(os.path.join(tree, "sys/bus/pci/devices/*/config"))):
@@ -530,8 +530,11 @@ def test_fixture_trees_agree_with_lspci(snapshot_trees):
                 assert parse_config(data)["pcie"] is None and parse_config(data)["reason"], (name, address)
         usable = dict((address, data) for address, data in configs.items() if len(data) >= 64)
         if usable:
-            checked += lspci_crosscheck(usable)["devices"]
+            summary = lspci_crosscheck(usable)
+            checked += summary["devices"]
+            express += summary["express"]
     assert checked > 0, "no fixture tree holds a PCI config file"
+    assert express > 0, "no fixture tree holds a PCI Express function"
 
 
 # -- fuzzing --------------------------------------------------------------------------
