@@ -241,6 +241,8 @@ class HostSpec:
         # containers
         proxmox=True,
         containers=None,  # {"101": text}
+        # snapshot.json keys a capture adds to replay failures ("unreadable", "commands")
+        snapshot_extra=None,
     )
 
     def __init__(self, **options):
@@ -871,6 +873,7 @@ def _containers(tree, spec):
 def snapshot_json(spec):
     doc = {"format": 1, "hostname": spec.hostname, "captured": spec.captured, "as_root": spec.as_root,
            "generator": "tools/make_fixtures.py"}
+    doc.update(spec.snapshot_extra or {})
     return json.dumps(doc, indent=2, sort_keys=True, ensure_ascii=True) + "\n"
 
 

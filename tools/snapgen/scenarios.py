@@ -250,6 +250,9 @@ def intel_options():
         nvidia=False,
         proxmox=False,
         containers=None,
+        # What host_snapshot records on a host without nvidia-smi, so the facts match a live run.
+        snapshot_extra={"commands": {"nvidia-smi-q": {"error": "nvidia-smi not found in PATH",
+                                                      "where": "nvidia-smi"}}},
     )
 
 
@@ -397,6 +400,7 @@ def hostile_options():
         gpu_name=HOSTILE_GPU,
         node_mem_kb=[16 * GIB_KB, 16 * GIB_KB],
         containers={},
+        snapshot_extra={"unreadable": {"/proc/1/environ": "permission denied (run with become: true)"}},
     )
 
 
