@@ -14,10 +14,11 @@ export PATH := $(BIN):$(PATH)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 # Debian packages the tests use: lspci/setpci (reference decoder), numastat, cpupower,
-# promtool, headless chromium, and the VM tool chain.
-DEB_TEST_PACKAGES := pciutils numactl linux-cpupower prometheus chromium qemu-system-x86 qemu-utils debootstrap acpica-tools
+# promtool, headless chromium, the VM tool chain, and python3-venv (Debian's python3 has no
+# ensurepip without it; tools/get_pip_standin.py and `python3 -m venv` need it).
+DEB_TEST_PACKAGES := python3-venv pciutils numactl linux-cpupower prometheus chromium qemu-system-x86 qemu-utils debootstrap acpica-tools
 
-.PHONY: venv link fixtures audit test test-deps unit integration sanity lint build-check vm-test clean
+.PHONY: venv link fixtures audit test test-deps unit integration gates sanity lint changelog-lint build-check vm-test clean
 
 $(VENV)/.installed: requirements.txt
 	python3 -m venv $(VENV)
@@ -51,17 +52,37 @@ unit: venv link
 integration: venv link fixtures
 	$(BIN)/pytest -q tests/integration
 
+# `make test`: Debian packages, venv, fixtures, every test, then every quality gate.
+# "=== phase: NAME [epoch]" lines mark where each phase starts; .ci/run turns them into timings.
+phase = @echo "=== phase: $(1) [$$(date +%s)]"
+
 test: test-deps venv link fixtures
-	$(BIN)/pytest -q tests
-	$(MAKE) --no-print-directory sanity lint build-check
+	$(call phase,pytest)
+	@$(BIN)/pytest -q tests; rc=$$?; \
+	if [ $$rc -eq 5 ]; then \
+	  echo "make test: ERROR: pytest collected no tests (exit 5): tests/ is empty or its collection broke" >&2; \
+	fi; exit $$rc
+	@# -k: run every gate even after one fails, so one CI run reports all of them.
+	@$(MAKE) --no-print-directory -k gates
+
+gates: sanity lint changelog-lint build-check
 
 sanity: venv link
+	$(call phase,sanity)
 	tools/sanity.sh
 
+# The whole collection (playbooks, roles, rules, profiles, inventory, changelogs); see .ansible-lint.
 lint: venv link
-	$(BIN)/ansible-lint --offline --profile production playbooks roles
+	$(call phase,lint)
+	$(BIN)/ansible-lint --offline --profile production
+
+changelog-lint: venv
+	$(call phase,changelog-lint)
+	$(BIN)/antsibull-changelog lint
+	$(BIN)/antsibull-changelog lint-changelog-yaml changelogs/changelog.yaml
 
 build-check: venv link
+	$(call phase,build-check)
 	tools/build_check.sh
 
 vm-test: venv link
