@@ -13,9 +13,9 @@ class ModuleDocFragment:
 options:
   root:
     description:
-      - Directory that stands for the host's C(/): files are read and written below it.
+      - Directory that stands for the host's C(/). Files are read and written below it.
       - V(/) changes the live host. Any other value is a writable copy of a snapshot directory
-        (see C(docs/snapshot-format.md)): kernel attributes under C(proc/) and C(sys/) are plain files
+        (see C(docs/snapshot-format.md)). Kernel attributes under C(proc/) and C(sys/) are plain files
         there, so writing them is how the change shows, and B(no command is ever run); the commands
         that would have run are listed in RV(commands).
     type: path

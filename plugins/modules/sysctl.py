@@ -19,7 +19,7 @@ description:
     V(vm.swappiness); any other key is refused with a message (use C(ansible.posix.sysctl) for those).
   - Runtime and persisted state are reported apart. "Persisted" is the value C(systemd-sysctl) would
     apply at boot after its precedence over C(/etc/sysctl.d), C(/run/sysctl.d), C(/usr/local/lib/sysctl.d),
-    C(/usr/lib/sysctl.d) and C(/etc/sysctl.conf): when another file applied after O(sysctl_file) sets the
+    C(/usr/lib/sysctl.d) and C(/etc/sysctl.conf). When another file applied after O(sysctl_file) sets the
     same key, the value written here is ineffective, and the module warns and returns that file in
     RV(overridden_by).
   - Runtime is written first. When the kernel refuses it (read-only C(/proc/sys) in an unprivileged

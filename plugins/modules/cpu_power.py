@@ -1,0 +1,290 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: cpu_power
+short_description: Set the cpufreq governor, EPP, boost and idle-state limits on every CPU, now and at boot
+version_added: 0.1.0
+description:
+  - Writes the CPU power settings of the GPU host baseline to sysfs on every cpufreq policy and every CPU
+    (C(/sys/devices/system/cpu/cpufreq/policyN/...), C(/sys/devices/system/cpu/cpuN/cpuidle/stateK/disable)),
+    and installs a boot-time systemd oneshot unit that applies them again after a reboot.
+  - Everything is checked before anything is written. A governor or EPP that a policy does not offer, an
+    unreadable latency or flag, or an EPP the kernel would refuse fails the task and names the file. A write
+    the kernel refuses (EINVAL, EBUSY, EROFS, EACCES) fails the task, names the file, and puts back what the
+    task had already written.
+  - B(EPP and the governor.) With C(amd-pstate-epp) (C(amd_pstate=active)) and C(intel_pstate) in active mode
+    the C(performance) governor holds EPP at C(performance) and the kernel refuses other EPP values while it is
+    selected (amd-pstate refuses every EPP write under it, EBUSY). So the module writes EPP before the governor
+    and only on policies whose governor is not yet C(performance), and O(governor=performance) together with an
+    O(epp) other than V(performance) fails before writing. Any EPP can be set under the C(powersave) governor.
+  - Policies without C(energy_performance_preference) (C(acpi-cpufreq), C(amd-pstate) in passive or guided
+    mode) are skipped for O(epp) with a warning; RV(skipped) says so.
+  - Runtime state and persisted state are reported apart. RV(runtime_before)/RV(runtime_after) count policies
+    per governor and EPP and CPUs per idle state, RV(persisted_before)/RV(persisted_after) describe the unit.
+author:
+  - gpuhost.baseline maintainers
+options:
+  governor:
+    description:
+      - cpufreq governor for every policy (the baseline wants V(performance)). It must be in each policy's
+        C(scaling_available_governors).
+    type: str
+  epp:
+    description:
+      - Energy performance preference for every policy that has C(energy_performance_preference)
+        (V(performance), V(balance_performance), V(balance_power), V(power), V(default)).
+    type: str
+  boost:
+    description:
+      - Frequency boost on or off, through C(cpufreq/boost), else C(intel_pstate/no_turbo), else each policy's
+        C(boost) file. Where none exists the task warns and sets nothing (boost is then a BIOS setting).
+    type: bool
+  idle_latency_max_us:
+    description:
+      - Disable every cpuidle state whose exit latency (C(stateK/latency), microseconds) is above this bound, on
+        every CPU. States within the bound are left as they are (never re-enabled).
+    type: int
+  persist:
+    description:
+      - V(systemd) writes C(/usr/local/sbin/gpuhost-cpu-power), a shell script applying exactly the options of
+        this task, and C(/etc/systemd/system/gpuhost-cpu-power.service), a oneshot unit that runs it at boot,
+        enables the unit with the C(multi-user.target.wants) link, and runs C(systemctl daemon-reload) when the
+        unit changed (only when O(root=/)).
+      - V(none) changes runtime state only and leaves any unit as it is.
+    type: str
+    choices: [systemd, none]
+    default: systemd
+extends_documentation_fragment:
+  - gpuhost.baseline.fix
+notes:
+  - Settings apply to the CPUs present when the task runs; the unit applies them again at every boot. Tools that
+    manage the governor themselves (tuned, power-profiles-daemon, cpupower.service) run before the unit, whose
+    values then win; disable them to avoid flapping.
+  - The script is written to a file and run by systemd; nothing is run through a shell by Ansible.
+seealso:
+  - name: amd-pstate CPU performance scaling driver
+    description: EPP, active/passive/guided modes and governors.
+    link: https://docs.kernel.org/admin-guide/pm/amd-pstate.html
+  - name: CPU idle time management
+    description: The cpuidle sysfs interface (latency, disable).
+    link: https://docs.kernel.org/admin-guide/pm/cpuidle.html
+"""
+
+EXAMPLES = r"""
+- name: Performance governor and EPP, boost on, no idle state slower than 10 us to leave, now and at boot
+  gpuhost.baseline.cpu_power:
+    governor: performance
+    epp: performance
+    boost: true
+    idle_latency_max_us: 10
+    backup: true
+  become: true
+
+- name: Runtime only, on a writable snapshot copy (the daemon-reload is only listed)
+  gpuhost.baseline.cpu_power:
+    idle_latency_max_us: 10
+    persist: none
+    root: /tmp/gpu01-copy
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+runtime_before:
+  description: Runtime state before the task.
+  returned: success
+  type: dict
+
+  contains:
+    policies:
+      description: Number of cpufreq policies.
+      type: int
+      sample: 128
+    driver:
+      description: Policies per scaling driver.
+      type: dict
+      sample: {"amd-pstate-epp": 128}
+    governor:
+      description: Policies per governor.
+      type: dict
+      sample: {"performance": 128}
+    epp:
+      description: Policies per EPP (policies without EPP are not counted).
+      type: dict
+      sample: {"performance": 128}
+    boost:
+      description: Whether boost is on; V(null) when the host has no boost control.
+      type: bool
+      sample: true
+    idle_states:
+      description: Per idle state index, its name, exit latency and how many CPUs have it enabled or disabled.
+      type: list
+      elements: dict
+      sample: [{"index": 2, "name": "C2", "latency_us": 400, "enabled_cpus": 0, "disabled_cpus": 128}]
+
+runtime_after:
+  description: Runtime state after the task, read back from sysfs (in check mode, what it would be).
+  returned: success
+  type: dict
+
+  contains:
+    policies:
+      description: Number of cpufreq policies.
+      type: int
+      sample: 128
+    driver:
+      description: Policies per scaling driver.
+      type: dict
+      sample: {"amd-pstate-epp": 128}
+    governor:
+      description: Policies per governor.
+      type: dict
+      sample: {"performance": 128}
+    epp:
+      description: Policies per EPP (policies without EPP are not counted).
+      type: dict
+      sample: {"performance": 128}
+    boost:
+      description: Whether boost is on; V(null) when the host has no boost control.
+      type: bool
+      sample: true
+    idle_states:
+      description: Per idle state index, its name, exit latency and how many CPUs have it enabled or disabled.
+      type: list
+      elements: dict
+      sample: [{"index": 2, "name": "C2", "latency_us": 400, "enabled_cpus": 0, "disabled_cpus": 128}]
+
+runtime_changes:
+  description: The sysfs writes made (or that would be), grouped by attribute and value, with the CPUs or policies.
+  returned: success
+  type: list
+  elements: str
+  sample: ["/sys/devices/system/cpu/cpufreq/N/scaling_governor: ondemand -> performance on 0-127 (128 files)"]
+persist:
+  description: The persistence mode used.
+  returned: success
+  type: str
+  sample: systemd
+persisted_before:
+  description: The boot-time unit before the task.
+  returned: success
+  type: dict
+
+  contains:
+    unit:
+      description: Whether the unit file exists.
+      type: bool
+      sample: true
+    enabled:
+      description: Whether the C(multi-user.target.wants) link to the unit exists.
+      type: bool
+      sample: true
+    script:
+      description: Whether the script exists.
+      type: bool
+      sample: true
+    settings:
+      description: The settings the script re-applies at boot; V(null) when there is none written by this module.
+      type: dict
+      sample: {"governor": "performance", "idle_latency_max_us": 10}
+    unit_current:
+      description: Whether the unit file is the one this module writes.
+      type: bool
+      sample: true
+
+persisted_after:
+  description: The boot-time unit after the task.
+  returned: success
+  type: dict
+
+  contains:
+    unit:
+      description: Whether the unit file exists.
+      type: bool
+      sample: true
+    enabled:
+      description: Whether the C(multi-user.target.wants) link to the unit exists.
+      type: bool
+      sample: true
+    script:
+      description: Whether the script exists.
+      type: bool
+      sample: true
+    settings:
+      description: The settings the script re-applies at boot; V(null) when there is none written by this module.
+      type: dict
+      sample: {"governor": "performance", "idle_latency_max_us": 10}
+    unit_current:
+      description: Whether the unit file is the one this module writes.
+      type: bool
+      sample: true
+
+skipped:
+  description: Settings that could not be applied on this host, with the reason (for example no EPP with acpi-cpufreq).
+  returned: success
+  type: dict
+  sample: {"epp": "128 of 128 policies have no energy_performance_preference (driver acpi-cpufreq)"}
+unit:
+  description: Path of the systemd unit.
+  returned: success
+  type: str
+  sample: /etc/systemd/system/gpuhost-cpu-power.service
+script:
+  description: Path of the boot-time script.
+  returned: success
+  type: str
+  sample: /usr/local/sbin/gpuhost-cpu-power
+commands:
+  description: Commands run or, in check mode or on a snapshot root, that would run.
+  returned: always
+  type: list
+  elements: str
+  sample: [systemctl daemon-reload]
+backup_files:
+  description: Backup copy of each file replaced, by file (only with O(backup=true)).
+  returned: changed
+  type: dict
+  sample: {"/usr/local/sbin/gpuhost-cpu-power": "/usr/local/sbin/gpuhost-cpu-power.4211.2025-01-15@10:02:11~"}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_common import FixError, Host, fail_with_rollback
+from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_cpu import apply
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            governor=dict(type="str"),
+            epp=dict(type="str"),
+            boost=dict(type="bool"),
+            idle_latency_max_us=dict(type="int"),
+            persist=dict(type="str", default="systemd", choices=["systemd", "none"]),
+            root=dict(type="path", default="/"),
+            backup=dict(type="bool", default=False),
+        ),
+        required_one_of=[["governor", "epp", "boost", "idle_latency_max_us"]],
+        supports_check_mode=True,
+    )
+    p = module.params
+    host = Host(module, p["root"], p["backup"])
+    try:
+        result = apply(host, p["governor"], p["epp"], p["boost"], p["idle_latency_max_us"], p["persist"], module._diff)
+    except FixError as exc:
+        msg, partial = fail_with_rollback(host, exc)
+        module.fail_json(msg=msg, **partial)
+    for warning in result.pop("warnings"):
+        module.warn(warning)
+    module.exit_json(backup_files=host.backups, commands=host.commands, **result)
+
+
+if __name__ == "__main__":
+    main()

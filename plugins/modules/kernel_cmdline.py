@@ -1,0 +1,192 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: kernel_cmdline
+short_description: Add, set or remove kernel command-line parameters for the boot loader in use
+version_added: 0.1.0
+description:
+  - Edits the command line the boot loader passes to the kernel at the next boot, for the boot loader
+    that the host's files show (never guessed), and regenerates the boot entries.
+  - V(systemd-boot) (Proxmox VE and systemd-boot hosts) when C(/etc/kernel/cmdline) exists together with
+    C(/etc/kernel/proxmox-boot-uuids), C(/boot/efi/loader), or BLS entries without C(/etc/default/grub).
+    C(/etc/kernel/cmdline) is edited, then C(proxmox-boot-tool refresh) runs (C(kernel-install add) for the
+    running kernel on non-Proxmox hosts).
+  - V(bls) (RHEL, Rocky, Alma, Fedora) when C(/etc/default/grub), BLS entries in C(/boot/loader/entries) and
+    C(/etc/redhat-release) exist. C(grubby --update-kernel=ALL --args=... --remove-args=...) edits every entry;
+    the module writes no file itself, so on a snapshot root nothing is written and the command is only listed.
+  - V(grub) when C(/etc/default/grub) exists. C(GRUB_CMDLINE_LINUX_DEFAULT) is edited in the file that assigns
+    it last (C(/etc/default/grub) or C(/etc/default/grub.d/*.cfg)); a key already in C(GRUB_CMDLINE_LINUX) is
+    changed there. The quoting and every other byte of the file are kept. Then C(update-grub) (Debian family),
+    C(grub2-mkconfig -o /boot/grub2/grub.cfg) (EL, SUSE) or C(proxmox-boot-tool refresh) regenerates grub.cfg.
+    A variable that uses shell expansion is refused rather than rewritten.
+  - When no boot loader is found the task fails and nothing is written. When the regenerating command fails
+    the edited file is put back, so that the next run tries again.
+  - Parameter names match with C(-) and C(_) equal, as in the kernel. A key in O(add) replaces every occurrence
+    of that key (the first keeps its place, later ones go).
+  - The new command line takes effect at the next boot; RV(reboot_required) says whether the running kernel
+    was booted with other values for the managed keys.
+author:
+  - gpuhost.baseline maintainers
+options:
+  add:
+    description:
+      - Parameters to set, as a dict from name to value (V(true) or V(null) for a flag without value, see the
+        examples) or as a list of C(key=value) strings and flags such as V([amd_pstate=active, iommu=pt]).
+      - A value containing spaces is written in double quotes.
+    type: raw
+  remove:
+    description:
+      - Names of parameters to remove, every occurrence, whatever their value.
+    type: list
+    elements: str
+  bootloader:
+    description:
+      - V(auto) detects the boot loader from files as described above. Naming one forces it, with a warning
+        when the files say otherwise.
+    type: str
+    choices: [auto, grub, systemd-boot, bls]
+    default: auto
+extends_documentation_fragment:
+  - gpuhost.baseline.fix
+seealso:
+  - name: The kernel's command-line parameters
+    description: What each parameter does and how the kernel splits the line.
+    link: https://docs.kernel.org/admin-guide/kernel-parameters.html
+  - name: Proxmox VE host boot loader
+    description: C(/etc/kernel/cmdline), C(/etc/default/grub) and C(proxmox-boot-tool refresh).
+    link: https://pve.proxmox.com/wiki/Host_Bootloader
+"""
+
+EXAMPLES = r"""
+- name: Active amd_pstate and IOMMU pass-through at the next boot
+  gpuhost.baseline.kernel_cmdline:
+    add:
+      amd_pstate: active
+      iommu: pt
+    backup: true
+  become: true
+  register: cmdline
+
+- name: Say when a reboot is pending
+  ansible.builtin.debug:
+    msg: "reboot needed for {{ cmdline.running }}"
+  when: cmdline.reboot_required
+
+- name: Drop a parameter and set another, as a list
+  gpuhost.baseline.kernel_cmdline:
+    add: [processor.max_cstate=1]
+    remove: [intel_idle.max_cstate]
+
+- name: Edit a writable copy of a snapshot; the commands are only listed
+  gpuhost.baseline.kernel_cmdline:
+    add: {amd_pstate: active}
+    root: /tmp/gpu01-copy
+  delegate_to: localhost
+"""
+
+RETURN = r"""
+bootloader:
+  description: The boot loader whose configuration was edited.
+  returned: success
+  type: str
+  sample: systemd-boot
+detected_bootloader:
+  description: What the files say (V(null) when nothing was found); differs from RV(bootloader) only when forced.
+  returned: success
+  type: str
+  sample: systemd-boot
+source:
+  description: Where the configured command line lives for this boot loader.
+  returned: success
+  type: str
+  sample: /etc/kernel/cmdline
+config_files:
+  description:
+    - Files edited (or that would be). For V(bls), the entries that C(grubby) edits (or would).
+  returned: success
+  type: list
+  elements: str
+  sample: [/etc/kernel/cmdline]
+entries_to_update:
+  description: BLS entries that lack an added value or still have a removed key.
+  returned: when bootloader is bls
+  type: list
+  elements: str
+  sample: [/boot/loader/entries/4f2a9c0e-5.14.0-427.el9.x86_64.conf]
+configured_before:
+  description:
+    - Parameters the boot loader was configured to pass, as a dict (flags map to V(true)). For V(bls), the
+      entry of the newest kernel.
+  returned: success
+  type: dict
+  sample: {"root": "ZFS=rpool/ROOT/pve-1", "boot": "zfs", "quiet": true}
+configured_after:
+  description: Parameters configured after the task (in check mode, what they would be).
+  returned: success
+  type: dict
+  sample: {"root": "ZFS=rpool/ROOT/pve-1", "boot": "zfs", "quiet": true, "amd_pstate": "active"}
+running:
+  description: Values of the managed keys on the running kernel's command line (V(null) for an absent key).
+  returned: success
+  type: dict
+  sample: {"amd_pstate": null}
+reboot_required:
+  description:
+    - Whether the running command line differs from the configured one for the managed keys, that is
+      whether a reboot is needed for them to apply. V(null) when C(/proc/cmdline) cannot be read.
+  returned: success
+  type: bool
+  sample: true
+commands:
+  description: Commands run or, in check mode or on a snapshot root, that would run.
+  returned: always
+  type: list
+  elements: str
+  sample: [proxmox-boot-tool refresh]
+backup_files:
+  description: Backup copy of each file replaced, by file (only with O(backup=true)).
+  returned: changed
+  type: dict
+  sample: {"/etc/kernel/cmdline": "/etc/kernel/cmdline.4211.2025-01-15@10:02:11~"}
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_cmdline import apply
+from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_common import FixError, Host, fail_with_rollback
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            add=dict(type="raw"),
+            remove=dict(type="list", elements="str"),
+            bootloader=dict(type="str", default="auto", choices=["auto", "grub", "systemd-boot", "bls"]),
+            root=dict(type="path", default="/"),
+            backup=dict(type="bool", default=False),
+        ),
+        required_one_of=[["add", "remove"]],
+        supports_check_mode=True,
+    )
+    p = module.params
+    host = Host(module, p["root"], p["backup"])
+    try:
+        result = apply(host, p["add"], p["remove"], p["bootloader"], module._diff)
+    except FixError as exc:
+        msg, partial = fail_with_rollback(host, exc)
+        module.fail_json(msg=msg, **partial)
+    for warning in result.pop("warnings"):
+        module.warn(warning)
+    module.exit_json(backup_files=host.backups, commands=host.commands, **result)
+
+
+if __name__ == "__main__":
+    main()
