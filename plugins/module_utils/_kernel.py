@@ -78,7 +78,7 @@ def split_cmdline(text):
         key, sep, value = word.partition("=")
         if not sep:
             if key == "--":
-                return params, [w for w in words[index + 1:]]
+                return params, words[index + 1:]
             if key:
                 params.append((key, True))
             continue
