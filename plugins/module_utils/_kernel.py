@@ -696,7 +696,10 @@ def gather(root):
     preempt_arg = cmdline_value(params, "preempt") if params is not None else None
     if preempt_arg is True:
         preempt_arg = None
-    debugfs_text = root.read_text("/sys/kernel/debug/sched/preempt", SUBSYSTEM, optional=True)
+    # debugfs is root-only (mode 0700): without root the file looks absent, live and in a
+    # snapshot alike, so both give preempt.debugfs = null without an error
+    debugfs_path = "/sys/kernel/debug/sched/preempt"
+    debugfs_text = root.read_text(debugfs_path, SUBSYSTEM, optional=True) if root.exists(debugfs_path) else None
     debugfs = parse_bracketed(debugfs_text) if debugfs_text is not None else None
 
     sysctl = {}
