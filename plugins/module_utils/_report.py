@@ -620,7 +620,7 @@ def _finding_row(f, anchor):
     )
 
 
-_FINDINGS_HEAD = ('<colgroup><col style="width:110px"><col style="width:17%"><col style="width:9%">'
+_FINDINGS_HEAD = ('<colgroup><col style="width:124px"><col style="width:17%"><col style="width:9%">'
                   '<col style="width:9%"><col style="width:9%"><col><col style="width:20%"></colgroup>'
                   '<thead><tr><th>status</th><th>rule</th><th>subject</th><th>expected</th><th>observed</th>'
                   '<th>message / rationale</th><th>fix / source</th></tr></thead>')
@@ -643,9 +643,11 @@ def render_html(report):
         " &middot; report schema %s</div>"
         % (h(report["collection_version"]), h(report["profile"]), h(report["generated"]), h(report["schema"])),
         '<table class="totals"><tr><th>hosts</th><td>%d (%d audited, %d unreachable, %d failed)</td>'
-        "<th>with failures</th><td>%d</td><th>needing reboot</th><td>%d</td></tr></table>"
+        "<th>with failures</th><td>%d</td><th>needing reboot</th><td>%d</td><th>failing by severity</th><td>%s</td>"
+        "</tr></table>"
         % (totals["hosts"], totals["audited"], totals["unreachable"], totals["failed"], totals["hosts_failing"],
-           totals["reboot_required"]),
+           totals["reboot_required"],
+           " ".join(_badge_sev(sev) + h(n) for sev, n in totals["fail_by_severity"].items() if n) or "none"),
         '<div class="legend">findings: %s</div>' % " ".join(_badge_status(s, totals[s]) for s in STATUS_WORST_FIRST),
         '<div class="legend"><span><span class="sw st-fail"></span>fail</span>'
         '<span><span class="sw st-unknown"></span>unknown (facts missing)</span>'
@@ -705,7 +707,8 @@ def render_html(report):
                 "<div>state <b>%s</b> &middot; profile <b>%s</b></div>" % (h(host["state"]), h(host["profile"]))]
         if host.get("message"):
             meta.append('<div class="err">%s</div>' % h(host["message"]))
-        meta.append("<div>%s</div>" % " ".join(_badge_status(st, host["summary"][st]) for st in STATUS_WORST_FIRST))
+        if host["state"] == "audited":
+            meta.append("<div>%s</div>" % " ".join(_badge_status(st, host["summary"][st]) for st in STATUS_WORST_FIRST))
         if host["facts_errors"]:
             meta.append('<div class="err">%d fact(s) could not be read (see facts errors)</div>' % host["facts_errors"])
         if host["pending"]:

@@ -11,6 +11,7 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from hypothesis import given, settings, strategies as st
+from helpers.prom import parse_labels, parse_metrics
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils import _report
 from ansible_collections.gpuhost.baseline.plugins.module_utils._report import (
@@ -423,44 +424,6 @@ def test_junit_control_characters_stay_parseable():
 
 
 # --- Prometheus -------------------------------------------------------------
-
-_SAMPLE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{.*\})? (\S+)$')
-
-
-def parse_labels(text):
-    """Parse ``{k="v",...}`` honouring the exposition escapes; returns a dict."""
-    labels = {}
-    i = 1
-    while i < len(text) - 1:
-        eq = text.index("=", i)
-        key = text[i:eq]
-        assert text[eq + 1] == '"'
-        j = eq + 2
-        value = []
-        while text[j] != '"':
-            if text[j] == "\\":
-                value.append({"\\": "\\", '"': '"', "n": "\n"}[text[j + 1]])
-                j += 2
-            else:
-                value.append(text[j])
-                j += 1
-        labels[key] = "".join(value)
-        i = j + 1
-        if text[i] == ",":
-            i += 1
-    return labels
-
-
-def parse_metrics(text):
-    out = []
-    for line in text.splitlines():
-        if not line or line.startswith("#"):
-            continue
-        m = _SAMPLE.match(line)
-        assert m, line
-        out.append((m.group(1), parse_labels(m.group(2)) if m.group(2) else {}, float(m.group(3))))
-    return out
-
 
 def test_prometheus_series(report):
     text = render_prometheus(report)
