@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Generate the bundled snapshot directories (docs/snapshot-format.md).
 
     python tools/make_fixtures.py OUTDIR               # incident, healthy, intel, hostile
@@ -20,7 +19,7 @@ from snapgen.pciconfig import snapshot_dump  # noqa: E402
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("outdir", help="directory that receives one sub-directory per snapshot")
     parser.add_argument("--only", action="append", choices=sorted(scenarios.SCENARIOS), metavar="NAME",
                         help="build only this snapshot (repeatable): %s" % ", ".join(sorted(scenarios.SCENARIOS)))

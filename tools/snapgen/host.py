@@ -71,20 +71,13 @@ PROC_DEVICES_BLOCK = ((7, "loop"), (8, "sd"), (9, "md"), (65, "sd"), (66, "sd"),
 
 def cpulist(ids):
     """Kernel cpulist text for a collection of CPU ids (``0-31,64-95``)."""
-    ids = sorted(set(ids))
-    parts = []
-    start = prev = None
-    for cpu in ids:
-        if start is None:
-            start = prev = cpu
-        elif cpu == prev + 1:
-            prev = cpu
+    ranges = []
+    for cpu in sorted(set(ids)):
+        if ranges and cpu == ranges[-1][1] + 1:
+            ranges[-1][1] = cpu
         else:
-            parts.append("%d" % start if start == prev else "%d-%d" % (start, prev))
-            start = prev = cpu
-    if start is not None:
-        parts.append("%d" % start if start == prev else "%d-%d" % (start, prev))
-    return ",".join(parts)
+            ranges.append([cpu, cpu])
+    return ",".join("%d" % low if low == high else "%d-%d" % (low, high) for low, high in ranges)
 
 
 def stable_hex(seed, length):
@@ -803,16 +796,16 @@ def _kernel(tree, spec):
         tree.text("/etc/kernel/cmdline", configured)
         # proxmox-boot-tool's list of ESPs: what makes Proxmox boot through systemd-boot.
         tree.text("/etc/kernel/proxmox-boot-uuids", "9A1B-2C3D")
-        running = "initrd=\\EFI\\proxmox\\%s\\initrd.img-%s %s" % (spec.kernel_release, spec.kernel_release,
-                                                                   configured)
+        release = spec.kernel_release
+        running = "initrd=\\EFI\\proxmox\\%s\\initrd.img-%s %s" % (release, release, configured)
         tree.file("/etc/default/grub", spec.grub_default or DEBIAN_GRUB % (spec.cmdline_params, ""))
     elif spec.bootloader == "grub":
-        running = "BOOT_IMAGE=/boot/vmlinuz-%s %s ro %s" % (spec.kernel_release, spec.root_params,
-                                                             spec.cmdline_params)
+        running = "BOOT_IMAGE=/boot/vmlinuz-%s %s ro %s" % (
+            spec.kernel_release, spec.root_params, spec.cmdline_params)
         tree.file("/etc/default/grub", spec.grub_default or DEBIAN_GRUB % (spec.cmdline_params, ""))
     else:  # bls: /etc/default/grub plus /boot/loader/entries written by the scenario
-        running = "BOOT_IMAGE=(hd0,gpt2)/vmlinuz-%s %s %s" % (spec.kernel_release, spec.root_params,
-                                                               spec.cmdline_params)
+        running = "BOOT_IMAGE=(hd0,gpt2)/vmlinuz-%s %s %s" % (
+            spec.kernel_release, spec.root_params, spec.cmdline_params)
         if spec.grub_default:
             tree.file("/etc/default/grub", spec.grub_default)
         for name, text in sorted((spec.bls_entries or {}).items()):

@@ -145,8 +145,8 @@ def _header(buf, fn):
     _put(buf, 0x09, "BBB", fn.class_code & 0xFF, (fn.class_code >> 8) & 0xFF, (fn.class_code >> 16) & 0xFF)
     _put(buf, 0x0C, "BBBB", 0x10, 0x00, fn.header_type | (0x80 if fn.multifunction else 0), 0)
     if fn.header_type == 0:
-        for index, bar in enumerate(fn.bars[:6]):
-            _put(buf, 0x10 + 4 * index, "I", bar & 0xFFFFFFFF)
+        for index, value in enumerate(fn.bars[:6]):
+            _put(buf, 0x10 + 4 * index, "I", value & 0xFFFFFFFF)
         _put(buf, 0x2C, "HH", fn.subsys_vendor, fn.subsys_device)
         # Host bridges and other conventional functions raise no INTx.
         _put(buf, 0x3C, "BB", 0xFF, fn.irq_pin if has_caps else 0)
