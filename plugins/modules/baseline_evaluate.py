@@ -22,7 +22,7 @@ description:
   - Rule format, operators and derived facts are described in C(docs/rules.md); profiles, parameters and
     waivers in C(docs/profiles.md).
 author:
-  - gpuhost.baseline maintainers
+  - gpuhost.baseline maintainers (@gpuhost-baseline)
 options:
   facts:
     description:

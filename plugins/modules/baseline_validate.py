@@ -20,7 +20,7 @@ description:
     contacted.
   - This is an action plugin. It runs entirely on the controller; nothing is executed on the managed host.
 author:
-  - gpuhost.baseline maintainers
+  - gpuhost.baseline maintainers (@gpuhost-baseline)
 options:
   profile:
     description:

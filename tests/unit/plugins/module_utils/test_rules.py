@@ -386,8 +386,8 @@ def test_copied_catalogue_loads(tree):
      "", r"rules/pcie.yml: rule PCI-001: missing required key\(s\) title"),
     ("rules/pcie.yml", "    action: pcie_tune\n    hint: raise MaxReadReq in the Device Control",
      "    action: setpci\n    hint: raise MaxReadReq in the Device Control", r"rule PCI-001: unknown fix action 'setpci'"),
-    ("rules/pcie.yml", "  subject: address\n  detail: label\n  query: pcie.max_read_request\n  unknown_reason: error\n  expect:\n    min: {param: max_read_request_bytes_gpu}",
-     "  subject: address\n  detail: label\n  query: pcie.max_read_request\n  unknown_reason: error\n  expect:\n    min: {param: max_read_request_bytes_gpu}\n  severty: high",
+    ("rules/pcie.yml", "  title: GPU MaxReadReq at least max_read_request_bytes_gpu\n",
+     "  title: GPU MaxReadReq at least max_read_request_bytes_gpu\n  severty: high\n",
      r"rule PCI-001: unknown key\(s\) severty"),
     ("rules/pcie.yml", "    min: {param: max_read_request_bytes_gpu}", "    min: '4096'", r"rule PCI-001: expect: operator min needs a number"),
     ("rules/kernel.yml", "    min_kernel: {param: kernel_min}", "    min_kernel: 6.14",
@@ -484,7 +484,8 @@ def _playbook(tmp_path, tasks):
                ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
                ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
     return subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
-                           "-e", "ansible_python_interpreter=%s" % sys.executable, str(playbook)], capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300)
+                           "-e", "ansible_python_interpreter=%s" % sys.executable, str(playbook)],
+                          capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300)
 
 
 def test_action_plugin_in_a_playbook(tmp_path):
