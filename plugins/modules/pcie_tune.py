@@ -84,7 +84,7 @@ options:
         around inside a PCIe switch instead of going up to the root complex.
       - B(This weakens isolation.) The IOMMU no longer sees peer requests below those ports, so devices behind
         them can reach each other's memory unchecked, and the kernel may put them in one IOMMU group. It is
-        B(wrong on a host that passes devices to VMs or containers) (VFIO, Proxmox PCI passthrough): there,
+        B(wrong on a host that passes devices to VMs or containers) (VFIO, Proxmox PCI passthrough); there,
         leave it at V(keep) and use the BIOS or the hypervisor's own settings.
       - V(keep) leaves ACS alone.
     type: str
