@@ -175,9 +175,11 @@ def healthy_options():
         installed_kernels=("6.8.12-4-pve", "6.14.8-2-pve"),
         cmdline_params="quiet amd_pstate=active iommu=pt",
         numa_balancing=0,
+        swappiness=10,
         sysctl_files={"/etc/sysctl.d/90-gpuhost.conf":
                       "# gpuhost.baseline: NUMA balancing migrates pinned inference memory\n"
-                      "kernel.numa_balancing = 0\n"},
+                      "kernel.numa_balancing = 0\n"
+                      "vm.swappiness = 10\n"},
         node_mem_kb=TWO_NODE_504G,
         node_free_pct=[8.1, 8.4],
         node_file_share=[0.2, 0.2],
