@@ -21,7 +21,7 @@ description:
     Reading full PCI config space and debugfs needs root (C(become=true)).
   - The document layout is described in C(docs/facts.md) of the collection.
 author:
-  - gpuhost.baseline maintainers
+  - gpuhost.baseline maintainers (@gpuhost-baseline)
 options:
   gather:
     description:

@@ -20,7 +20,7 @@ description:
     reads to produce the same facts, so a host can be audited offline or used as a test fixture.
   - Only the files the gatherers read are captured; no secrets and no other files are copied.
 author:
-  - gpuhost.baseline maintainers
+  - gpuhost.baseline maintainers (@gpuhost-baseline)
 options:
   dest:
     description:
