@@ -178,6 +178,12 @@ def _normalize_pending(pending):
     return out
 
 
+def _pending_from_findings(findings):
+    """The evaluator marks a finding ``pending`` when its fix is configured but waits for a reboot."""
+    return [{"id": f["id"], "subject": f.get("subject"), "message": f.get("message") or f.get("title")}
+            for f in findings if f.get("pending") is True]
+
+
 def _count_errors(value):
     if isinstance(value, bool):
         return int(value)
@@ -206,7 +212,8 @@ def _normalize_host(name, data, default_profile):
         "findings": findings,
         "numa": _normalize_numa(_plain(data.get("numa"))),
         "facts_errors": _count_errors(data.get("facts_errors")),
-        "pending": _normalize_pending(data.get("pending")),
+        "pending": _normalize_pending(data.get("pending")) if data.get("pending") is not None
+        else _pending_from_findings(findings),
     }
     before = data.get("before")
     if before is not None:
@@ -361,6 +368,18 @@ def _pending_text(item):
     return ("%s: %s" % (head, _text(body))) if head else _text(body)
 
 
+def _waiver_text(waiver):
+    """``reason (until 2026-03-31)`` from the evaluator's waiver mapping; other shapes as text."""
+    if not waiver:
+        return ""
+    if isinstance(waiver, dict):
+        text = _text(waiver.get("reason") or "no reason given")
+        if waiver.get("expires"):
+            text += " (%s %s)" % ("EXPIRED" if waiver.get("expired") else "until", _text(waiver["expires"]))
+        return text
+    return _text(waiver)
+
+
 def _safe_url(url):
     """Only http(s) URLs become links; anything else (javascript:, data:) stays text."""
     if isinstance(url, str) and re.match(r"^https?://[^\s<>\"']+$", url):
@@ -453,7 +472,7 @@ def render_markdown(report):
                 rows.append([md_escape(STATUS_LABELS[f["status"]]), md_escape(f.get("severity")), md_escape(f["id"]),
                              md_escape(f.get("subject") or ""), md_escape(f.get("expected")), md_escape(f.get("observed")),
                              md_escape(f.get("message") or ""), md_escape(f.get("fix") or ""),
-                             "yes" if f["reboot_required"] else ""])
+                             "pending" if f.get("pending") is True else ("yes" if f["reboot_required"] else "")])
             lines += _md_table(["status", "severity", "rule", "subject", "expected", "observed", "message", "fix", "reboot"],
                                rows)
         else:
@@ -606,9 +625,11 @@ def _finding_row(f, anchor):
     if f.get("rationale"):
         why.append(h(f["rationale"]))
     if f.get("waiver"):
-        why.append("<b>waiver:</b> %s" % h(f["waiver"]))
+        why.append("<b>waiver:</b> %s" % h(_waiver_text(f["waiver"])))
     fix = h(f.get("fix") or "")
-    if f["reboot_required"]:
+    if f.get("pending") is True:
+        fix += ' <span class="reboot">pending reboot</span>'
+    elif f["reboot_required"]:
         fix += ' <span class="reboot">reboot required</span>'
     return (
         '<tr class="st-%s" id="%s"><td>%s%s</td><td class="mono">%s<br>%s</td>'
@@ -619,6 +640,9 @@ def _finding_row(f, anchor):
            h(f.get("message") or ""), "<br>".join(why), fix, source)
     )
 
+
+#: What a single-subject matrix cell shows (several subjects show their count).
+_CELL_MARKS = {"pass": "&#10003;", "fail": "&#10007;", "unknown": "?", "waived": "W", "not_applicable": "&ndash;"}
 
 _FINDINGS_HEAD = ('<colgroup><col style="width:124px"><col style="width:17%"><col style="width:9%">'
                   '<col style="width:9%"><col style="width:9%"><col><col style="width:20%"></colgroup>'
@@ -688,8 +712,7 @@ def render_html(report):
                 status, count = _cell(found)
                 counts = ", ".join("%d %s" % (sum(1 for f in found if f["status"] == s), STATUS_LABELS[s])
                                    for s in STATUS_WORST_FIRST if any(f["status"] == s for f in found))
-                mark = str(count) if len(found) > 1 else {"pass": "&#10003;", "fail": "&#10007;", "unknown": "?",
-                                                           "waived": "W", "not_applicable": "&ndash;"}[status]
+                mark = str(count) if len(found) > 1 else _CELL_MARKS[status]
                 row.append('<td class="c st-%s" data-rule="%s" data-count="%d" title="%s on %s: %s">'
                            '<a href="#%s-%s">%s</a></td>'
                            % (h(status), h(rid), count, h(rid), h(name), h(counts), hid, h(rid), mark))
@@ -782,9 +805,13 @@ def _junit_details(f):
         "expected: %s" % _text(f.get("expected")),
         "observed: %s" % _text(f.get("observed")),
     ]
-    for key in ("message", "rationale", "source", "fix", "waiver"):
+    for key in ("message", "rationale", "source", "fix"):
         if f.get(key):
             lines.append("%s: %s" % (key, _text(f[key])))
+    if f.get("waiver"):
+        lines.append("waiver: %s" % _waiver_text(f["waiver"]))
+    if f.get("pending") is True:
+        lines.append("pending: the fix is configured and waits for a reboot")
     if f["reboot_required"]:
         lines.append("reboot required")
     return _x("\n".join(lines))
@@ -819,8 +846,8 @@ def render_junit(report):
                                                      "name": _x(case_name), "time": "0"})
             counts["tests"] += 1
             status = f["status"]
-            msg = _x(f.get("message") or "%s: expected %s, observed %s" % (f["id"], _text(f.get("expected")),
-                                                                          _text(f.get("observed"))))
+            msg = _x(f.get("message")
+                     or "%s: expected %s, observed %s" % (f["id"], _text(f.get("expected")), _text(f.get("observed"))))
             if status == "fail":
                 el = ET.SubElement(case, "failure", {"message": msg, "type": _x(f.get("severity") or "fail")})
                 el.text = _junit_details(f)
@@ -830,7 +857,7 @@ def render_junit(report):
                 el.text = _junit_details(f)
                 counts["errors"] += 1
             elif status in ("waived", "not_applicable"):
-                reason = f.get("waiver") if status == "waived" and f.get("waiver") else f.get("message")
+                reason = _waiver_text(f.get("waiver")) if status == "waived" and f.get("waiver") else f.get("message")
                 ET.SubElement(case, "skipped", {"message": _x("%s: %s" % (STATUS_LABELS[status], _text(reason or "")))})
                 counts["skipped"] += 1
             else:

@@ -23,7 +23,7 @@ description:
   - Summaries are recomputed from the findings. A finding with a status other than C(pass), C(fail),
     C(unknown), C(waived) or C(not_applicable), or without a rule id, fails the task with the host and rule.
 author:
-  - gpuhost.baseline maintainers
+  - gpuhost.baseline maintainers (@gpuhost-baseline)
 options:
   report_dir:
     description:

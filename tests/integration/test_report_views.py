@@ -337,7 +337,7 @@ def test_playbook_writes_all_five_reports_in_check_mode(tmp_path):
     with open(os.path.join(REPO, "galaxy.yml")) as handle:
         version = [line.split(":", 1)[1].strip() for line in handle if line.startswith("version:")][0]
     assert report["collection_version"] == version
-    assert report["hosts"]["gpu-incident-01"]["summary"]["fail"] == 19
+    assert report["hosts"]["gpu-incident-01"]["summary"]["fail"] == 20
     assert "changed=0" in log
 
 

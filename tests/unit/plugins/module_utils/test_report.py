@@ -77,7 +77,7 @@ def test_incident_host_counts(report):
     incident = report["hosts"]["gpu-incident-01"]
     pci = [f for f in incident["findings"] if f["id"] == "PCI-001"]
     assert len(pci) == 8 and all(f["status"] == "fail" and f["observed"] == 512 for f in pci)
-    assert incident["summary"]["fail"] == 19
+    assert incident["summary"]["fail"] == 20
     assert incident["facts_errors"] == 3
     assert incident["pending"][0]["id"] == "KRN-003"
 
@@ -180,6 +180,26 @@ def test_plain_types_from_subclasses_sets_and_nan():
     json.dumps(rep, allow_nan=False)
 
 
+def test_pending_derived_from_evaluator_findings_unless_given():
+    findings = [finding("KRN-003", pending=True, message="6.14 installed, 6.8 running", subject=None),
+                finding("CPU-001", pending=False)]
+    derived = build_report({"a": {"findings": findings}})["hosts"]["a"]["pending"]
+    assert derived == [{"id": "KRN-003", "subject": None, "message": "6.14 installed, 6.8 running"}]
+    given_list = build_report({"a": {"findings": findings, "pending": []}})["hosts"]["a"]["pending"]
+    assert given_list == []
+
+
+def test_waiver_mapping_rendered_in_views():
+    waiver = {"reason": "RMA 4411", "expires": "2025-01-01", "hosts": ["*"], "subjects": None, "expired": True}
+    rep = build_report({"a": {"findings": [finding(status="fail", waiver=waiver),
+                                           finding("B-1", status="waived", waiver=dict(waiver, expired=False))]}})
+    assert "RMA 4411 (EXPIRED 2025-01-01)" in "".join(parse_html(render_html(rep)).text)
+    root = ET.fromstring(render_junit(rep).encode("utf-8"))
+    cases = root.findall("testsuite/testcase")
+    assert "waiver: RMA 4411 (EXPIRED 2025-01-01)" in cases[0].find("failure").text
+    assert cases[1].find("skipped").get("message") == "waived: RMA 4411 (until 2025-01-01)"
+
+
 def test_missing_optional_keys_defaulted_and_extra_kept():
     rep = build_report({"a": {"findings": [{"id": "NUMA-001", "status": "waived", "waiver": "ticket 12"}]}})
     f = rep["hosts"]["a"]["findings"][0]
@@ -201,7 +221,10 @@ def test_failing_at_or_above():
         finding("A-1", severity="critical"), finding("A-2", severity="medium"), finding("A-3", severity="info"),
         finding("A-4", severity=None), finding("A-5", severity="high", status="unknown"),
         finding("A-6", severity="low", status="waived")]}})
-    ids = lambda sev: sorted(f["id"] for _, f in failing_at_or_above(rep, sev))  # noqa: E731
+
+    def ids(sev):
+        return sorted(f["id"] for _, f in failing_at_or_above(rep, sev))
+
     assert ids("critical") == ["A-1", "A-4"]  # no severity counts as critical: a typo cannot hide a fail
     assert ids("high") == ["A-1", "A-4"]
     assert ids("medium") == ["A-1", "A-2", "A-4"]
@@ -408,7 +431,7 @@ def test_junit_names_and_hostile_values(report):
     names = [c.get("name") for c in incident.findall("testcase")]
     assert "PCI-001 0000:41:00.0" in names and "CPU-001" in names
     waived = [c for c in incident.findall("testcase") if c.get("name") == "NV-005 GPU4"][0]
-    assert waived.find("skipped").get("message") == "waived: vendor RMA ticket 4411, expires 2099-01-01"
+    assert waived.find("skipped").get("message") == "waived: vendor RMA ticket 4411 (until 2099-01-01)"
     down = [s for s in root.findall("testsuite") if s.get("name") == "gpu-down-04"][0]
     assert "No route to host" in down.find("testcase/error").get("message")
     props = dict((p.get("name"), p.get("value")) for p in incident.findall("properties/property"))
