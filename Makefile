@@ -58,12 +58,16 @@ phase = @echo "=== phase: $(1) [$$(date +%s)]"
 
 test: test-deps venv link fixtures
 	$(call phase,pytest)
+	@# The gates run even when pytest failed, so one run reports everything; -k runs every
+	@# gate even after one fails. pytest's exit status wins when both failed.
 	@$(BIN)/pytest -q tests; rc=$$?; \
 	if [ $$rc -eq 5 ]; then \
 	  echo "make test: ERROR: pytest collected no tests (exit 5): tests/ is empty or its collection broke" >&2; \
-	fi; exit $$rc
-	@# -k: run every gate even after one fails, so one CI run reports all of them.
-	@$(MAKE) --no-print-directory -k gates
+	elif [ $$rc -ne 0 ]; then \
+	  echo "make test: pytest failed (exit $$rc)" >&2; \
+	fi; \
+	$(MAKE) --no-print-directory -k gates; gates=$$?; \
+	if [ $$rc -ne 0 ]; then exit $$rc; fi; exit $$gates
 
 gates: sanity lint changelog-lint build-check
 

@@ -59,6 +59,13 @@ elif ! cmp -s tools/get_pip_standin.py "$cached"; then
 fi
 
 # --- 2. the collection copy ----------------------------------------------------------------
+# One run at a time per checkout: a second run would delete the copy under the first.
+mkdir -p "$repo/build"
+exec 9>"$repo/build/sanity.lock"
+if ! flock -n 9; then
+  echo "sanity.sh: another sanity run holds $repo/build/sanity.lock; waiting for it"
+  flock 9
+fi
 dest=$repo/build/sanity/ansible_collections/gpuhost/baseline
 rm -rf "$dest"
 mkdir -p "$dest"
