@@ -17,6 +17,10 @@ if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
 os.environ.setdefault("ANSIBLE_COLLECTIONS_PATH", COLLECTIONS)
 os.environ.setdefault("ANSIBLE_CONFIG", os.path.join(REPO, "ansible.cfg"))
+# ansible-playbook, ansible-runner and molecule are the venv's, whatever started pytest
+VENV_BIN = os.path.join(REPO, ".venv", "bin")
+if os.path.isdir(VENV_BIN) and VENV_BIN not in os.environ.get("PATH", "").split(os.pathsep):
+    os.environ["PATH"] = VENV_BIN + os.pathsep + os.environ.get("PATH", "")
 
 
 # -- generated snapshot trees (tools/make_fixtures.py) ---------------------------------

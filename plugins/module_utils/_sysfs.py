@@ -86,11 +86,14 @@ class Root:
             with open(self.host_path(path), "rb") as handle:
                 data = handle.read() if limit is None else handle.read(limit)
         except EnvironmentError as exc:
-            if not (optional and exc.errno == errno.ENOENT):
-                reason = _reason(exc)
-                if exc.errno == errno.ENOENT and not self.live:
-                    # a file the live host could not read is stored as unreadable, with its reason
-                    reason = self._captured.get("unreadable", {}).get(path, reason)
+            reason = _reason(exc)
+            missing = exc.errno == errno.ENOENT
+            if missing and not self.live:
+                # a file the live host could not read is stored as unreadable, with its reason
+                recorded = self._captured.get("unreadable", {}).get(path)
+                if recorded:
+                    reason, missing = recorded, False
+            if not (optional and missing):
                 self.error(subsystem, path, reason)
                 if self.recorder is not None:
                     self.recorder.unreadable(path, reason)

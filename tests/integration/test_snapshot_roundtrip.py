@@ -1,0 +1,65 @@
+"""A live host and its snapshot give the same facts (issue 2 item 4), on this machine."""
+import copy
+import io
+import json
+import os
+import shutil
+import tarfile
+
+from ansible_collections.gpuhost.baseline.plugins.module_utils._facts import gather_facts
+from ansible_collections.gpuhost.baseline.plugins.module_utils._sysfs import Recorder, Root, write_snapshot
+
+from helpers.runner import run_playbook, stdout_of
+
+
+def comparable(facts):
+    """Drop what legitimately differs: where it was read from, and live-only process placement."""
+    facts = copy.deepcopy(facts)
+    facts.pop("root")
+    facts.pop("live")
+    if facts.get("numa"):
+        facts["numa"].pop("processes", None)
+    return facts
+
+
+def live_root(recorder=None):
+    return Root("/", recorder=recorder, which=shutil.which,
+                run_command=lambda argv: (127, "", "not run in tests"))
+
+
+def test_live_facts_equal_facts_of_their_snapshot(tmp_path):
+    recorder = Recorder()
+    live = gather_facts(live_root(recorder))
+    buf = io.BytesIO()
+    write_snapshot(recorder, buf, {"format": 1, "hostname": live["hostname"], "as_root": os.geteuid() == 0})
+    buf.seek(0)
+    with tarfile.open(fileobj=buf) as tar:
+        tar.extractall(tmp_path / "snap", filter="data")
+    replay = gather_facts(Root(str(tmp_path / "snap")))
+    assert replay["live"] is False and replay["numa"]["processes"] == []
+    assert comparable(replay) == comparable(live)
+    # the capture holds what was read and no more: every file in it was read by a gatherer
+    stored = set()
+    for dirpath, _, names in os.walk(tmp_path / "snap"):
+        for name in names:
+            stored.add("/" + os.path.relpath(os.path.join(dirpath, name), tmp_path / "snap"))
+    assert "/snapshot.json" in stored
+    assert "/proc/sys/kernel/osrelease" in stored
+    assert not any(path.startswith("/etc/shadow") for path in stored)
+
+
+def test_snapshot_playbook_captures_localhost_and_host_facts_reads_it(tmp_path):
+    captured = tmp_path / "captured"
+    inventory = {"all": {"hosts": {"localhost": {"ansible_connection": "local", "gpuhost_become": False,
+                                                 "ansible_python_interpreter": shutil.which("python3")}}}}
+    runner = run_playbook(tmp_path, "snapshot.yml", inventory, extravars={"gpuhost_snapshot_dir": str(captured)})
+    assert runner.rc == 0, stdout_of(runner)
+    snap = captured / "localhost"
+    meta = json.loads((snap / "snapshot.json").read_text())
+    assert meta["format"] == 1 and meta["generator"] == "gpuhost.baseline.host_snapshot"
+    capture_facts = [e for e in runner.events if e.get("event") == "runner_on_ok"
+                     and e["event_data"].get("task_action") == "gpuhost.baseline.host_snapshot"]
+    assert len(capture_facts) == 1
+    facts_at_capture = capture_facts[0]["event_data"]["res"]["facts"]
+    replay = gather_facts(Root(str(snap)))
+    assert comparable(replay) == comparable(facts_at_capture)
