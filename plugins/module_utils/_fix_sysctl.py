@@ -195,10 +195,12 @@ def apply(host, key, value, runtime=True, persist=True, sysctl_file=DEFAULT_FILE
     files_before = _sysctl_files(host, sysctl_file, our_before)
     persisted_before, source_before = effective_value(files_before, key)
     ours_value = conf_value(our_before, key)
-    # write when the boot value is wrong, or when our own file says something else (stale,
-    # even if another file happens to win today)
-    persist_change = persist and (not same_value(persisted_before, value)
-                                  or (ours_value is not None and not same_value(ours_value, value)))
+    # our file decides when it sets the key (a later file that overrides it is reported, and
+    # rewriting ours would not help); otherwise write only when the boot value is wrong
+    if ours_value is not None:
+        persist_change = persist and not same_value(ours_value, value)
+    else:
+        persist_change = persist and not same_value(persisted_before, value)
     our_after = render_conf(our_before, key, value) if persist_change else our_before
     files_after = _sysctl_files(host, sysctl_file, our_after) if persist_change else files_before
     persisted_after, source_after = effective_value(files_after, key)

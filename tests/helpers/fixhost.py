@@ -1,0 +1,98 @@
+"""Test helpers for the fix modules: a stand-in AnsibleModule, snapshot copies, tree hashes."""
+import errno
+import hashlib
+import os
+import shutil
+
+
+class FakeModule:
+    """The parts of AnsibleModule that ``_fix_common.Host`` uses, without Ansible.
+
+    ``atomic_move`` is a rename (what AnsibleModule does on one file system), ``backup_local``
+    copies like AnsibleModule (same naming scheme, own counter instead of the time), commands
+    are recorded and answered from ``answers`` ({argv0: (rc, out, err)}).
+    """
+
+    def __init__(self, check_mode=False, answers=None, binaries=True):
+        self.check_mode = check_mode
+        self.answers = answers or {}
+        self.binaries = binaries
+        self.ran = []
+        self._count = 0
+
+    def atomic_move(self, src, dest, unsafe_writes=False, keep_dest_attrs=True):
+        if os.path.exists(dest):
+            shutil.copymode(dest, src)
+        os.rename(src, dest)
+
+    def backup_local(self, path):
+        self._count += 1
+        backup = "%s.%d.2025-01-15@10:00:%02d~" % (path, os.getpid(), self._count)
+        shutil.copy2(path, backup)
+        return backup
+
+    def get_bin_path(self, name):
+        return "/usr/bin/" + name if self.binaries else None
+
+    def run_command(self, argv, environ_update=None):
+        self.ran.append(list(argv))
+        return self.answers.get(os.path.basename(argv[0]), (0, "", ""))
+
+
+def copy_tree(source, dest):
+    """A writable copy of a snapshot, links kept as links."""
+    shutil.copytree(source, str(dest), symlinks=True)
+    return str(dest)
+
+
+def tree_state(root):
+    """``{relative path: ("file", sha256) | ("link", target) | ("dir",)}`` of a whole tree."""
+    state = {}
+    for directory, dirs, files in os.walk(root):
+        for name in dirs + files:
+            path = os.path.join(directory, name)
+            rel = os.path.relpath(path, root)
+            if os.path.islink(path):
+                state[rel] = ("link", os.readlink(path))
+            elif os.path.isdir(path):
+                state[rel] = ("dir",)
+            else:
+                with open(path, "rb") as handle:
+                    state[rel] = ("file", hashlib.sha256(handle.read()).hexdigest())
+    return state
+
+
+def changed_paths(before, after):
+    """Relative paths added, removed or modified between two :func:`tree_state` results."""
+    return sorted(path for path in set(before) | set(after) if before.get(path) != after.get(path))
+
+
+def read(root, rel):
+    with open(os.path.join(root, rel.lstrip("/")), "rb") as handle:
+        return handle.read().decode("utf-8", "surrogateescape")
+
+
+def readonly_attr():
+    """A live kernel attribute that refuses writes even for root (as /proc/sys in a container).
+
+    sysfs answers EACCES at open() for an attribute without a store method whatever the
+    caller's privileges; ``kernel_max`` holds an integer on every Linux host. Probing opens it
+    write-only without truncating and writes nothing.
+    """
+    for path in ("/sys/devices/system/cpu/kernel_max", "/sys/devices/system/cpu/possible"):
+        try:
+            fd = os.open(path, os.O_WRONLY)
+        except OSError as exc:
+            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                return path
+            continue
+        os.close(fd)
+    raise AssertionError("no read-only kernel attribute found to stand for a read-only /proc/sys")
+
+
+def make_readonly(root, rel):
+    """Replace ``rel`` in a snapshot copy by a link to a read-only kernel attribute."""
+    path = os.path.join(root, rel.lstrip("/"))
+    os.unlink(path)
+    os.symlink(readonly_attr(), path)
+    return path
