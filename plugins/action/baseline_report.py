@@ -47,7 +47,7 @@ class ActionModule(ActionBase):
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
-        _, args = self.validate_argument_spec(argument_spec=_report.ARGUMENT_SPEC)
+        dummy, args = self.validate_argument_spec(argument_spec=_report.ARGUMENT_SPEC)
         report_dir = args["report_dir"]
         generated = args.get("generated") or datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
         try:
@@ -77,5 +77,5 @@ class ActionModule(ActionBase):
                 result.update(failed=True, msg=(
                     "%d failing finding(s) at or above severity %s on %d host(s): %s. Reports were written to %s; "
                     "fix the drift or waive it, or raise gpuhost_fail_on"
-                    % (len(failing), args["fail_on"], len(set(host for host, _ in failing)), shown, report_dir)))
+                    % (len(failing), args["fail_on"], len(set(host for host, dummy in failing)), shown, report_dir)))
         return result

@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 import datetime
 import html
 import json
+import math
 import os
 import re
 import tempfile
@@ -61,7 +62,7 @@ FORMAT_FILES = (
     ("junit", "junit.xml"),
     ("prom", "metrics.prom"),
 )
-FORMATS = tuple(name for name, _ in FORMAT_FILES)
+FORMATS = tuple(name for name, dummy in FORMAT_FILES)
 
 FINDING_KEYS = (
     "id", "title", "area", "severity", "status", "subject", "expected", "observed",
@@ -85,7 +86,7 @@ def _plain(value):
         return int(value)
     if isinstance(value, float):
         # NaN/inf are not JSON: keep them readable instead of producing an invalid document.
-        if value != value or value in (float("inf"), float("-inf")):
+        if math.isnan(value) or math.isinf(value):
             return str(value)
         return float(value)
     if isinstance(value, str):
@@ -429,7 +430,7 @@ def md_escape(value):
 
 
 def _md_table(header, rows):
-    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for _ in header) + "|"]
+    lines = ["| " + " | ".join(header) + " |", "|" + "|".join("---" for dummy in header) + "|"]
     for row in rows:
         lines.append("| " + " | ".join(row) + " |")
     return lines
@@ -685,7 +686,7 @@ def render_html(report):
     ]
     # Area header row: one cell spanning the rules of each area.
     areas = []
-    for area, _, _ in columns:
+    for area, dummy, dummy2 in columns:
         if areas and areas[-1][0] == area:
             areas[-1][1] += 1
         else:
@@ -694,7 +695,7 @@ def render_html(report):
                % "".join('<th class="area" colspan="%d">%s</th>' % (n, h(a)) for a, n in areas))
     out.append('<tr><th class="host">host</th>%s<th class="area">fail / unknown / pass</th></tr></thead><tbody>'
                % "".join('<th class="rule" data-rule="%s" title="%s">%s</th>' % (h(rid), h(title), h(rid))
-                         for _, rid, title in columns))
+                         for dummy, rid, title in columns))
     for name, host in report["hosts"].items():
         hid = host_ids[name]
         row = ['<tr class="hostrow" data-state="%s"><th class="host" title="%s"><a href="#%s">%s</a></th>'
@@ -704,7 +705,7 @@ def render_html(report):
                        % (h(host["state"]), max(len(columns), 1), h(host["state"]), h(host.get("message") or "")))
         else:
             rules = _by_rule(host["findings"])
-            for _, rid, title in columns:
+            for dummy, rid, title in columns:
                 found = rules.get(rid)
                 if not found:
                     row.append('<td class="c st-none" title="%s: not evaluated on this host">&middot;</td>' % h(rid))

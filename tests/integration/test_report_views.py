@@ -67,8 +67,7 @@ class Node(object):
         yield self
         for child in self.children:
             if isinstance(child, Node):
-                for node in child.iter():
-                    yield node
+                yield from child.iter()
 
     def find_all(self, tag=None, cls=None, **attrs):
         return [n for n in self.iter() if (tag is None or n.tag == tag) and (cls is None or cls in n.classes)
@@ -113,7 +112,7 @@ def chromium(*args):
         cmd = [CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
                "--disable-background-networking", "--disable-component-update", "--disable-sync",
                "--user-data-dir=" + profile] + list(args)
-        proc = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=180)
+        proc = subprocess.run(cmd, check=False, stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=180)
         assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")[-2000:]
         return proc.stdout.decode("utf-8")
     finally:
@@ -122,7 +121,7 @@ def chromium(*args):
 
 @pytest.fixture(scope="module")
 def dom(written):
-    _, paths = written
+    dummy, paths = written
     text = chromium("--dump-dom", "file://" + os.path.abspath(paths["html"]))
     with open(os.path.join(OUTPUT, "report.dom.html"), "w") as handle:
         handle.write(text)
@@ -133,10 +132,10 @@ def dom(written):
 
 
 def test_dom_matrix_rows_columns_and_cell_status(written, dom):
-    report, _ = written
+    report, dummy = written
     matrix = dom.find_all("table", id="matrix")
     assert len(matrix) == 1
-    rules = [rid for _, rid, _ in _report._rule_columns(report)]
+    rules = [rid for dummy, rid, dummy2 in _report._rule_columns(report)]
     assert [th.attrs["data-rule"] for th in matrix[0].find_all("th", cls="rule")] == rules
     rows = matrix[0].find_all("tr", cls="hostrow")
     assert [r.find_all("th", cls="host")[0].text() for r in rows] == list(report["hosts"])
@@ -181,7 +180,7 @@ def test_dom_hostile_strings_are_text(dom):
 
 
 def test_dom_numa_bars_per_node(written, dom):
-    report, _ = written
+    report, dummy = written
     for index, (name, host) in enumerate(report["hosts"].items()):
         section = dom.find_all("section", id="host-%d" % index)[0]
         assert section.find_all("h3", cls="hostname")[0].text() == name
@@ -197,7 +196,7 @@ def test_dom_numa_bars_per_node(written, dom):
 
 
 def test_dom_details_and_stamp(written, dom):
-    report, _ = written
+    report, dummy = written
     stamp = dom.find_all("div", cls="stamp")[0].text()
     assert "gpuhost.baseline 0.1.0" in stamp and "mixed" in stamp and GENERATED in stamp
     incident = dom.find_all("section", id="host-%d" % list(report["hosts"]).index("gpu-incident-01"))[0]
@@ -218,7 +217,7 @@ def _png_size(path):
 
 
 def test_screenshot_artefact(written):
-    _, paths = written
+    dummy, paths = written
     shot = os.path.join(OUTPUT, "report.png")
     chromium("--screenshot=" + shot, "--window-size=1400,2000", "--hide-scrollbars",
              "file://" + os.path.abspath(paths["html"]))
@@ -229,11 +228,11 @@ def test_screenshot_artefact(written):
 # --- promtool ---------------------------------------------------------------
 
 def test_promtool_accepts_metrics(written):
-    _, paths = written
+    dummy, paths = written
     assert os.access(PROMTOOL, os.X_OK), (
         "Debian's prometheus package provides %s: run `make test-deps` (apt-get install prometheus)" % PROMTOOL)
     with open(paths["prom"], "rb") as handle:
-        proc = subprocess.run([PROMTOOL, "check", "metrics"], stdin=handle, stdout=subprocess.PIPE,
+        proc = subprocess.run([PROMTOOL, "check", "metrics"], stdin=handle, check=False, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, timeout=60)
     problems = (proc.stdout + proc.stderr).decode("utf-8", "replace")
     assert proc.returncode == 0 and problems.strip() == "", problems
@@ -244,7 +243,7 @@ def test_promtool_rejects_a_broken_file(tmp_path):
     bad = tmp_path / "bad.prom"
     bad.write_text('gpuhost_baseline_host_up{host="a\nb"} 1\n')
     with open(str(bad), "rb") as handle:
-        proc = subprocess.run([PROMTOOL, "check", "metrics"], stdin=handle, stdout=subprocess.PIPE,
+        proc = subprocess.run([PROMTOOL, "check", "metrics"], stdin=handle, check=False, stdout=subprocess.PIPE,
                               stderr=subprocess.PIPE, timeout=60)
     assert proc.returncode != 0
 
@@ -253,9 +252,9 @@ def test_metrics_label_values_round_trip(written):
     report, paths = written
     with open(paths["prom"]) as handle:
         samples = parse_metrics(handle.read())
-    hosts = set(lb["host"] for _, lb, _ in samples if "host" in lb)
+    hosts = set(lb["host"] for dummy, lb, dummy2 in samples if "host" in lb)
     assert hosts == set(report["hosts"])
-    assert IMG in set(lb.get("subject") for _, lb, _ in samples)
+    assert IMG in set(lb.get("subject") for dummy, lb, dummy2 in samples)
 
 
 # --- JUnit ------------------------------------------------------------------
@@ -322,7 +321,8 @@ def run_playbook(tmp_path, hosts, out_dir, *extra):
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="0")
     assert "ANSIBLE_COLLECTIONS_PATH" in env  # set by tests/conftest.py
     proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", "localhost,", str(book), "-e", "@" + str(variables)] + list(extra),
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=REPO, timeout=300)
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=REPO, timeout=300,
+                          check=False)
     return proc.returncode, proc.stdout.decode("utf-8", "replace")
 
 
@@ -330,7 +330,7 @@ def test_playbook_writes_all_five_reports_in_check_mode(tmp_path):
     out = tmp_path / "reports"
     rc, log = run_playbook(tmp_path, load_hosts(), out, "--check")
     assert rc == 0, log
-    assert sorted(os.listdir(str(out))) == sorted(name for _, name in _report.FORMAT_FILES)
+    assert sorted(os.listdir(str(out))) == sorted(name for dummy, name in _report.FORMAT_FILES)
     with open(str(out / "report.json")) as handle:
         report = json.load(handle)
     assert set(report["hosts"]) == set(load_hosts())
@@ -347,7 +347,7 @@ def test_playbook_fail_on_high_fails_after_writing(tmp_path):
     assert rc == 2, log
     assert "16 failing finding(s) at or above severity high on 2 host(s)" in log
     assert str(out) in log
-    assert sorted(os.listdir(str(out))) == sorted(name for _, name in _report.FORMAT_FILES)
+    assert sorted(os.listdir(str(out))) == sorted(name for dummy, name in _report.FORMAT_FILES)
 
 
 def test_playbook_fail_on_critical_passes_without_critical_findings(tmp_path):

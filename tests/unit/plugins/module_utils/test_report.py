@@ -174,7 +174,7 @@ def test_plain_types_from_subclasses_sets_and_nan():
         observed={"set": {3, 1, 2}, "nan": float("nan"), "bytes": b"\xff", "when": datetime.date(2025, 1, 2)},
         subject=7)])})
     f = rep["hosts"]["h"]["findings"][0]
-    assert type(list(rep["hosts"])[0]) is str
+    assert not isinstance(list(rep["hosts"])[0], Tagged)
     assert f["observed"] == {"set": [1, 2, 3], "nan": "nan", "bytes": u"\ufffd", "when": "2025-01-02"}
     assert f["subject"] == "7"
     json.dumps(rep, allow_nan=False)
@@ -223,7 +223,7 @@ def test_failing_at_or_above():
         finding("A-6", severity="low", status="waived")]}})
 
     def ids(sev):
-        return sorted(f["id"] for _, f in failing_at_or_above(rep, sev))
+        return sorted(f["id"] for dummy, f in failing_at_or_above(rep, sev))
 
     assert ids("critical") == ["A-1", "A-4"]  # no severity counts as critical: a typo cannot hide a fail
     assert ids("high") == ["A-1", "A-4"]
@@ -312,7 +312,7 @@ def parse_html(text):
 def test_html_self_contained_and_stamped(report):
     page = render_html(report)
     tree = parse_html(page)
-    tags = [t for t, _ in tree.elements]
+    tags = [t for t, dummy in tree.elements]
     assert "script" not in tags and "link" not in tags and "img" not in tags and "iframe" not in tags
     for tag, attrs in tree.elements:
         assert not [a for a in attrs if a.startswith("on")], (tag, attrs)
@@ -339,7 +339,7 @@ def test_html_matrix_cells(report):
     tree = parse_html(render_html(report))
     rules = _report._rule_columns(report)
     headers = [a for t, a in tree.elements if t == "th" and "rule" in a.get("class", "").split()]
-    assert [a["data-rule"] for a in headers] == [rid for _, rid, _ in rules]
+    assert [a["data-rule"] for a in headers] == [rid for dummy, rid, dummy2 in rules]
     rows = [a for t, a in tree.elements if t == "tr" and a.get("class") == "hostrow"]
     assert len(rows) == len(report["hosts"])
     cells = [a for t, a in tree.elements if t == "td" and "c" in a.get("class", "").split()]
@@ -395,9 +395,9 @@ def test_html_escapes_any_value(name, message, subject):
                                "numa": [{"id": subject, "mem_total_kb": 10, "mem_free_kb": 5}]}},
                        profile=message, collection_version=name)
     tree = parse_html(render_html(rep))
-    tags = set(t for t, _ in tree.elements)
+    tags = set(t for t, dummy in tree.elements)
     assert not tags & {"script", "img", "iframe", "object", "embed"}
-    for _, attrs in tree.elements:
+    for dummy, attrs in tree.elements:
         assert not [a for a in attrs if a.startswith("on")]
 
 
@@ -451,13 +451,13 @@ def test_junit_control_characters_stay_parseable():
 def test_prometheus_series(report):
     text = render_prometheus(report)
     samples = parse_metrics(text)
-    names = set(n for n, _, _ in samples)
+    names = set(n for n, dummy, dummy2 in samples)
     assert {"gpuhost_baseline_info", "gpuhost_baseline_report_timestamp_seconds", "gpuhost_baseline_host_up",
             "gpuhost_baseline_findings", "gpuhost_baseline_rule_status", "gpuhost_baseline_failures",
             "gpuhost_baseline_numa_free_percent"} <= names
     for name in names:
         assert text.count("# TYPE %s gauge" % name) == 1
-    stamp = [v for n, _, v in samples if n == "gpuhost_baseline_report_timestamp_seconds"][0]
+    stamp = [v for n, dummy, v in samples if n == "gpuhost_baseline_report_timestamp_seconds"][0]
     assert stamp == 1748779200.0
     up = dict((lb["host"], v) for n, lb, v in samples if n == "gpuhost_baseline_host_up")
     assert up["gpu-down-04"] == 0 and up["gpu-incident-01"] == 1 and up[HOSTILE] == 1
@@ -467,26 +467,26 @@ def test_prometheus_series(report):
     assert pci == [0.0] * 8
     for lb, v in rule:
         assert v == _report.PROM_STATUS_VALUES[lb["status"]]
-    keys = [(n, tuple(sorted(lb.items()))) for n, lb, _ in samples]
+    keys = [(n, tuple(sorted(lb.items()))) for n, lb, dummy in samples]
     assert len(keys) == len(set(keys)), "duplicate series are rejected by the textfile collector"
 
 
 def test_prometheus_hostile_labels_round_trip(report):
     samples = parse_metrics(render_prometheus(report))
-    hosts = set(lb["host"] for n, lb, _ in samples if "host" in lb)
+    hosts = set(lb["host"] for n, lb, dummy in samples if "host" in lb)
     assert hosts == set(report["hosts"])
-    profiles = set(lb["profile"] for n, lb, _ in samples if n == "gpuhost_baseline_host_info")
+    profiles = set(lb["profile"] for n, lb, dummy in samples if n == "gpuhost_baseline_host_info")
     assert 'amd-epyc-nvidia" onload="x' in profiles
-    subjects = set(lb["subject"] for n, lb, _ in samples if n == "gpuhost_baseline_rule_status")
+    subjects = set(lb["subject"] for n, lb, dummy in samples if n == "gpuhost_baseline_rule_status")
     assert IMG in subjects
 
 
 def test_prometheus_duplicate_subjects_numbered_and_no_timestamp_when_unparsable():
     rep = build_report({"a": {"findings": [finding(subject="x"), finding(subject="x")]}}, generated="yesterday")
     samples = parse_metrics(render_prometheus(rep))
-    subjects = sorted(lb["subject"] for n, lb, _ in samples if n == "gpuhost_baseline_rule_status")
+    subjects = sorted(lb["subject"] for n, lb, dummy in samples if n == "gpuhost_baseline_rule_status")
     assert subjects == ["x", "x#2"]
-    assert "gpuhost_baseline_report_timestamp_seconds" not in [n for n, _, _ in samples]
+    assert "gpuhost_baseline_report_timestamp_seconds" not in [n for n, dummy, dummy2 in samples]
     zulu = build_report({}, generated="2025-06-01T12:00:00Z")
     assert "gpuhost_baseline_report_timestamp_seconds 1748779200.0" in render_prometheus(zulu)
 
@@ -505,7 +505,7 @@ def test_write_reports_all_formats(tmp_path, report):
     out = tmp_path / "nested" / "reports"
     paths = write_reports(report, str(out))
     assert sorted(paths) == sorted(_report.FORMATS)
-    assert sorted(os.listdir(str(out))) == sorted(name for _, name in _report.FORMAT_FILES)
+    assert sorted(os.listdir(str(out))) == sorted(name for dummy, name in _report.FORMAT_FILES)
     with open(paths["json"]) as handle:
         assert json.load(handle) == report
     with open(paths["html"]) as handle:
@@ -531,7 +531,7 @@ def test_write_reports_leaves_no_partial_file(tmp_path, report, monkeypatch):
     with open(str(tmp_path / "report.md")) as handle:
         old_md = handle.read()
 
-    def broken(_):
+    def broken(dummy):
         raise RuntimeError("renderer bug")
 
     changed = copy.deepcopy(report)
@@ -540,7 +540,7 @@ def test_write_reports_leaves_no_partial_file(tmp_path, report, monkeypatch):
     with pytest.raises(RuntimeError):
         write_reports(changed, str(tmp_path))
     # No temporary file left behind; the old view is intact, report.json is the new one.
-    assert sorted(os.listdir(str(tmp_path))) == sorted(name for _, name in _report.FORMAT_FILES)
+    assert sorted(os.listdir(str(tmp_path))) == sorted(name for dummy, name in _report.FORMAT_FILES)
     with open(str(tmp_path / "report.md")) as handle:
         assert handle.read() == old_md
     with open(str(tmp_path / "report.json")) as handle:
