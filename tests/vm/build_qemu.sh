@@ -76,7 +76,6 @@ mkdir "$src/build-gpuhost"
 # virtio). Firmware (SeaBIOS, linuxboot_dma.bin) comes from the Debian packages
 # at run time (-L /usr/share/qemu): the dfsg source carries no prebuilt blobs.
 (cd "$src/build-gpuhost" && ../configure \
-    --python=/usr/bin/python3 \
     --target-list=x86_64-softmmu \
     --without-default-features \
     --enable-tcg --enable-slirp \

@@ -7,11 +7,17 @@
  * this table gives every CPU the same, so the idle-state and governor rules and
  * fixes act on a real kernel.
  *
- * _CST: C1 and C2 both use a Functional Fixed Hardware register. An I/O-port C2
- *       (SystemIO P_LVL2 read) never halts under QEMU, so an idle guest would spin
- *       both host cores; FFixedHW entries end in HLT/MWAIT, which TCG halts on.
- *       C2's 400 us worst-case latency puts it above the baseline's 100 us bound:
- *       the "deep" state the fix must disable.
+ * _CST: two states, both entered with HLT (FFixedHW, class 1, bit offset 0 =
+ *       "halt"). Linux names acpi_idle states by their position in _CST, so the
+ *       second entry is the guest's "C2", with a 400 us worst-case latency: above
+ *       the baseline's 100 us bound, the "deep" state the fix must disable.
+ *       Both are declared as ACPI type C1 on purpose:
+ *       - a type-C2 FFixedHW entry is an MWAIT hint, and Linux drops it unless
+ *         CPUID leaf 5 lists MWAIT sub-states, which TCG CPUs do not ("declares
+ *         FIXED_HARDWARE C-state but not supported in hardware, skip");
+ *       - a type-C2 SystemIO entry (a P_LVL2 port read) never halts under QEMU,
+ *         so the idle guest would spin both host cores.
+ *       Only a C1-type entry falls back to HLT, which TCG really halts on.
  * _PCT/_PSS: two SystemIO P-states on ports nothing decodes (writes ignored);
  *       enough for acpi-cpufreq to register. It refuses SystemIO P-states on CPU
  *       family 15 (K8 must use powernow-k8), hence -cpu max,family=16.
@@ -29,17 +35,17 @@ DefinitionBlock ("ssdt.aml", "SSDT", 2, "GPUHST", "CPUPM", 0x00000001)
             2,
             Package ()
             {
-                /* C1: FFixedHW, class 1 (native C-state), bit offset 2, hint 0x00 */
-                ResourceTemplate () { Register (FFixedHW, 0x01, 0x02, 0x0000000000000000, 0x01, ) },
+                /* C1: FFixedHW, class 1, bit offset 0: HLT */
+                ResourceTemplate () { Register (FFixedHW, 0x01, 0x00, 0x0000000000000000, 0x01, ) },
                 1,      /* type C1 */
                 1,      /* worst-case latency, us */
                 1000    /* average power, mW */
             },
             Package ()
             {
-                /* C2: FFixedHW, MWAIT hint 0x10 (C2 sub-state 0) */
-                ResourceTemplate () { Register (FFixedHW, 0x01, 0x02, 0x0000000000000010, 0x01, ) },
-                2,      /* type C2 */
+                /* "C2": FFixedHW HLT as well, see above for why its type is C1 */
+                ResourceTemplate () { Register (FFixedHW, 0x01, 0x00, 0x0000000000000000, 0x01, ) },
+                1,      /* type C1 (HLT); the guest lists it as state C2 */
                 400,    /* worst-case latency, us: above the 100 us bound */
                 500
             }

@@ -348,7 +348,7 @@ def up(name, port, workdir=None, timeout=DEFAULT_TIMEOUT, append='', qemu=None, 
     if not port_is_free(port):
         raise VmError('%s:%d is in use by another program: choose a free --port' % (ADDRESS, port))
 
-    paths = build_all(log=log)
+    paths = build_all(('ssdt', 'image') if qemu else None, log=log)
     if qemu:
         paths['qemu'] = qemu
     workdir = os.path.abspath(workdir or os.path.join(cache_root(), 'run', name))
