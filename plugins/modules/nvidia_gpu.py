@@ -31,7 +31,7 @@ description:
     nothing runs. The result lists in RV(commands) what would run and is C(changed) when something differs;
     since the snapshot's XML cannot change, a second run reports the same. This module writes no file.
 author:
-  - gpuhost.baseline maintainers
+  - gpuhost.baseline maintainers (@gpuhost-baseline)
 options:
   persistence:
     description:
@@ -79,7 +79,7 @@ options:
     default: /
 attributes:
   check_mode:
-    description: Decides and reports what would change and runs no changing command (it still runs C(nvidia-smi -q -x)).
+    description: Decides and reports what would change and runs no changing command; it still reads the state (C(nvidia-smi -q -x), C(systemctl is-enabled) and C(is-active)).
     support: full
   diff_mode:
     description: Returns each selected GPU's persistence mode and power limit before and after.

@@ -39,7 +39,7 @@ description:
     the device or a port above it supports, config space cut at 64 bytes (not root), read-only sysfs. When a
     later step fails, the register writes already made are put back and files already written are restored.
 author:
-  - gpuhost.baseline maintainers
+  - gpuhost.baseline maintainers (@gpuhost-baseline)
 options:
   addresses:
     description:
