@@ -668,10 +668,9 @@ def apply(host, params, diff=False):
         lines_before, lines_after = [], []
         for write in runtime_writes:
             describe = describe_devctl if write["register"] == DEVCTL_REG else describe_acsctl
-            lines_before.append("%s %s 0x%04x %s\n" % (write["address"], write["register"], write["before"],
-                                                      describe(write["before"])))
-            lines_after.append("%s %s 0x%04x %s\n" % (write["address"], write["register"], write["after"],
-                                                     describe(write["after"])))
+            line = "%s %s 0x%04x %s\n"
+            lines_before.append(line % (write["address"], write["register"], write["before"], describe(write["before"])))
+            lines_after.append(line % (write["address"], write["register"], write["after"], describe(write["after"])))
         if runtime_writes:
             entries.append({"before_header": "PCI config space (runtime)", "after_header": "PCI config space (runtime)",
                             "before": "".join(lines_before), "after": "".join(lines_after)})

@@ -79,7 +79,9 @@ options:
     default: /
 attributes:
   check_mode:
-    description: Decides and reports what would change and runs no changing command; it still reads the state (C(nvidia-smi -q -x), C(systemctl is-enabled) and C(is-active)).
+    description:
+      - Decides and reports what would change and runs no changing command; it still reads the state
+        (C(nvidia-smi -q -x), C(systemctl is-enabled) and C(is-active)).
     support: full
   diff_mode:
     description: Returns each selected GPU's persistence mode and power limit before and after.
@@ -120,7 +122,8 @@ EXAMPLES = r"""
 
 RETURN = r"""
 gpus:
-  description: Each selected GPU with its settings before and after (in check mode and on a snapshot root, as they would be).
+  description:
+    - Each selected GPU with its settings before and after (in check mode and on a snapshot root, as they would be).
   returned: success
   type: list
   elements: dict
