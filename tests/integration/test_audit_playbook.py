@@ -1,0 +1,155 @@
+"""playbooks/audit.yml end to end through ansible-runner: the demo fleet, an unreachable host,
+check mode, fail_on, and bad input rejected before any host is contacted (issue 3)."""
+import json
+import shutil
+
+import pytest
+
+from helpers.runner import run_playbook, stdout_of
+
+INCIDENT_FINDINGS = {
+    # the incident's own misconfigurations, each by its rule
+    "CPU-001": "acpi-cpufreq instead of amd_pstate",
+    "KERNEL-001": "kernel 6.8.12 too old for Zen 5",
+    "NUMA-001": "kernel.numa_balancing=1",
+    "CPU-006": "deep C-states enabled",
+    "PCI-001": "MaxReadReq 512 instead of 4096",
+    "NUMA-003": "node 0 with 0.9% free memory",
+}
+
+
+def fleet(snapshot_trees, extra_hosts=None, live=True):
+    python = shutil.which("python3")
+    hosts = dict(("demo-%s" % name, {"gpuhost_root": path}) for name, path in snapshot_trees.items())
+    inventory = {"all": {"children": {
+        "snapshots": {"vars": {"ansible_connection": "local", "ansible_python_interpreter": python},
+                      "hosts": hosts},
+    }}}
+    if live:
+        inventory["all"]["children"]["live"] = {"hosts": {"localhost": {
+            "ansible_connection": "local", "ansible_python_interpreter": python, "gpuhost_become": False}}}
+    if extra_hosts:
+        inventory["all"]["children"]["other"] = {"hosts": extra_hosts}
+    return inventory
+
+
+def host_events(runner, action):
+    """Per-host results (not start events) of tasks running ``action``."""
+    return [e for e in runner.events if e.get("event") in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable")
+            and e["event_data"].get("task_action") == action]
+
+
+@pytest.fixture(scope="module")
+def audited(snapshot_trees, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("audit")
+    unreachable = {"ghost": {"ansible_connection": "ssh", "ansible_host": "127.0.0.1", "ansible_port": 9,
+                             "ansible_ssh_common_args": "-o ConnectTimeout=3 -o BatchMode=yes",
+                             "ansible_python_interpreter": "/usr/bin/python3"}}
+    runner = run_playbook(tmp, "audit.yml", fleet(snapshot_trees, unreachable),
+                          extravars={"gpuhost_report_dir": str(tmp / "reports")}, cmdline="--check")
+    return runner, json.loads((tmp / "reports" / "report.json").read_text()), tmp
+
+
+def statuses(host, rule):
+    return [f["status"] for f in host["findings"] if f["id"] == rule]
+
+
+def test_check_run_succeeds_and_changes_nothing(audited):
+    runner, report, _ = audited
+    assert runner.rc == 0, stdout_of(runner)
+    for host, counts in runner.stats["changed"].items():
+        assert counts == 0, host
+    assert len(host_events(runner, "gpuhost.baseline.host_facts")) == 6  # one facts call per host
+
+
+def test_incident_shows_every_finding_of_the_incident(audited):
+    _, report, _ = audited
+    incident = report["hosts"]["demo-incident"]
+    assert incident["state"] == "audited" and incident["profile"] == "amd-epyc-nvidia"
+    for rule, what in INCIDENT_FINDINGS.items():
+        assert "fail" in statuses(incident, rule), what
+    mrrs = [f for f in incident["findings"] if f["id"] == "PCI-001"]
+    assert len(mrrs) == 8 and all(f["observed"] == 512 and f["expected"] == 4096 for f in mrrs)
+    assert len(set(f["subject"] for f in mrrs)) == 8
+    node0 = [f for f in incident["findings"] if f["id"] == "NUMA-003" and f["status"] == "fail"]
+    assert any("0.9" in f["message"] for f in node0)
+    for finding in incident["findings"]:
+        if finding["status"] == "fail":
+            assert finding["fix"] and finding["message"], finding["id"]
+
+
+def test_healthy_twin_passes_and_others_degrade_cleanly(audited):
+    _, report, _ = audited
+    healthy = report["hosts"]["demo-healthy"]
+    assert healthy["summary"]["fail"] == 0, [f["message"] for f in healthy["findings"] if f["status"] == "fail"]
+    intel = report["hosts"]["demo-intel"]
+    assert intel["profile"] == "generic-nvidia-inference"
+    assert "fail" not in statuses(intel, "CPU-001") + statuses(intel, "CPU-002")
+    hostile = report["hosts"]["demo-hostile"]
+    assert hostile["state"] == "audited" and hostile["summary"]["unknown"] > 0
+    assert report["hosts"]["localhost"]["state"] == "audited"
+
+
+def test_unreachable_host_is_reported_and_others_still_written(audited):
+    _, report, _ = audited
+    ghost = report["hosts"]["ghost"]
+    assert ghost["state"] == "unreachable" and ghost["message"]
+    assert set(report["hosts"]) == {"demo-incident", "demo-healthy", "demo-intel", "demo-hostile", "localhost",
+                                    "ghost"}
+
+
+def test_reports_are_all_written(audited):
+    _, _, tmp = audited
+    for name in ("report.json", "report.md", "report.html", "junit.xml", "metrics.prom"):
+        assert (tmp / "reports" / name).stat().st_size > 0, name
+
+
+def test_without_check_gives_the_same_findings(snapshot_trees, tmp_path, audited):
+    _, checked, _ = audited
+    inventory = fleet(dict((k, v) for k, v in snapshot_trees.items() if k == "incident"))
+    runner = run_playbook(tmp_path, "audit.yml", inventory, extravars={"gpuhost_report_dir": str(tmp_path / "r")})
+    assert runner.rc == 0, stdout_of(runner)
+    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    assert report["hosts"]["demo-incident"]["findings"] == checked["hosts"]["demo-incident"]["findings"]
+    assert all(count == 0 for count in runner.stats["changed"].values())
+
+
+def test_fail_on_severity_fails_the_run_after_writing(snapshot_trees, tmp_path):
+    inventory = fleet(dict((k, v) for k, v in snapshot_trees.items() if k in ("incident", "healthy")))
+    runner = run_playbook(tmp_path, "audit.yml", inventory, cmdline="--check",
+                          extravars={"gpuhost_report_dir": str(tmp_path / "r"), "gpuhost_fail_on": "critical"})
+    assert runner.rc != 0
+    assert (tmp_path / "r" / "report.json").exists()
+    runner = run_playbook(tmp_path, "audit.yml", fleet({"healthy": snapshot_trees["healthy"]}, live=False),
+                          cmdline="--check",
+                          extravars={"gpuhost_report_dir": str(tmp_path / "r2"), "gpuhost_fail_on": "low"})
+    assert runner.rc == 0, stdout_of(runner)
+
+
+def test_waivers_keep_findings_visible_and_expire(snapshot_trees, tmp_path):
+    inventory = fleet({"incident": snapshot_trees["incident"]})
+    waivers = [{"rule": "NUMA-001", "reason": "vendor ticket 42", "expires": "2099-01-01"},
+               {"rule": "KERNEL-001", "reason": "waiting for 6.14 rollout", "expires": "2020-01-01"}]
+    runner = run_playbook(tmp_path, "audit.yml", inventory, cmdline="--check",
+                          extravars={"gpuhost_report_dir": str(tmp_path / "r"), "gpuhost_waivers": waivers})
+    assert runner.rc == 0, stdout_of(runner)
+    host = json.loads((tmp_path / "r" / "report.json").read_text())["hosts"]["demo-incident"]
+    assert statuses(host, "NUMA-001") == ["waived"]
+    expired = [f for f in host["findings"] if f["id"] == "KERNEL-001"]
+    assert expired[0]["status"] == "fail" and "expired" in expired[0]["message"]
+
+
+@pytest.mark.parametrize("extravars, expected", [
+    ({"gpuhost_waivers": [{"rule": "NOPE-999", "reason": "x", "expires": "2099-01-01"}]}, "NOPE-999"),
+    ({"gpuhost_waivers": [{"rule": "NUMA-001", "reason": "x", "expires": "someday"}]}, "someday"),
+    ({"gpuhost_profile": "no-such-profile"}, "no-such-profile"),
+])
+def test_bad_input_is_rejected_before_any_host_is_contacted(snapshot_trees, tmp_path, extravars, expected):
+    extravars = dict(extravars, gpuhost_report_dir=str(tmp_path / "r"))
+    runner = run_playbook(tmp_path, "audit.yml", fleet(snapshot_trees), cmdline="--check", extravars=extravars)
+    out = stdout_of(runner)
+    assert runner.rc != 0
+    assert expected in out
+    assert [e for e in runner.events if e.get("event") == "runner_on_start"
+            and e["event_data"].get("task_action") == "gpuhost.baseline.host_facts"] == []
+    assert not (tmp_path / "r").exists()
