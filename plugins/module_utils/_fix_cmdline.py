@@ -396,8 +396,12 @@ def parse_grubenv(text):
 
 
 def parse_bls_entry(text, grubenv=None):
-    """A BLS entry -> ``{"version", "options"}``; ``options`` joins every ``options`` line and
-    expands ``$name`` from grubenv (EL8's ``$kernelopts``); ``None`` when a variable is unknown.
+    """A BLS entry -> ``{"version", "options", "unknown"}``.
+
+    ``options`` joins every ``options`` line and expands ``$name`` from grubenv. GRUB expands
+    an undefined variable to nothing (EL9's ``$tuned_params`` when tuned sets none), so do we,
+    except ``$kernelopts``: on EL8 it holds the whole command line, and without it the
+    configured line is unknown (``options`` is then ``None``).
     """
     version = None
     options = []
@@ -412,13 +416,14 @@ def parse_bls_entry(text, grubenv=None):
 
     def expand(match):
         name = match.group(1) or match.group(2)
-        if grubenv is None or name not in grubenv:
+        if name in (grubenv or {}):
+            return grubenv[name]
+        if name == "kernelopts":
             unknown.append(name)
-            return ""
-        return grubenv[name]
+        return ""
 
     expanded = re.sub(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}|\$([A-Za-z_][A-Za-z0-9_]*)", expand, joined)
-    return {"version": version, "options": None if unknown else expanded, "unknown": unknown}
+    return {"version": version, "options": None if unknown else " ".join(expanded.split()), "unknown": unknown}
 
 
 def bls_needs_change(params, adds, removes):
