@@ -23,13 +23,13 @@ die() { echo "build_qemu.sh: $*" >&2; exit 1; }
 
 # Build dependencies of a TCG + slirp x86_64 system emulator, and what apt-get
 # source needs to unpack a Debian source package.
-deps="build-essential dpkg-dev ninja-build meson pkg-config libglib2.0-dev libslirp-dev libpixman-1-dev zlib1g-dev python3 patch"
+deps="build-essential dpkg-dev ninja-build meson pkg-config libglib2.0-dev libslirp-dev libpixman-1-dev libfdt-dev zlib1g-dev python3 patch"
 missing=""
 for p in $deps; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
     [ "$(id -u)" = 0 ] || die "missing build dependencies:$missing (apt-get install them as root)"
     echo "== apt-get install$missing"
-    DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends $missing >/dev/null \
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=900 --no-install-recommends $missing >/dev/null \
         || die "apt-get install$missing failed"
 fi
 
@@ -73,12 +73,14 @@ t0=$SECONDS
 mkdir "$src/build-gpuhost"
 # Everything off but what the test guests use: TCG, user-mode networking (SSH port
 # forward), and the built-in q35 devices (pcie-root-port, pxb-pcie, e1000e, nvme,
-# virtio). Firmware (SeaBIOS, linuxboot_dma.bin) comes from the Debian packages
-# at run time (-L /usr/share/qemu): the dfsg source carries no prebuilt blobs.
+# virtio). QEMU 7.2 insists on libfdt for x86_64 (the microvm machine); the dfsg
+# source has no dtc copy, so it comes from libfdt-dev. Firmware (SeaBIOS,
+# linuxboot_dma.bin) comes from the Debian packages at run time (-L /usr/share/qemu):
+# the dfsg source carries no prebuilt blobs.
 (cd "$src/build-gpuhost" && ../configure \
     --target-list=x86_64-softmmu \
     --without-default-features \
-    --enable-tcg --enable-slirp \
+    --enable-tcg --enable-slirp --enable-fdt=system \
     --disable-docs --disable-werror --disable-install-blobs \
     >"$work/configure.log" 2>&1) \
     || { tail -n 40 "$work/configure.log" >&2; die "configure failed (log tail above)"; }

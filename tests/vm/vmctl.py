@@ -59,7 +59,10 @@ COMPONENTS = {
     'ssdt': ('ssdt.dsl',),
 }
 
-DEFAULT_TIMEOUT = 180
+# Boot to SSH takes ~25 s on an idle 2-core machine under TCG; a loaded machine
+# (builds or other VMs beside it) can make it minutes. GPUHOST_VM_BOOT_TIMEOUT
+# raises the default for such places.
+DEFAULT_TIMEOUT = int(os.environ.get('GPUHOST_VM_BOOT_TIMEOUT', '180'))
 SSH_USER = 'root'
 ADDRESS = '127.0.0.1'
 # SeaBIOS, linuxboot_dma.bin and friends from Debian's qemu-system-data/seabios:
@@ -495,7 +498,7 @@ def main(argv=None):
     p_up.add_argument('name')
     p_up.add_argument('--port', type=int, required=True, help='loopback port forwarded to the guest sshd')
     p_up.add_argument('--workdir', help='where the overlay, console log and instance JSON go')
-    p_up.add_argument('--timeout', type=int, default=DEFAULT_TIMEOUT, help='seconds to wait for SSH (default 180)')
+    p_up.add_argument('--timeout', type=int, default=DEFAULT_TIMEOUT, help='seconds to wait for SSH (default %d; env GPUHOST_VM_BOOT_TIMEOUT)' % DEFAULT_TIMEOUT)
     p_up.add_argument('--append', default='', help='extra kernel command-line arguments')
     p_up.add_argument('--qemu', help='QEMU binary to use instead of the patched build')
     p_up.add_argument('--instance-config', help="molecule's instance config file to add this guest to")
