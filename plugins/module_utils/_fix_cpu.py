@@ -144,6 +144,7 @@ def plan(state, governor=None, epp=None, boost=None, idle_latency_max_us=None):
                 raise FixError("governor %s is not offered by %s (driver %s): it offers %s; nothing was changed"
                                % (governor, policy["name"], policy["driver"], " ".join(available)))
 
+    epp_writes = {}
     if epp:
         without = []
         for policy in policies:
@@ -163,12 +164,12 @@ def plan(state, governor=None, epp=None, boost=None, idle_latency_max_us=None):
                                % (epp, policy["name"], policy["driver"]))
             if policy["epp"] == epp:
                 continue
-            if pinning and policy["governor"] == "performance":
+            if pinning and policy["governor"] == "performance" and target_governor == "performance":
                 # the kernel already holds EPP at performance and would answer EBUSY
                 warnings.append("%s reads EPP %s under the performance governor, which %s holds at performance; "
                                 "not written" % (policy["epp_path"], printable(policy["epp"]), policy["driver"]))
                 continue
-            writes.append((policy["epp_path"], policy["epp"], epp))
+            epp_writes[policy["name"]] = (policy["epp_path"], policy["epp"], epp)
         if without:
             drivers = sorted(set(str(policy["driver"]) for policy in without))
             skipped["epp"] = "%d of %d policies have no energy_performance_preference (driver %s)" % (
@@ -176,10 +177,18 @@ def plan(state, governor=None, epp=None, boost=None, idle_latency_max_us=None):
             warnings.append("EPP not set on %s: the driver exposes no EPP (amd-pstate needs amd_pstate=active on the "
                             "kernel command line; acpi-cpufreq has none)" % skipped["epp"])
 
-    if governor:
-        for policy in policies:
-            if policy["governor"] != governor:
-                writes.append((policy["governor_path"], policy["governor"], governor))
+    # per policy, EPP is written while the governor is not performance: before switching to
+    # performance, after switching away from it
+    for policy in policies:
+        governor_write = None
+        if governor and policy["governor"] != governor:
+            governor_write = (policy["governor_path"], policy["governor"], governor)
+        epp_write = epp_writes.get(policy["name"])
+        if (governor or policy["governor"]) == "performance":
+            ordered = (epp_write, governor_write)
+        else:
+            ordered = (governor_write, epp_write)
+        writes.extend(write for write in ordered if write is not None)
 
     if boost is not None:
         found = state["boost"]
@@ -321,21 +330,26 @@ def render_script(settings):
         "}",
         "",
     ]
+    epp_lines = governor_lines = []
     if "epp" in settings:
-        lines += [
-            "# EPP before the governor: under the performance governor amd-pstate-epp and intel_pstate",
-            "# hold EPP at performance and refuse EPP writes",
+        epp_lines = [
+            "# under the performance governor amd-pstate-epp and intel_pstate hold EPP at performance",
+            "# and refuse EPP writes: EPP goes in while another governor is selected",
             "for policy in \"$cpu\"/cpufreq/policy[0-9]*; do",
             "    [ \"$(cat \"$policy/scaling_governor\" 2>/dev/null)\" = performance ] && continue",
             "    put \"$policy/energy_performance_preference\" %s" % q(settings["epp"]),
             "done",
         ]
     if "governor" in settings:
-        lines += [
+        governor_lines = [
             "for policy in \"$cpu\"/cpufreq/policy[0-9]*; do",
             "    put \"$policy/scaling_governor\" %s" % q(settings["governor"]),
             "done",
         ]
+    if settings.get("governor") == "performance":
+        lines += epp_lines + governor_lines
+    else:
+        lines += governor_lines + epp_lines
     if "boost" in settings:
         on = settings["boost"]
         lines += [
