@@ -8,15 +8,16 @@ root: ``commands/nvidia-smi-q.xml``). Pure functions decide (:func:`select_gpus`
 :func:`power_target`, :func:`busy_gpus`, :func:`plan`); :func:`apply` reads, refuses while
 compute work runs (unless forced), runs the planned commands through ``Host.run`` (only on
 the live host, outside check mode; elsewhere they are listed) and reads the state again to
-prove every GPU took its setting. This module writes no file.
+prove every GPU took its setting. On a live host it writes no file; on a snapshot root it updates the captured nvidia-smi XML.
 """
 
 from __future__ import absolute_import, division, print_function
 
 import os
 import posixpath
+import re
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_common import FixError, command_line, printable
+from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_common import FixError, command_line, printable, to_bytes
 from ansible_collections.gpuhost.baseline.plugins.module_utils._nvidia import normalise_bus_id, parse_smi_xml
 from ansible_collections.gpuhost.baseline.plugins.module_utils._sysfs import COMMAND_CAPTURES
 
@@ -220,6 +221,7 @@ class SmiReader:
             raise FixError("%s is incomplete (%s): refusing to decide on partial GPU state" % (where, parsed["error"]))
         if not parsed["gpus"]:
             raise FixError("%s lists no GPU: nothing to set" % where)
+        parsed["xml"] = text
         return parsed
 
 
@@ -322,7 +324,46 @@ def apply(host, params, diff=False):
         # check mode or snapshot root: list what would run, with the binary as asked for
         for argv in decided["commands"]:
             host.run(argv, "")
+        if not host.live and not host.check_mode:
+            # A snapshot stands for the host: its captured nvidia-smi output is the GPU state, as
+            # /proc/sys files are the sysctl state, so it is updated to what the commands would leave.
+            changes = dict((g["index"], {"persistence": g["persistence_after"], "power_limit_w": g["power_limit_after_w"]})
+                           for g in decided["gpus"])
+            text = updated_smi_xml(state["xml"], changes)
+            if text is None:
+                raise FixError("cannot update %s in the snapshot: the GPU blocks do not match what was read"
+                               % SNAPSHOT_XML)
+            host.write_file("/" + SNAPSHOT_XML, to_bytes(text))
     return result
+
+
+SNAPSHOT_XML = "commands/nvidia-smi-q.xml"
+_GPU_BLOCK = re.compile(r"<gpu\b[^>]*>.*?</gpu>", re.S)
+
+
+def updated_smi_xml(text, changes):
+    """``nvidia-smi -q -x`` text with persistence mode and the current power limit of the GPUs in
+    ``changes`` (``{index: {"persistence": bool|None, "power_limit_w": float|None}}``) rewritten;
+    every other byte is kept. ``None`` when the text has fewer GPU blocks than an index needs."""
+    blocks = list(_GPU_BLOCK.finditer(text or ""))
+    if any(index >= len(blocks) for index in changes):
+        return None
+    out, last = [], 0
+    for index, match in enumerate(blocks):
+        block = match.group(0)
+        change = changes.get(index) or {}
+        if change.get("persistence") is not None:
+            block = re.sub(r"(<persistence_mode>)[^<]*(</persistence_mode>)",
+                           r"\g<1>%s\g<2>" % ("Enabled" if change["persistence"] else "Disabled"), block, count=1)
+        if change.get("power_limit_w") is not None:
+            watts = "%.2f W" % change["power_limit_w"]
+            block = re.sub(r"(<(?:current_)?power_limit>)[^<]*(</(?:current_)?power_limit>)",
+                           r"\g<1>%s\g<2>" % watts, block, count=1)
+        out.append(text[last:match.start()])
+        out.append(block)
+        last = match.end()
+    out.append(text[last:])
+    return "".join(out)
 
 
 def _onoff(value):

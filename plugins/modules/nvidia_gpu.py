@@ -28,8 +28,10 @@ description:
   - After running the commands the module reads C(nvidia-smi -q -x) again; a GPU that does not report the new
     setting fails the task, named.
   - B(On a snapshot root) (O(root) not V(/)) the state comes from C(commands/nvidia-smi-q.xml) under it and
-    nothing runs. The result lists in RV(commands) what would run and is C(changed) when something differs;
-    since the snapshot's XML cannot change, a second run reports the same. This module writes no file.
+    nothing runs. The result lists in RV(commands) what would run and is C(changed) when something differs.
+    Outside check mode the snapshot's C(commands/nvidia-smi-q.xml) is then rewritten to the persistence mode
+    and power limit the commands would leave (only those elements change), just as sysctl fixes write the
+    snapshot's C(/proc/sys) files, so a second run is unchanged. On a live host this module writes no file.
 author:
   - gpuhost.baseline maintainers (@gpuhost-baseline)
 options:

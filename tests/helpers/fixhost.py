@@ -14,6 +14,7 @@ class FakeModule:
     """
 
     def __init__(self, check_mode=False, answers=None, binaries=True):
+        # binaries: True (every binary exists), False (none), or the names that exist
         self.check_mode = check_mode
         self.answers = answers or {}
         self.binaries = binaries
@@ -31,10 +32,12 @@ class FakeModule:
         shutil.copy2(path, backup)
         return backup
 
-    def get_bin_path(self, name):
-        return "/usr/bin/" + name if self.binaries else None
+    def get_bin_path(self, name, **_kwargs):
+        if self.binaries is True or name in (self.binaries or ()):
+            return "/usr/bin/" + name
+        return None
 
-    def run_command(self, argv, environ_update=None):
+    def run_command(self, argv, **_kwargs):
         self.ran.append(list(argv))
         return self.answers.get(os.path.basename(argv[0]), (0, "", ""))
 

@@ -4,6 +4,8 @@ import shutil
 
 import pytest
 
+from helpers.fixhost import FakeModule
+
 from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_common import FixError, Host
 from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_nvidia import (
     PERSISTENCED, apply, busy_gpus, format_watts, guard_message, plan, power_target, select_gpus, unit_installed)
@@ -12,17 +14,13 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils._nvidia import pa
 REALDATA = os.path.join(os.path.dirname(__file__), "..", "..", "..", "fixtures", "realdata", "nvidia-smi")
 
 
-class StubModule:
+class StubModule(FakeModule):
+    """No binary exists and any command fails: a snapshot root must never run one."""
+
     def __init__(self, check_mode=False):
-        self.check_mode = check_mode
-        self.ran = []
-
-    def get_bin_path(self, name, **_kwargs):
-        return None
-
-    def run_command(self, argv, **_kwargs):
-        self.ran.append(argv)
-        return 1, "", "must not run"
+        super(StubModule, self).__init__(check_mode=check_mode, binaries=False,
+                                         answers={"nvidia-smi": (1, "", "must not run"),
+                                                  "systemctl": (1, "", "must not run")})
 
 
 def gpu(index, persistence=False, limit=450.0, default=600.0, high=700.0, low=150.0, processes=()):
@@ -130,14 +128,19 @@ def test_real_capture_parses_into_a_plan():
         assert entry["power_limit_after_w"] == board["power"]["default_w"]
 
 
-def test_snapshot_root_lists_commands_and_writes_nothing(tree):
+def test_snapshot_root_runs_nothing_and_updates_only_the_captured_xml(tree):
     before = tree_bytes(tree)
     module = StubModule()
     result = apply(Host(module, tree), params(persistence=True, power_limit="max"), diff=True)
     assert result["changed"] and result["persistence_method"] == "smi"
     assert len(result["gpus"]) == 8
     assert module.ran == []
-    assert tree_bytes(tree) == before
+    after = tree_bytes(tree)
+    assert [k for k in after if after[k] != before.get(k)] == [os.path.join(tree, "commands", "nvidia-smi-q.xml")]
+    gpus = parse_smi_xml(open(os.path.join(tree, "commands", "nvidia-smi-q.xml")).read())["gpus"]
+    assert all(g["persistence"] is True and g["power"]["limit_w"] == 600.0 for g in gpus)
+    again = apply(Host(StubModule(), tree), params(persistence=True, power_limit="max"))
+    assert not again["changed"] and tree_bytes(tree) == after
     assert "persistence off, power limit 450 W" in result["diff"][0]["before"]
     assert "persistence on, power limit 600 W" in result["diff"][0]["after"]
 
@@ -191,3 +194,24 @@ def test_power_limit_checked_before_the_guard_and_any_command(tree):
     with pytest.raises(FixError, match="outside what GPU 0"):
         apply(host, params(power_limit="5000"))
     assert host.commands == []
+
+
+def test_updated_smi_xml_rewrites_only_persistence_and_power_limit(snapshot_trees):
+    import os
+    from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_nvidia import updated_smi_xml
+    from ansible_collections.gpuhost.baseline.plugins.module_utils._nvidia import parse_smi_xml
+
+    with open(os.path.join(snapshot_trees["incident"], "commands", "nvidia-smi-q.xml")) as handle:
+        text = handle.read()
+    before = parse_smi_xml(text)
+    out = updated_smi_xml(text, {0: {"persistence": True, "power_limit_w": 600.0}, 3: {"persistence": True,
+                                                                                         "power_limit_w": None}})
+    after = parse_smi_xml(out)
+    assert after["gpus"][0]["persistence"] is True and after["gpus"][0]["power"]["limit_w"] == 600.0
+    assert after["gpus"][3]["persistence"] is True
+    assert after["gpus"][3]["power"]["limit_w"] == before["gpus"][3]["power"]["limit_w"]
+    assert after["gpus"][1] == before["gpus"][1]
+    assert len(out.splitlines()) == len(text.splitlines())
+    changed = [i for i, (a, b) in enumerate(zip(text.splitlines(), out.splitlines())) if a != b]
+    assert len(changed) == 3
+    assert updated_smi_xml(text, {99: {"persistence": True, "power_limit_w": None}}) is None

@@ -6,6 +6,8 @@ import struct
 
 import pytest
 
+from helpers.fixhost import FakeModule
+
 from ansible_collections.gpuhost.baseline.plugins.module_utils import _fix_pcie
 from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_common import FixError, Host
 from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_pcie import (
@@ -19,28 +21,11 @@ GPU = "0000:43:00.0"
 GPU_CONFIG = "sys/bus/pci/devices/%s/config" % GPU
 
 
-class StubModule:
-    """What Host needs of an AnsibleModule, without Ansible's process around it."""
+class StubModule(FakeModule):
+    """Only setpci exists (by default); every command succeeds and is recorded."""
 
     def __init__(self, check_mode=False, bins=("setpci",)):
-        self.check_mode = check_mode
-        self.bins = bins
-        self.ran = []
-
-    def atomic_move(self, src, dest):
-        os.rename(src, dest)
-
-    def backup_local(self, path):
-        backup = path + ".bak~"
-        shutil.copy2(path, backup)
-        return backup
-
-    def get_bin_path(self, name):
-        return "/usr/bin/" + name if name in self.bins else None
-
-    def run_command(self, argv, **_kwargs):
-        self.ran.append(argv)
-        return 0, "", ""
+        super(StubModule, self).__init__(check_mode=check_mode, binaries=bins)
 
 
 @pytest.fixture
