@@ -1081,6 +1081,30 @@ def failing_lines(findings):
     return lines
 
 
+def fix_plan(findings):
+    """What the remediate role acts on: the failing rule ids and, per ``fix.action``, the
+    subjects that fail (``None`` for host-wide findings). Waived findings are not fixed."""
+    plan = {}
+    for f in findings:
+        if f["status"] != "fail":
+            continue
+        subjects = plan.setdefault(f.get("fix_action") or "manual", {}).setdefault(f["id"], [])
+        if f.get("subject") is not None and f["subject"] not in subjects:
+            subjects.append(f["subject"])
+    return plan
+
+
+def busy_gpus(facts):
+    """GPUs with compute processes, for the maintenance guard: ``[{"index", "bus_id", "processes"}]``."""
+    busy = []
+    for gpu in ((facts.get("nvidia") or {}).get("gpus") or []) if isinstance(facts, dict) else []:
+        procs = [p for p in (gpu.get("processes") or []) if isinstance(p, dict)]
+        if procs:
+            busy.append({"index": gpu.get("index"), "bus_id": gpu.get("bus_id"),
+                         "processes": ["%s (pid %s)" % (p.get("name"), p.get("pid")) for p in procs]})
+    return busy
+
+
 def _today(today):
     if today is None:
         return datetime.date.today()
@@ -1091,7 +1115,8 @@ def evaluate(facts, profile="auto", params=None, waivers=None, host=None, today=
              catalogue=None):
     """Judge one host's facts document.
 
-    Returns ``{"findings", "summary", "profile", "params", "failing"}``. Raises
+    Returns ``{"findings", "summary", "profile", "params", "failing", "failing_ids", "fix_plan",
+    "busy_gpus"}``. Raises
     :class:`CatalogueError` for a malformed catalogue, profile name, parameter or waiver.
     """
     catalogue = catalogue or load_catalogue(base_dir)
@@ -1116,6 +1141,9 @@ def evaluate(facts, profile="auto", params=None, waivers=None, host=None, today=
         "profile": chosen.name,
         "params": effective,
         "failing": failing_lines(findings),
+        "failing_ids": sorted(set(f["id"] for f in findings if f["status"] == "fail")),
+        "fix_plan": fix_plan(findings),
+        "busy_gpus": busy_gpus(facts),
     }
 
 

@@ -196,6 +196,25 @@ failing:
   type: list
   elements: str
   sample: ["PCI-001 [high] MaxReadReq 512 B < 4096 B on 0000:41:00.0 (NVIDIA RTX PRO 6000 Blackwell Server Edition)"]
+failing_ids:
+  description: Sorted ids of the rules with at least one failing finding (waived findings excluded).
+  returned: success
+  type: list
+  elements: str
+  sample: ["NUMA-001", "PCI-001"]
+fix_plan:
+  description:
+    - Failing rules grouped by their fix action (C(sysctl), C(pcie_tune), C(cpu_power), C(kernel_cmdline),
+      C(nvidia_gpu), C(manual)...), each rule id mapped to its failing subjects; what the remediate role acts on.
+  returned: success
+  type: dict
+  sample: {"pcie_tune": {"PCI-001": ["0000:43:00.0", "0000:44:00.0"]}, "sysctl": {"NUMA-001": []}}
+busy_gpus:
+  description: GPUs running compute processes (the maintenance guard of the remediate role).
+  returned: success
+  type: list
+  elements: dict
+  sample: [{"index": 0, "bus_id": "0000:43:00.0", "processes": ["python3 (pid 4242)"]}]
 """
 
 from ansible.module_utils.basic import AnsibleModule

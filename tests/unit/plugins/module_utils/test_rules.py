@@ -545,3 +545,26 @@ def test_evaluate_action_rejects_an_unknown_profile(tmp_path):
         """)
     assert out.returncode != 0
     assert "baseline evaluation of localhost: unknown profile 'nope'" in out.stdout + out.stderr
+
+
+def test_fix_plan_groups_failing_subjects_by_action_and_skips_waived():
+    from ansible_collections.gpuhost.baseline.plugins.module_utils._rules import fix_plan
+
+    def f(rid, status, subject, action):
+        return {"id": rid, "status": status, "subject": subject, "fix_action": action}
+
+    plan = fix_plan([f("PCI-001", "fail", "0000:43:00.0", "pcie_tune"), f("PCI-001", "fail", "0000:44:00.0", "pcie_tune"),
+                     f("PCI-001", "pass", "0000:45:00.0", "pcie_tune"), f("NUMA-001", "fail", None, "sysctl"),
+                     f("CPU-003", "waived", None, "cpu_power")])
+    assert plan == {"pcie_tune": {"PCI-001": ["0000:43:00.0", "0000:44:00.0"]}, "sysctl": {"NUMA-001": []}}
+
+
+def test_busy_gpus_lists_compute_processes_and_tolerates_garbage():
+    from ansible_collections.gpuhost.baseline.plugins.module_utils._rules import busy_gpus
+
+    facts = {"nvidia": {"gpus": [{"index": 0, "bus_id": "0000:43:00.0",
+                                  "processes": [{"pid": 7, "name": "python3"}]},
+                                 {"index": 1, "bus_id": "0000:44:00.0", "processes": []},
+                                 {"index": 2, "processes": None}]}}
+    assert busy_gpus(facts) == [{"index": 0, "bus_id": "0000:43:00.0", "processes": ["python3 (pid 7)"]}]
+    assert busy_gpus({"nvidia": None}) == [] and busy_gpus(None) == []
