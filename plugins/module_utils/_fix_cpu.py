@@ -119,7 +119,7 @@ def _boost_on(kind, value):
 
 
 def plan(state, governor=None, epp=None, boost=None, idle_latency_max_us=None):
-    """Writes needed, in order: ``{"writes": [(path, old, new)], "warnings": [...], "skipped": {...}}``.
+    """Writes needed, in order: ``{"writes": [(path, old, new)], "warnings": [...], "unsupported": {...}}``.
 
     Everything is checked before anything is written: a governor or EPP the driver does not
     offer, an EPP the performance governor would refuse, an unreadable latency or disable flag
@@ -129,7 +129,7 @@ def plan(state, governor=None, epp=None, boost=None, idle_latency_max_us=None):
     epp = check_name("epp", epp)
     writes = []
     warnings = []
-    skipped = {}
+    unsupported = {}
     policies = state["policies"]
     if (governor or epp) and not policies:
         raise FixError("no cpufreq policy under %s: no cpufreq driver is loaded (a VM, or a BIOS that keeps CPU "
@@ -172,10 +172,10 @@ def plan(state, governor=None, epp=None, boost=None, idle_latency_max_us=None):
             epp_writes[policy["name"]] = (policy["epp_path"], policy["epp"], epp)
         if without:
             drivers = sorted(set(str(policy["driver"]) for policy in without))
-            skipped["epp"] = "%d of %d policies have no energy_performance_preference (driver %s)" % (
+            unsupported["epp"] = "%d of %d policies have no energy_performance_preference (driver %s)" % (
                 len(without), len(policies), ", ".join(drivers))
-            warnings.append("EPP not set on %s: the driver exposes no EPP (amd-pstate needs amd_pstate=active on the "
-                            "kernel command line; acpi-cpufreq has none)" % skipped["epp"])
+            warnings.append("EPP not set: %s; the driver exposes no EPP (amd-pstate needs amd_pstate=active on the "
+                            "kernel command line; acpi-cpufreq has none)" % unsupported["epp"])
 
     # per policy, EPP is written while the governor is not performance: before switching to
     # performance, after switching away from it
@@ -193,8 +193,8 @@ def plan(state, governor=None, epp=None, boost=None, idle_latency_max_us=None):
     if boost is not None:
         found = state["boost"]
         if found is None:
-            skipped["boost"] = "no cpufreq/boost, intel_pstate/no_turbo or per-policy boost file"
-            warnings.append("boost not set: %s (the driver or firmware controls it; check the BIOS)" % skipped["boost"])
+            unsupported["boost"] = "no cpufreq/boost, intel_pstate/no_turbo or per-policy boost file"
+            warnings.append("boost not set: %s (the driver or firmware controls it; check the BIOS)" % unsupported["boost"])
         else:
             for path, value in zip(found["paths"], found["values"]):
                 current = _boost_on(found["kind"], value)
@@ -224,7 +224,7 @@ def plan(state, governor=None, epp=None, boost=None, idle_latency_max_us=None):
         if not state["idle"]:
             warnings.append("no cpuidle states under %s/cpu*/cpuidle: nothing to disable (idle=poll, a VM, or "
                             "cpuidle disabled)" % CPU_DIR)
-    return {"writes": writes, "warnings": warnings, "skipped": skipped}
+    return {"writes": writes, "warnings": warnings, "unsupported": unsupported}
 
 
 def summarize(state, overrides=None):
@@ -456,7 +456,7 @@ def apply(host, governor=None, epp=None, boost=None, idle_latency_max_us=None, p
         "persist": persist,
         "persisted_before": persisted_before,
         "persisted_after": persisted_after,
-        "skipped": decided["skipped"],
+        "unsupported": decided["unsupported"],
         "warnings": decided["warnings"],
         "unit": UNIT_PATH,
         "script": SCRIPT_PATH,

@@ -26,7 +26,7 @@ description:
     and only on policies whose governor is not yet C(performance), and O(governor=performance) together with an
     O(epp) other than V(performance) fails before writing. Any EPP can be set under the C(powersave) governor.
   - Policies without C(energy_performance_preference) (C(acpi-cpufreq), C(amd-pstate) in passive or guided
-    mode) are skipped for O(epp) with a warning; RV(skipped) says so.
+    mode) are skipped for O(epp) with a warning; RV(unsupported) says so.
   - Runtime state and persisted state are reported apart. RV(runtime_before)/RV(runtime_after) count policies
     per governor and EPP and CPUs per idle state, RV(persisted_before)/RV(persisted_after) describe the unit.
 author:
@@ -226,7 +226,7 @@ persisted_after:
       type: bool
       sample: true
 
-skipped:
+unsupported:
   description: Settings that could not be applied on this host, with the reason (for example no EPP with acpi-cpufreq).
   returned: success
   type: dict

@@ -30,7 +30,7 @@ def test_incident_plan(snapshot_trees):
     # C2 (400 us) on every CPU; POLL (0) and C1 (1) stay
     assert len(disables) == 128 and all("/state2/" in path for path, _o, _n in disables)
     assert len(writes) == 256  # boost already on, no EPP with acpi-cpufreq
-    assert decided["skipped"] == {"epp": "128 of 128 policies have no energy_performance_preference "
+    assert decided["unsupported"] == {"epp": "128 of 128 policies have no energy_performance_preference "
                                          "(driver acpi-cpufreq)"}
     assert "amd_pstate=active" in decided["warnings"][0]
     assert group_writes(writes) == [
@@ -41,7 +41,7 @@ def test_incident_plan(snapshot_trees):
 def test_healthy_needs_nothing(snapshot_trees):
     state = _state(snapshot_trees, "healthy")
     decided = plan(state, governor="performance", epp="performance", boost=True, idle_latency_max_us=10)
-    assert decided == {"writes": [], "warnings": [], "skipped": {}}
+    assert decided == {"writes": [], "warnings": [], "unsupported": {}}
 
 
 def test_intel_epp_is_written_before_the_governor(snapshot_trees):
@@ -125,7 +125,7 @@ def test_no_cpufreq_at_all(tmp_path):
         plan(state, governor="performance")
     assert "no cpufreq driver" in info.value.msg
     decided = plan(state, boost=True, idle_latency_max_us=10)
-    assert decided["writes"] == [] and "boost" in decided["skipped"] and len(decided["warnings"]) == 2
+    assert decided["writes"] == [] and "boost" in decided["unsupported"] and len(decided["warnings"]) == 2
 
 
 def test_check_name():
