@@ -287,12 +287,19 @@ def test_nvidia_gpu_out_of_range_limit_runs_nothing(tmp_path):
     assert all(call == ["-q", "-x"] for call in read_state(state)["calls"])
 
 
-def test_nvidia_gpu_on_a_snapshot_root_runs_nothing(tree, tmp_path):
+def test_nvidia_gpu_on_a_snapshot_root_runs_nothing_and_is_idempotent(tree, tmp_path):
     start = tree_hash(tree)
     args = {"persistence": True, "power_limit": "max", "root": tree}
-    for extra in (("--check", "--diff"), (), ()):
-        rc, result, log = run_task(tmp_path, "nvidia_gpu", args, *extra)
-        assert rc == 0 and result["changed"], log
-        assert result["commands"][:2] == ["nvidia-smi -i 0 -pm 1", "nvidia-smi -i 1 -pm 1"]
-        assert "nvidia-smi -i 7 -pl 600" in result["commands"]
+    rc, result, log = run_task(tmp_path, "nvidia_gpu", args, "--check", "--diff")
+    assert rc == 0 and result["changed"], log
     assert tree_hash(tree) == start
+    rc, result, log = run_task(tmp_path, "nvidia_gpu", args)
+    assert rc == 0 and result["changed"], log
+    assert result["commands"][:2] == ["nvidia-smi -i 0 -pm 1", "nvidia-smi -i 1 -pm 1"]
+    assert "nvidia-smi -i 7 -pl 600" in result["commands"]
+    applied = tree_hash(tree)
+    assert applied != start  # the captured nvidia-smi XML now shows the applied state
+    for extra in (("--check",), ()):
+        rc, result, log = run_task(tmp_path, "nvidia_gpu", args, *extra)
+        assert rc == 0 and not result["changed"] and result["commands"] == [], log
+    assert tree_hash(tree) == applied
