@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Benchmark: host_facts on a synthetic 768-CPU host against the floor of merely reading its files.
 
 Prints, from one run:
@@ -34,7 +33,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils._sysfs import Rec
 
 def median_time(func, runs):
     samples = []
-    for _ in range(runs):
+    for unused_run in range(runs):
         start = time.perf_counter()
         func()
         samples.append(time.perf_counter() - start)
@@ -69,6 +68,7 @@ def floor_reader(snapshot, recorder):
 def tool_time(argv, runs=3):
     if shutil.which(argv[0]) is None:
         return None, "%s not installed" % argv[0]
+
     def run():
         subprocess.run(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
     return median_time(run, runs), None
@@ -99,7 +99,7 @@ def main():
     t_facts = median_time(lambda: gather_facts(Root(large)), args.runs)
     t_floor = median_time(read_all, args.runs)
     t_live = median_time(lambda: gather_facts(Root("/", which=shutil.which,
-                                                    run_command=lambda argv: (127, "", "not run in benchmark"))),
+                                                   run_command=lambda argv: (127, "", "not run in benchmark"))),
                          args.runs)
     rows = [("host_facts (768-CPU snapshot)", t_facts, None), ("floor: read the same files", t_floor, None),
             ("host_facts (this machine, live /)", t_live, None)]

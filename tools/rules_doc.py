@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 """Regenerate the rule table of docs/rules.md from rules/<area>.yml.
 
     python tools/rules_doc.py           # rewrite the table between the markers
@@ -59,12 +58,12 @@ def render(current):
     if BEGIN not in current or END not in current:
         raise SystemExit("%s: markers %r and %r missing" % (DOC, BEGIN, END))
     head, rest = current.split(BEGIN, 1)
-    _, tail = rest.split(END, 1)
+    unused_table, tail = rest.split(END, 1)
     return head + BEGIN + "\n\n" + table() + "\n" + END + tail
 
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n", maxsplit=1)[0])
     parser.add_argument("--check", action="store_true", help="fail when docs/rules.md is not up to date")
     args = parser.parse_args(argv)
     with open(DOC) as handle:
