@@ -22,7 +22,7 @@ class ActionModule(ActionBase):
     _supports_check_mode = True
 
     def run(self, tmp=None, task_vars=None):
-        _, args = self.validate_argument_spec(argument_spec=dict(
+        unused_validation, args = self.validate_argument_spec(argument_spec=dict(
             profile=dict(type="str", default="auto"),
             params=dict(type="dict", default={}),
             waivers=dict(type="list", elements="raw", default=[]),

@@ -28,7 +28,7 @@ GATHERERS = (
     ("lxc", _lxc.gather),
 )
 
-SUBSYSTEMS = tuple(name for name, _ in GATHERERS)
+SUBSYSTEMS = tuple(name for name, unused_gather in GATHERERS)
 
 
 def gather_facts(root, subsystems=None):

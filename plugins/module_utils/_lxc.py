@@ -12,6 +12,7 @@ raise; :func:`gather` does the reads through a :class:`_sysfs.Root` and builds t
 
 from __future__ import absolute_import, division, print_function
 
+import math
 import re
 
 from urllib.parse import unquote
@@ -65,7 +66,7 @@ def _number(value):
         number = float(value)
     except ValueError:
         return None
-    if number != number or number in (float("inf"), float("-inf")):
+    if math.isnan(number) or math.isinf(number):
         return None
     return number
 
@@ -88,7 +89,7 @@ def _property_string(value, default_key):
         if not item:
             continue
         if "=" in item:
-            key, _, val = item.partition("=")
+            key, unused_sep, val = item.partition("=")
             options[key.strip()] = val.strip()
         elif i == 0:
             options[default_key] = item
@@ -268,7 +269,7 @@ def parse_environ(data):
     result = {}
     for item in data.split("\0"):
         if "=" in item:
-            key, _, value = item.partition("=")
+            key, unused_sep, value = item.partition("=")
             result[key] = value
     return result
 

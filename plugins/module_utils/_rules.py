@@ -45,7 +45,7 @@ AREAS = (
     ("lxc", "LXC"),
 )
 AREA_PREFIX = dict(AREAS)
-AREA_NAMES = tuple(name for name, _ in AREAS)
+AREA_NAMES = tuple(name for name, unused_label in AREAS)
 #: facts subsystem each area reads first (used to explain a missing section)
 AREA_SUBSYSTEM = {"cpu": "cpu", "kernel": "kernel", "numa": "numa", "pcie": "pci",
                   "iommu": "iommu", "nvidia": "nvidia", "lxc": "lxc"}
@@ -1168,7 +1168,7 @@ def validate(profile="auto", params=None, waivers=None, base_dir=None):
         names = [catalogue.profile(profile).name]
     effective = {}
     for name in names:
-        _, effective[name] = resolve_profile(catalogue, name, None, params) if profile not in (None, "auto") \
+        unused_profile, effective[name] = resolve_profile(catalogue, name, None, params) if profile not in (None, "auto") \
             else _resolve_auto_candidate(catalogue, name, params)
     validate_waivers(waivers, catalogue)
     return {

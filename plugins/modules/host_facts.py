@@ -118,7 +118,7 @@ def main():
     def run(argv):
         return module.run_command(argv, environ_update={"LC_ALL": "C"})
 
-    root = Root(root_dir, run_command=run, which=lambda name: module.get_bin_path(name))
+    root = Root(root_dir, run_command=run, which=module.get_bin_path)
     facts = gather_facts(root, module.params["gather"])
     module.exit_json(changed=False, ansible_facts={"gpuhost": facts})
 

@@ -99,7 +99,7 @@ def main():
     def run(argv):
         return module.run_command(argv, environ_update={"LC_ALL": "C"})
 
-    root = Root("/", run_command=run, which=lambda name: module.get_bin_path(name), recorder=recorder)
+    root = Root("/", run_command=run, which=module.get_bin_path, recorder=recorder)
     facts = gather_facts(root, module.params["gather"])
     as_root = os.geteuid() == 0
     dest = module.params["dest"]
