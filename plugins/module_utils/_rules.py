@@ -1094,6 +1094,38 @@ def fix_plan(findings):
     return plan
 
 
+#: Why a failing finding is left for people after remediation, per fix action.
+_NOT_AUTOMATIC = {
+    "manual": "manual",
+    "lxc_config": "manual (container configuration on the Proxmox host)",
+    "nvidia_driver": "manual (driver installation)",
+    "kernel_package": "needs a kernel package: set gpuhost_kernel_package and run with --tags kernel_package",
+    "thp": "manual (transparent hugepages policy)",
+}
+
+
+def pending_items(findings, fixed_actions=None):
+    """What is still open after fixing, one entry per failing finding, with why:
+    ``kind`` is ``reboot`` (configured, waits for a reboot), ``opt-in`` (a fix exists but is off
+    by policy), ``manual`` (no automatic fix) or ``not-fixed`` (the fix ran but the check still fails)."""
+    items = []
+    for f in findings:
+        if f["status"] != "fail":
+            continue
+        action = f.get("fix_action") or "manual"
+        if f.get("pending"):
+            kind, why = "reboot", "pending a reboot"
+        elif f["id"] == "PCI-006":
+            kind, why = "opt-in", "opt-in: set gpuhost_fix_acs=true (weakens device isolation; not on hosts passing devices to VMs)"
+        elif action in _NOT_AUTOMATIC:
+            kind, why = "manual", _NOT_AUTOMATIC[action]
+        else:
+            kind, why = "not-fixed", "still failing after the %s fix" % action
+        items.append({"id": f["id"], "subject": f.get("subject"), "kind": kind,
+                      "message": "%s: %s (%s)" % (why, f.get("message") or f.get("title"), f.get("fix") or "")})
+    return items
+
+
 def busy_gpus(facts):
     """GPUs with compute processes, for the maintenance guard: ``[{"index", "bus_id", "processes"}]``."""
     busy = []
@@ -1144,6 +1176,7 @@ def evaluate(facts, profile="auto", params=None, waivers=None, host=None, today=
         "failing_ids": sorted(set(f["id"] for f in findings if f["status"] == "fail")),
         "fix_plan": fix_plan(findings),
         "busy_gpus": busy_gpus(facts),
+        "pending_items": pending_items(findings),
     }
 
 

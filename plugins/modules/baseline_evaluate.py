@@ -209,6 +209,14 @@ fix_plan:
   returned: success
   type: dict
   sample: {"pcie_tune": {"PCI-001": ["0000:43:00.0", "0000:44:00.0"]}, "sysctl": {"NUMA-001": []}}
+pending_items:
+  description:
+    - One entry per failing finding with why it is still open - C(kind) is V(reboot) (configured, waits for a
+      reboot), V(opt-in), V(manual) or V(not-fixed) - for the remediation report.
+  returned: success
+  type: list
+  elements: dict
+  sample: [{"id": "CPU-001", "subject": null, "kind": "reboot", "message": "pending a reboot: ..."}]
 busy_gpus:
   description: GPUs running compute processes (the maintenance guard of the remediate role).
   returned: success

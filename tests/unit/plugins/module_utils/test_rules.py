@@ -568,3 +568,17 @@ def test_busy_gpus_lists_compute_processes_and_tolerates_garbage():
                                  {"index": 2, "processes": None}]}}
     assert busy_gpus(facts) == [{"index": 0, "bus_id": "0000:43:00.0", "processes": ["python3 (pid 7)"]}]
     assert busy_gpus({"nvidia": None}) == [] and busy_gpus(None) == []
+
+
+def test_pending_items_say_why_each_failure_is_still_open():
+    from ansible_collections.gpuhost.baseline.plugins.module_utils._rules import pending_items
+
+    def f(rid, action, pending=False, status="fail"):
+        return {"id": rid, "status": status, "subject": None, "fix_action": action, "pending": pending,
+                "message": "m", "fix": "h"}
+
+    kinds = [(i["id"], i["kind"]) for i in pending_items([
+        f("CPU-001", "kernel_cmdline", pending=True), f("PCI-006", "pcie_tune"), f("NUMA-003", "manual"),
+        f("LXC-001", "lxc_config"), f("NUMA-001", "sysctl"), f("NUMA-002", "sysctl", status="pass")])]
+    assert kinds == [("CPU-001", "reboot"), ("PCI-006", "opt-in"), ("NUMA-003", "manual"), ("LXC-001", "manual"),
+                     ("NUMA-001", "not-fixed")]

@@ -1,0 +1,117 @@
+"""playbooks/remediate.yml end to end on writable copies of the incident snapshot (issue 4):
+check mode changes nothing, fix mode repairs every fixable rule, a second run changes nothing,
+the rest is reported pending or manual with the reason, and busy GPUs stop the host."""
+import json
+import os
+import shutil
+
+import pytest
+
+from helpers.fixhost import copy_tree, tree_state
+from helpers.runner import run_playbook, stdout_of
+
+from ansible_collections.gpuhost.baseline.plugins.module_utils._pci import parse_config
+
+FIXED_BY_REMEDIATE = ["NUMA-001", "KERNEL-005", "PCI-001", "PCI-002", "CPU-003", "CPU-006", "NVIDIA-004", "NVIDIA-007"]
+PENDING_REBOOT = ["CPU-001", "KERNEL-001", "KERNEL-002", "IOMMU-002"]
+
+
+def inventory(root, **hostvars):
+    host = {"ansible_connection": "local", "ansible_python_interpreter": shutil.which("python3"), "gpuhost_root": root}
+    host.update(hostvars)
+    return {"all": {"hosts": {"gpu-incident": host}}}
+
+
+def read_report(directory):
+    with open(os.path.join(str(directory), "report.json")) as handle:
+        return json.load(handle)["hosts"]["gpu-incident"]
+
+
+def statuses(findings, rule):
+    return set(f["status"] for f in findings if f["id"] == rule)
+
+
+@pytest.fixture(scope="module")
+def remediated(snapshot_trees, tmp_path_factory):
+    tmp = tmp_path_factory.mktemp("remediate")
+    root = copy_tree(snapshot_trees["incident"], tmp / "incident")
+    pristine = tree_state(root)
+    check = run_playbook(tmp, "remediate.yml", inventory(root), cmdline="--check --diff",
+                         extravars={"gpuhost_report_dir": str(tmp / "check")})
+    after_check = tree_state(root)
+    apply = run_playbook(tmp, "remediate.yml", inventory(root), extravars={"gpuhost_report_dir": str(tmp / "apply")})
+    after_apply = tree_state(root)
+    again = run_playbook(tmp, "remediate.yml", inventory(root), extravars={"gpuhost_report_dir": str(tmp / "again")})
+    return {"root": root, "tmp": tmp, "pristine": pristine, "check": check, "after_check": after_check,
+            "apply": apply, "after_apply": after_apply, "again": again, "after_again": tree_state(root)}
+
+
+def test_check_diff_shows_changes_and_changes_nothing(remediated):
+    check = remediated["check"]
+    assert check.rc == 0, stdout_of(check)
+    assert remediated["after_check"] == remediated["pristine"]
+    out = stdout_of(check)
+    assert "kernel.numa_balancing" in out and "amd_pstate=active" in out
+    assert check.stats["changed"].get("gpu-incident", 0) > 0
+
+
+def test_fix_mode_repairs_every_fixable_rule(remediated):
+    apply = remediated["apply"]
+    assert apply.rc == 0, stdout_of(apply)
+    host = read_report(remediated["tmp"] / "apply")
+    for rule in FIXED_BY_REMEDIATE:
+        assert "fail" in statuses(host["before"]["findings"], rule), rule
+        assert statuses(host["findings"], rule) == {"pass"}, rule
+    for rule in PENDING_REBOOT:
+        failing = [f for f in host["findings"] if f["id"] == rule and f["status"] == "fail"]
+        assert failing and all(f["pending"] for f in failing), rule
+    kinds = dict(((p["id"], p.get("subject")), p["kind"]) for p in host["pending"])
+    assert all(kinds[(rule, None)] == "reboot" for rule in PENDING_REBOOT)
+    assert set(k for k in kinds.values()) <= {"reboot", "opt-in", "manual"}  # nothing fixable left over
+    assert any(p["id"] == "PCI-006" and p["kind"] == "opt-in" for p in host["pending"])
+
+
+def test_fix_mode_wrote_the_intended_state(remediated):
+    root = remediated["root"]
+
+    def read(path):
+        with open(os.path.join(root, path.lstrip("/")), "rb") as handle:
+            return handle.read()
+
+    assert read("/proc/sys/kernel/numa_balancing").strip() == b"0"
+    assert b"kernel.numa_balancing = 0" in read("/etc/sysctl.d/90-gpuhost-baseline.conf")
+    cmdline = read("/etc/kernel/cmdline").decode()
+    assert "amd_pstate=active" in cmdline and "iommu=pt" in cmdline and "root=ZFS=rpool/ROOT/pve-1" in cmdline
+    assert os.path.exists(os.path.join(root, "etc/systemd/system/gpuhost-pcie.service"))
+    assert os.path.islink(os.path.join(root, "etc/systemd/system/multi-user.target.wants/gpuhost-pcie.service"))
+    gpu = parse_config(read("/sys/bus/pci/devices/0000:43:00.0/config"))
+    assert gpu["pcie"]["max_read_request"] == 4096 and gpu["pcie"]["max_payload"] == 256
+    backups = [name for name in os.listdir(os.path.join(root, "etc/kernel")) if name.startswith("cmdline.")]
+    assert backups, "the edited /etc/kernel/cmdline has a backup"
+
+
+def test_second_run_changes_nothing(remediated):
+    again = remediated["again"]
+    assert again.rc == 0, stdout_of(again)
+    assert again.stats["changed"].get("gpu-incident", 0) == 0
+    assert again.stats["ok"]["gpu-incident"] > 0
+    assert remediated["after_again"] == remediated["after_apply"]
+
+
+def test_busy_gpus_stop_the_host_unless_forced(snapshot_trees, tmp_path):
+    root = copy_tree(snapshot_trees["incident"], tmp_path / "busy")
+    xml = os.path.join(root, "commands", "nvidia-smi-q.xml")
+    with open(xml) as handle:
+        text = handle.read()
+    busy = ("<processes>\n<process_info><gpu_instance_id>N/A</gpu_instance_id><compute_instance_id>N/A"
+            "</compute_instance_id><pid>4242</pid><type>C</type><process_name>python3</process_name>"
+            "<used_memory>81000 MiB</used_memory></process_info>\n")
+    with open(xml, "w") as handle:
+        handle.write(text.replace("<processes>\n", busy, 1))
+    before = tree_state(root)
+    runner = run_playbook(tmp_path, "remediate.yml", inventory(root), extravars={"gpuhost_report_dir": str(tmp_path / "r")})
+    assert runner.rc == 0, stdout_of(runner)
+    assert "GPUs are running compute work" in stdout_of(runner) and "pid 4242" in stdout_of(runner)
+    assert tree_state(root) == before
+    host = read_report(tmp_path / "r")
+    assert "skipped" in host["message"]
