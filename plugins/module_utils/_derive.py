@@ -15,13 +15,14 @@ from __future__ import absolute_import, division, print_function
 
 import re
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils._kernel import compare_kernel_release
+from ansible_collections.gpuhost.baseline.plugins.module_utils._kernel import cmdline_value, compare_kernel_release
 
 __metaclass__ = type
 
 #: parameters :func:`derive` reads; every profile must define them
 REQUIRED_PARAMS = ("idle_latency_max_us", "nic_min_link_width", "power_limit_policy", "nvidia_driver_min",
-                   "lxc_host_reserve_gib_per_node")
+                   "lxc_host_reserve_gib_per_node", "swappiness_max", "max_read_request_bytes_gpu",
+                   "max_read_request_bytes_nic")
 
 #: command-line keys the boot loader adds by itself: never in the configured line
 BOOTLOADER_KEYS = frozenset(("BOOT_IMAGE", "initrd", "ro", "rw", "root", "rootflags", "rootfstype", "boot"))
@@ -145,7 +146,118 @@ def _cpu(facts, params):
                 disabled = _int(state.get("disabled_cpus")) or 0
                 deep.append("%s (exit latency %d us) enabled on %d of %d CPUs" % (
                     state.get("name") or "state%s" % state.get("index"), latency, enabled, enabled + disabled))
-    return {"amd_zen": amd_zen, "smt": smt, "deep_idle_enabled": deep}
+    boot = _cpu_boot(facts, limit, deep)
+    return {"amd_zen": amd_zen, "smt": smt, "deep_idle_enabled": deep,
+            "power_boot_problems": boot["problems"], "power_boot_reason": boot["reason"]}
+
+
+def _unit_state(section, unit_name):
+    """Why a fix module's boot unit does not run its script at boot; ``None`` when it does."""
+    unit = section.get("unit") if isinstance(section.get("unit"), dict) else {}
+    script = section.get("script") if isinstance(section.get("script"), dict) else {}
+    if not unit.get("present") and not script.get("present"):
+        return "no %s installed" % unit_name
+    if unit.get("masked"):
+        return "%s is masked" % unit_name
+    if not unit.get("present"):
+        return "%s is missing (its script %s is there)" % (unit_name, script.get("path"))
+    if not unit.get("runs_script"):
+        return "%s does not run %s" % (unit_name, script.get("path"))
+    if not section.get("enabled"):
+        return "%s is not enabled (no multi-user.target.wants entry)" % unit_name
+    if not script.get("present"):
+        return "%s is missing, so %s runs nothing" % (script.get("path"), unit_name)
+    if not script.get("managed"):
+        return "%s was not written by the module (no settings line)" % script.get("path")
+    return None
+
+
+def _cmdline_idle(configured, driver, states, limit):
+    """How the configured command line keeps idle states above ``limit`` off at boot, or ``None``.
+
+    Counted only when it really achieves the bound: ``idle=poll`` (no idle state at all);
+    ``cpuidle.off=1`` / ``idle=halt`` (cpuidle off, the CPU halts in HLT, the C1 of the state
+    table) when C1's exit latency is within the bound; ``processor.max_cstate=N`` under
+    ``acpi_idle`` and ``intel_idle.max_cstate=N`` (N >= 1) under ``intel_idle``, which register
+    only states 1..N (state 0 is POLL), when every state above the bound has a higher index.
+    ``intel_idle.max_cstate=0`` does not count: it turns intel_idle off and acpi_idle takes over
+    with the firmware's states. ``idle=nomwait`` bounds nothing.
+    """
+    idle = cmdline_value(configured, "idle")
+    if idle == "poll":
+        return "idle=poll"
+    deep = [_int(s.get("index")) for s in states if (_int(s.get("latency_us")) or 0) > limit]
+    shallow = [_int(s.get("latency_us")) for s in states if _int(s.get("index")) == 1]
+    if idle == "halt" or str(cmdline_value(configured, "cpuidle.off")) == "1":
+        if shallow and shallow[0] is not None and shallow[0] <= limit:
+            return "idle=halt" if idle == "halt" else "cpuidle.off=1"
+    for param, wanted_driver, minimum in (("processor.max_cstate", "acpi_idle", 0),
+                                          ("intel_idle.max_cstate", "intel_idle", 1)):
+        value = _int(cmdline_value(configured, param))
+        if value is None or value < minimum or driver != wanted_driver:
+            continue
+        highest = max(value, 1)
+        if all(index is not None and index > highest for index in deep):
+            return "%s=%d" % (param, value)
+    return None
+
+
+def _cpu_boot(facts, limit, deep_now):
+    """Whether governor performance and the idle-state bound are set again at boot."""
+    cpu = _get(facts, "cpu")
+    section = _get(facts, "persistence", "cpu_power")
+    if not isinstance(section, dict):
+        return {"problems": None, "reason": "persistence facts not gathered (host_facts gather: persistence)"}
+    if not isinstance(cpu, dict):
+        return {"problems": None, "reason": "cpu facts missing"}
+    configured = _get(facts, "kernel", "configured_cmdline", "params")
+    configured = configured if isinstance(configured, dict) else {}
+    settings = section.get("settings") if section.get("active") and isinstance(section.get("settings"), dict) else {}
+    unit_name = "gpuhost-cpu-power.service"
+    unit_state = _unit_state(section, unit_name)
+    problems = []
+
+    policies = _int(_get(cpu, "cpufreq", "policies"))
+    if policies:
+        governors = _get(cpu, "cpufreq", "governor")
+        running_ok = isinstance(governors, dict) and list(governors) == ["performance"]
+        if settings.get("governor") != "performance" and \
+                cmdline_value(configured, "cpufreq.default_governor") != "performance":
+            if unit_state:
+                why = unit_state
+            elif "governor" in settings:
+                why = "%s sets governor %s" % (unit_name, settings["governor"])
+            else:
+                why = "%s sets no governor" % unit_name
+            problems.append("governor performance is not set at boot: %s, and the configured kernel command line has "
+                            "no cpufreq.default_governor=performance%s" % (
+                                why, "; the running performance governor would be lost at reboot" if running_ok else ""))
+
+    states = _get(cpu, "cpuidle", "states")
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        return {"problems": None, "reason": "parameter idle_latency_max_us is not set"}
+    if not isinstance(states, list):
+        return {"problems": None, "reason": "cpuidle states not readable"}
+    if states:
+        states = [s for s in states if isinstance(s, dict)]
+        above = [s for s in states if (_int(s.get("latency_us")) or 0) > limit]
+        bound = _int(settings.get("idle_latency_max_us"))
+        if above and (bound is None or bound > limit) and _cmdline_idle(configured, _get(cpu, "cpuidle", "driver"),
+                                                                       states, limit) is None:
+            names = ", ".join("%s %d us" % (s.get("name") or "state%s" % s.get("index"), _int(s["latency_us"]))
+                              for s in above)
+            if unit_state:
+                why = unit_state
+            elif bound is not None:
+                why = "%s disables only states above %d us" % (unit_name, bound)
+            else:
+                why = "%s sets no idle-state bound" % unit_name
+            problems.append("idle states above %d us (%s) are not disabled at boot: %s, and the configured kernel "
+                            "command line has no idle=poll, cpuidle.off=1, processor.max_cstate= or "
+                            "intel_idle.max_cstate= that excludes them%s" % (limit, names, why,
+                                                  "; they are disabled now, which would be lost at reboot"
+                                                  if deep_now == [] else ""))
+    return {"problems": problems, "reason": None}
 
 
 # -- kernel -------------------------------------------------------------------------------
@@ -189,7 +301,98 @@ def _kernel(facts, params):
                 only_configured.append(_fmt_param(key, configured[key]))
     cmdline_pending = ("%s configured, reboot to apply" % ", ".join(only_configured)) if only_configured else None
     return {"newer_installed": newer, "newer_installed_note": newer_note, "pending_upgrade": pending_upgrade,
-            "cmdline_diff": diff, "cmdline_pending": cmdline_pending}
+            "cmdline_diff": diff, "cmdline_pending": cmdline_pending, "sysctl_boot": _sysctl_boot(facts, params)}
+
+
+#: sysctl name -> key in ``kernel.sysctl``
+SYSCTL_KEYS = (("kernel.numa_balancing", "numa_balancing"), ("vm.zone_reclaim_mode", "zone_reclaim_mode"),
+               ("vm.swappiness", "swappiness"))
+
+
+def _kernel_default(name, facts):
+    """``(value, text)`` the kernel starts with when nothing sets ``name``; value ``None`` when unknown."""
+    if name == "kernel.numa_balancing":
+        nodes = _int(_get(facts, "numa", "node_count"))
+        if nodes is None:
+            return None, "the kernel default (1 on a host with several NUMA nodes, 0 on one; node count unknown)"
+        # mm/mempolicy.c turns balancing on only with more than one node online
+        default = 1 if nodes > 1 else 0
+        return default, ("the kernel default %d (on a %d-node host, with CONFIG_NUMA_BALANCING_DEFAULT_ENABLED=y "
+                         "as in Debian, Ubuntu, Proxmox and RHEL kernels)" % (default, nodes))
+    if name == "vm.zone_reclaim_mode":
+        return 0, "the kernel default 0"
+    return 60, "the kernel default 60"
+
+
+def _boot_cmdline_value(name, configured):
+    """``(value text, parameter)`` the configured command line gives sysctl ``name``, or ``(None, None)``.
+
+    ``sysctl.<name>=`` (kernel 5.8+, '.' or '/' as separator) is applied just before init and
+    so overrides ``numa_balancing=enable|disable`` (applied earlier in boot).
+    """
+    found = (None, None)
+    if name == "kernel.numa_balancing":
+        value = cmdline_value(configured, "numa_balancing")
+        if value in ("enable", "disable"):
+            found = ("1" if value == "enable" else "0", "numa_balancing=%s" % value)
+    for key, value in configured.items():
+        if key.startswith("sysctl.") and key[len("sysctl."):].replace("/", ".") == name and value is not True:
+            found = (str(value), "%s=%s" % (key, value))
+    return found
+
+
+def _sysctl_boot(facts, params):
+    """Per sysctl the fix modules manage: the value after a reboot, where it comes from, and
+    the problems when it is not what the profile wants (``derived.kernel.sysctl_boot``)."""
+    persisted = _get(facts, "kernel", "sysctl_persisted")
+    running = _get(facts, "kernel", "sysctl")
+    configured = _get(facts, "kernel", "configured_cmdline", "params")
+    configured = configured if isinstance(configured, dict) else {}
+    result = {}
+    for name, short in SYSCTL_KEYS:
+        item = {"running": _int(_get(running, short)), "boot": None, "source": None, "problems": None, "reason": None}
+        result[short] = item
+        if not isinstance(persisted, dict):
+            item["reason"] = "kernel.sysctl_persisted missing (the kernel facts were not gathered or failed)"
+            continue
+        entry = persisted.get(name) if isinstance(persisted.get(name), dict) else None
+        cmd_value, cmd_param = _boot_cmdline_value(name, configured)
+        if entry is not None:
+            text, source = entry.get("value"), "%s sets %s = %s" % (entry.get("file"), name, entry.get("value"))
+        elif cmd_value is not None:
+            text, source = cmd_value, "the configured kernel command line sets %s" % cmd_param
+        else:
+            default, why = _kernel_default(name, facts)
+            text = None if default is None else str(default)
+            source = "nothing sets it at boot (no sysctl.d file%s), so %s applies" % (
+                ", no sysctl.%s= or numa_balancing= on the configured kernel command line" % name
+                if name == "kernel.numa_balancing" else ", no sysctl.%s= on the configured kernel command line" % name,
+                why)
+        item["source"] = source
+        boot = _int(text)
+        item["boot"] = boot
+        if short == "swappiness":
+            limit = params.get("swappiness_max")
+            if _int(limit) is None:
+                item["reason"] = "parameter swappiness_max is not set"
+                continue
+            want, good = "at most %d" % limit, (lambda v, limit=limit: v <= limit)
+        else:
+            want, good = "0", (lambda v: v == 0)
+        if text is None:
+            item["reason"] = "value of %s after a reboot unknown: %s" % (name, source)
+            continue
+        if boot is None:
+            item["problems"] = ["%s: %r is not an integer, so systemd-sysctl rejects it and the boot value is the "
+                                "kernel's own" % (source, text)]
+            continue
+        if good(boot):
+            item["problems"] = []
+            continue
+        lost = "; the running value %d would be lost at reboot" % item["running"] \
+            if item["running"] is not None and good(item["running"]) else ""
+        item["problems"] = ["%s would be %d after a reboot, wanted %s: %s%s" % (name, boot, want, source, lost)]
+    return result
 
 
 # -- pcie ---------------------------------------------------------------------------------
@@ -258,6 +461,38 @@ def _idle_gpus(facts):
     return idle
 
 
+def _pcie_boot(dev, boot, want):
+    """``boot_max_read_request``, ``boot_problems`` and ``boot_reason`` of one GPU or NIC: the
+    MaxReadReq the pcie_tune boot script sets and why it does not hold after a reboot."""
+    result = {"boot_max_read_request": None, "boot_problems": None, "boot_reason": None}
+    if not isinstance(boot, dict):
+        result["boot_reason"] = "persistence facts not gathered (host_facts gather: persistence)"
+        return result
+    devices = boot.get("devices") if isinstance(boot.get("devices"), dict) else {}
+    entry = devices.get(dev.get("address"))
+    value = _int(entry.get("max_read_request")) if isinstance(entry, dict) else None
+    result["boot_max_read_request"] = value
+    if _int(want) is None:
+        result["boot_reason"] = "parameter max_read_request_bytes_%s is not set" % dev.get("kind")
+        return result
+    script = _get(boot, "script", "path") or "the pcie_tune boot script"
+    if value is None and not _get(boot, "script", "present"):
+        problem = "no boot-time MaxReadReq (%s is not installed)" % script
+    elif value is None:
+        problem = "no boot-time MaxReadReq (no entry for it in %s)" % script
+    elif value < want:
+        problem = "the boot script %s sets MaxReadReq %d B, below %d B" % (script, value, want)
+    else:
+        state = _unit_state(boot, "gpuhost-pcie.service")
+        problem = None if state is None else "%s sets MaxReadReq %d B but %s, so it does not run at boot" % (
+            script, value, state)
+    running = _int(_get(dev, "pcie", "max_read_request"))
+    if problem and running is not None and running >= want:
+        problem += "; the running %d B would be lost at reboot" % running
+    result["boot_problems"] = [problem] if problem else []
+    return result
+
+
 def _pcie(facts, params):
     devices = _devices(facts)
     if devices is None:
@@ -273,6 +508,9 @@ def _pcie(facts, params):
     for nic in nics:
         nic["idle"] = False
     peers = gpus + nics
+    boot = _get(facts, "persistence", "pcie")
+    for dev in peers:
+        dev.update(_pcie_boot(dev, boot, params.get("max_read_request_bytes_%s" % dev.get("kind"))))
 
     # ACS: bridges traversed between every GPU pair and every GPU-NIC pair, below the point
     # where their paths split. Only switch downstream ports redirect peer traffic that would

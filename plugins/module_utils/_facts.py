@@ -12,6 +12,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils import _lxc
 from ansible_collections.gpuhost.baseline.plugins.module_utils import _numa
 from ansible_collections.gpuhost.baseline.plugins.module_utils import _nvidia
 from ansible_collections.gpuhost.baseline.plugins.module_utils import _pci
+from ansible_collections.gpuhost.baseline.plugins.module_utils import _persist
 
 __metaclass__ = type
 
@@ -26,6 +27,7 @@ GATHERERS = (
     ("iommu", _iommu.gather),
     ("nvidia", _nvidia.gather),
     ("lxc", _lxc.gather),
+    ("persistence", _persist.gather),
 )
 
 SUBSYSTEMS = tuple(name for name, unused_gather in GATHERERS)

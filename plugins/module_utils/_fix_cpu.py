@@ -28,14 +28,11 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils._cpu import (
     CPU_DIR, CPUFREQ_DIR, _numeric_dirs, count_values, format_cpulist)
 from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_common import (
     FixError, file_diff, printable, to_bytes, to_text)
+from ansible_collections.gpuhost.baseline.plugins.module_utils._persist import (
+    CPU_SCRIPT_PATH as SCRIPT_PATH, CPU_SETTINGS_MARK as SETTINGS_MARK, CPU_UNIT_NAME as UNIT_NAME,
+    CPU_UNIT_PATH as UNIT_PATH, CPU_WANTS_LINK as WANTS_LINK, cpu_script_settings as script_settings)
 
 __metaclass__ = type
-
-UNIT_NAME = "gpuhost-cpu-power.service"
-UNIT_PATH = "/etc/systemd/system/" + UNIT_NAME
-WANTS_LINK = "/etc/systemd/system/multi-user.target.wants/" + UNIT_NAME
-SCRIPT_PATH = "/usr/local/sbin/gpuhost-cpu-power"
-SETTINGS_MARK = "# gpuhost-cpu-power-settings: "
 
 #: Drivers whose performance governor pins EPP to "performance" and refuses other EPP writes.
 EPP_PINNING_DRIVERS = ("amd-pstate-epp", "intel_pstate")
@@ -299,6 +296,8 @@ def _summary_text(summary):
 
 
 # -- persisting ---------------------------------------------------------------------------------------
+# Paths and the settings-line parser (script_settings) live in _persist, shared with the
+# persistence facts, so that the audit reads the script exactly as this module does.
 
 def settings_of(governor=None, epp=None, boost=None, idle_latency_max_us=None):
     settings = {}
@@ -396,18 +395,6 @@ def render_unit():
         "WantedBy=multi-user.target",
         "",
     ])
-
-
-def script_settings(text):
-    """The settings a script written by this module re-applies; ``None`` for any other file."""
-    for line in (text or "").splitlines():
-        if line.startswith(SETTINGS_MARK):
-            try:
-                settings = json.loads(line[len(SETTINGS_MARK):])
-            except ValueError:
-                return None
-            return settings if isinstance(settings, dict) else None
-    return None
 
 
 def persisted_view(script, unit, link):

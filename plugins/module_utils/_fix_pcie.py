@@ -33,21 +33,14 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_common impor
     FixError, errno_hint, file_diff, printable, to_bytes, to_text)
 from ansible_collections.gpuhost.baseline.plugins.module_utils._pci import (
     DEVICES_DIR, EXP_DEVCTL, ROOT_HINT, SIZES, devctl_with, gather, parse_config)
+from ansible_collections.gpuhost.baseline.plugins.module_utils._persist import (
+    ACSCTL_REG, DEVCTL_REG, PCIE_SCRIPT_MARKER as SCRIPT_MARKER, PCIE_SCRIPT_PATH as SCRIPT_PATH,
+    PCIE_UDEV_PATH as UDEV_PATH, PCIE_UNIT_LINK as UNIT_LINK, PCIE_UNIT_NAME as UNIT_NAME,
+    PCIE_UNIT_PATH as UNIT_PATH, parse_pcie_script as parse_script)
 
 __metaclass__ = type
 
-SCRIPT_PATH = "/usr/local/sbin/gpuhost-pcie-apply"
-UNIT_NAME = "gpuhost-pcie.service"
-UNIT_PATH = "/etc/systemd/system/" + UNIT_NAME
-UNIT_LINK = "/etc/systemd/system/multi-user.target.wants/" + UNIT_NAME
-UDEV_PATH = "/etc/udev/rules.d/90-gpuhost-pcie.rules"
-
 KINDS = ("gpu", "nic", "bridge", "nvme", "other")
-
-#: setpci register names: PCI Express capability + 8 (Device Control), ACS capability + 6 (ACS Control)
-DEVCTL_REG = "CAP_EXP+8.w"
-ACSCTL_REG = "ECAP_ACS+6.w"
-REGISTERS = (DEVCTL_REG, ACSCTL_REG)
 
 READRQ_MASK = 0x7000
 PAYLOAD_MASK = 0x00E0
@@ -58,9 +51,6 @@ _EXT_ID_ACS = 0x000D
 
 _ADDRESS_RE = re.compile(r"^(?:([0-9a-f]{1,8}):)?([0-9a-f]{1,2}):([0-9a-f]{1,2})\.([0-7])$")
 _VENDOR_RE = re.compile(r"^(?:0x)?([0-9a-f]{1,4})$")
-_SCRIPT_LINE_RE = re.compile(r"^apply\s+([0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7])\s+(\S+)\s+"
-                             r"([0-9a-f]{4}):([0-9a-f]{4})(?:\s|$)")
-SCRIPT_MARKER = "# gpuhost.baseline.pcie_tune script format 1"
 
 
 # -- input -----------------------------------------------------------------------------------
@@ -305,16 +295,8 @@ def check_payload(inventory, writes, max_payload):
 
 
 # -- persisted files ---------------------------------------------------------------------------
-
-def parse_script(text):
-    """``{(address, register): (value, mask)}`` of the ``apply`` lines of our boot script."""
-    entries = {}
-    for line in (text or "").splitlines():
-        match = _SCRIPT_LINE_RE.match(line.strip())
-        if match and match.group(2) in REGISTERS:
-            entries[(match.group(1), match.group(2))] = (int(match.group(3), 16), int(match.group(4), 16))
-    return entries
-
+# Paths, register names and the script parser (parse_script) live in _persist, shared with the
+# persistence facts, so that the audit reads the script exactly as this module does.
 
 def merge_entries(old, new):
     """``old`` with ``new`` laid over it bit by bit: a new mask's bits take the new value."""

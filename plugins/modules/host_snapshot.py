@@ -32,7 +32,7 @@ options:
       - Subsystems to capture. Default is all of them.
     type: list
     elements: str
-    choices: [kernel, cpu, numa, pci, iommu, nvidia, lxc]
+    choices: [kernel, cpu, numa, pci, iommu, nvidia, lxc, persistence]
 attributes:
   check_mode:
     description: In check mode the host is read but no tarball is written.

@@ -63,7 +63,7 @@ MGMT_ROOT, MGMT_NIC = "0000:00:01.1", "0000:01:00.0"
 
 _HEALTHY = {
     "schema": 1, "root": "/snap", "live": False, "hostname": "gpu01",
-    "gathered": ["kernel", "cpu", "numa", "pci", "iommu", "nvidia", "lxc"],
+    "gathered": ["kernel", "cpu", "numa", "pci", "iommu", "nvidia", "lxc", "persistence"],
     "kernel": {
         "release": "6.14.8-2-pve",
         "version": "#1 SMP PREEMPT_DYNAMIC PMX 6.14.8-2 (2025-07-22T10:04Z)",
@@ -76,7 +76,9 @@ _HEALTHY = {
                                "params": {"root": "ZFS=rpool/ROOT/pve-1", "boot": "zfs", "iommu": "pt",
                                           "amd_pstate": "active"}},
         "sysctl": {"numa_balancing": 0, "zone_reclaim_mode": 0, "swappiness": 10},
-        "sysctl_persisted": {},
+        "sysctl_persisted": {
+            "kernel.numa_balancing": {"value": "0", "file": "/etc/sysctl.d/90-gpuhost-baseline.conf"},
+            "vm.swappiness": {"value": "10", "file": "/etc/sysctl.d/90-gpuhost-baseline.conf"}},
         "thp": {"enabled": "madvise", "defrag": "madvise"},
         "installed": ["6.8.12-4-pve", "6.14.8-2-pve"],
         "installed_not_running": ["6.8.12-4-pve"],
@@ -148,6 +150,32 @@ _HEALTHY = {
                        {"source": "/dev/nvidiactl", "target": "dev/nvidiactl", "type": "none", "options": "bind,optional,create=file"},
                        {"source": "/dev/nvidia-uvm", "target": "dev/nvidia-uvm", "type": "none", "options": "bind,optional,create=file"}],
             "dev_entries": [], "snapshots": {}}],
+    },
+    "persistence": {
+        "pcie": {
+            "script": {"path": "/usr/local/sbin/gpuhost-pcie-apply", "present": True, "managed": True, "entries": 6},
+            "unit": {"path": "/etc/systemd/system/gpuhost-pcie.service", "present": True, "masked": False,
+                     "runs_script": True, "exec_start": ["/usr/local/sbin/gpuhost-pcie-apply"],
+                     "wanted_by": ["multi-user.target"]},
+            "enabled": True,
+            "udev": {"path": "/etc/udev/rules.d/90-gpuhost-pcie.rules", "present": True,
+                     "devices": [DOWN0, DOWN1, DOWN2, GPU0, GPU1, NIC]},
+            "active": True,
+            "devices": dict(
+                [(a, {"max_read_request": 4096, "max_payload": None, "acs_request_redirect": None,
+                      "acs_completion_redirect": None, "udev": True}) for a in (GPU0, GPU1, NIC)] +
+                [(a, {"max_read_request": None, "max_payload": None, "acs_request_redirect": False,
+                      "acs_completion_redirect": False, "udev": True}) for a in (DOWN0, DOWN1, DOWN2)]),
+        },
+        "cpu_power": {
+            "script": {"path": "/usr/local/sbin/gpuhost-cpu-power", "present": True, "managed": True},
+            "unit": {"path": "/etc/systemd/system/gpuhost-cpu-power.service", "present": True, "masked": False,
+                     "runs_script": True, "exec_start": ["/usr/local/sbin/gpuhost-cpu-power"],
+                     "wanted_by": ["multi-user.target"]},
+            "enabled": True,
+            "active": True,
+            "settings": {"governor": "performance", "epp": "performance", "boost": True, "idle_latency_max_us": 100},
+        },
     },
     "errors": [],
 }

@@ -6,6 +6,7 @@ Each scenario states only what differs from :class:`snapgen.host.HostSpec`'s def
 """
 
 from .host import build_host, cpulist
+from .persisted import cpu_power_files, pcie_files
 from .tree import replace_tree
 
 GIB_KB = 1024 * 1024
@@ -189,6 +190,15 @@ def healthy_options():
         iommu_domain="identity",
         containers={"101": HEALTHY_CT, "102": MONITOR_CT},
     )
+
+
+def _remediated(tree, spec, devices):
+    """The boot-time files remediate.yml leaves (pcie_tune and cpu_power with persistence on),
+    rendered by the modules' own functions; sysctl is persisted by the admin's own file
+    (``sysctl_files`` above), which the sysctl module honours instead of writing its own."""
+    sizes = {"gpu": spec.mrrs_gpu, "nic": spec.mrrs_nic}
+    pcie_files(tree, dict((dev.address, sizes[dev.kind]) for dev in devices if dev.kind in sizes))
+    cpu_power_files(tree, governor=spec.governor, epp=spec.epp, boost=True, idle_latency_max_us=100)
 
 
 def intel_options():
@@ -408,7 +418,7 @@ def hostile_options():
 
 SCENARIOS = {
     "incident": (incident_options, None),
-    "healthy": (healthy_options, None),
+    "healthy": (healthy_options, _remediated),
     "intel": (intel_options, None),
     "hostile": (hostile_options, _hostile),
     "large": (large_options, None),

@@ -80,6 +80,26 @@ def _mps_mismatch(facts):
     device(facts, ROOT)["pcie"]["max_payload"] = 512
 
 
+def _unpersist_sysctl(name):
+    def mutate(facts):
+        del facts["kernel"]["sysctl_persisted"][name]
+    return mutate
+
+
+def _persist_sysctl(name, value):
+    def mutate(facts):
+        facts["kernel"]["sysctl_persisted"][name] = {"value": value, "file": "/etc/sysctl.d/99-local.conf"}
+    return mutate
+
+
+def _no_pcie_entry(facts):
+    del facts["persistence"]["pcie"]["devices"][GPU0]
+
+
+def _cpu_unit_disabled(facts):
+    facts["persistence"]["cpu_power"].update(enabled=False, active=False)
+
+
 # rule id -> ((params, mutate) passing, (params, mutate) failing)
 CASES = {
     "CPU-001": (({}, _noop), ({}, _set(("cpu", "cpufreq", "driver"), {"acpi-cpufreq": 64}))),
@@ -89,17 +109,21 @@ CASES = {
     "CPU-005": (({}, _noop), ({}, _set(("cpu", "boost"), False))),
     "CPU-006": (({}, _noop), ({}, _enable_c2)),
     "CPU-007": (({"smt": "on"}, _noop), ({"smt": "off"}, _noop)),
+    "CPU-008": (({}, _noop), ({}, _cpu_unit_disabled)),
     "KERNEL-001": (({}, _noop), ({}, _set(("kernel", "release"), "6.8.12-4-pve"))),
     "KERNEL-002": (({}, _noop), ({}, _cmdline_differs)),
     "KERNEL-003": (({}, _noop), ({}, _set(("kernel", "preempt", "model"), "full"))),
     "KERNEL-004": (({}, _noop), ({}, _set(("kernel", "thp", "enabled"), "never"))),
     "KERNEL-005": (({}, _noop), ({}, _set(("kernel", "sysctl", "swappiness"), 60))),
     "KERNEL-006": (({}, _noop), ({}, _set(("kernel", "installed"), ["6.8.12-4-pve", "6.14.8-2-pve", "6.17.2-1-pve"]))),
+    "KERNEL-007": (({}, _noop), ({}, _unpersist_sysctl("vm.swappiness"))),
     "NUMA-001": (({}, _noop), ({}, _set(("kernel", "sysctl", "numa_balancing"), 1))),
     "NUMA-002": (({}, _noop), ({}, _set(("kernel", "sysctl", "zone_reclaim_mode"), 1))),
     "NUMA-003": (({}, _noop), ({}, _set(("numa", "nodes", 0, "free_pct"), 0.9))),
     "NUMA-004": (({}, _noop), ({}, _spread)),
     "NUMA-005": (({}, _noop), ({}, _set(("numa", "mem_total_spread_pct"), 12.5))),
+    "NUMA-006": (({}, _noop), ({}, _unpersist_sysctl("kernel.numa_balancing"))),
+    "NUMA-007": (({}, _noop), ({}, _persist_sysctl("vm.zone_reclaim_mode", "1"))),
     "PCI-001": (({}, _noop), ({}, _dev(GPU0, "pcie", "max_read_request", 512))),
     "PCI-002": (({}, _noop), ({}, _dev(NIC, "pcie", "max_read_request", 512))),
     "PCI-003": (({}, _noop), ({}, _mps_mismatch)),
@@ -107,6 +131,7 @@ CASES = {
     "PCI-005": (({}, _noop), ({}, _dev(NIC, "pcie", "link_speed", "16GT/s"))),
     "PCI-006": (({}, _noop), ({}, _dev(DOWN0, "acs", "ctl", "request_redirect", True))),
     "PCI-007": (({}, _noop), ({}, _dev(GPU0, "aer", "counters", "fatal", "TLP", 2))),
+    "PCI-008": (({}, _noop), ({}, _no_pcie_entry)),
     "IOMMU-001": (({}, _noop), ({}, _set(("iommu", "enabled"), False))),
     "IOMMU-002": (({}, _noop), ({}, _set(("iommu", "passthrough"), False))),
     "NVIDIA-001": (({}, _noop), ({}, _set(("nvidia", "driver_version"), "565.57.01"))),

@@ -56,7 +56,8 @@ def test_gpu_generation():
 def test_cpu_keys():
     facts = healthy_facts()
     cpu = d(facts)["cpu"]
-    assert cpu == {"amd_zen": True, "smt": "on", "deep_idle_enabled": []}
+    assert cpu == {"amd_zen": True, "smt": "on", "deep_idle_enabled": [], "power_boot_problems": [],
+                   "power_boot_reason": None}
     facts["cpu"]["cpuidle"]["states"][2].update(enabled_cpus=60, disabled_cpus=4)
     assert d(facts)["cpu"]["deep_idle_enabled"] == ["C2 (exit latency 400 us) enabled on 60 of 64 CPUs"]
     assert d(facts, idle_latency_max_us=500)["cpu"]["deep_idle_enabled"] == []
@@ -251,14 +252,15 @@ _section = st.one_of(_json, st.just(healthy_facts()["pci"]))
 
 @settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.fixed_dictionaries({}, optional={
-    "kernel": _json, "cpu": _json, "numa": _json, "pci": _section, "iommu": _json, "nvidia": _json, "lxc": _json}))
+    "kernel": _json, "cpu": _json, "numa": _json, "pci": _section, "iommu": _json, "nvidia": _json, "lxc": _json,
+    "persistence": _json}))
 def test_derive_never_raises_on_garbage(facts):
     doc = derive(facts, PARAMS)
     json.dumps(doc["derived"])
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(["kernel", "cpu", "numa", "pci", "nvidia", "lxc"]), st.text(max_size=5), _json)
+@given(st.sampled_from(["kernel", "cpu", "numa", "pci", "nvidia", "lxc", "persistence"]), st.text(max_size=5), _json)
 def test_derive_survives_one_corrupted_value(section, key, value):
     facts = healthy_facts()
     if isinstance(facts[section], dict):
@@ -270,7 +272,7 @@ def test_derive_survives_one_corrupted_value(section, key, value):
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.sampled_from(["kernel", "cpu", "numa", "pci", "iommu", "nvidia", "lxc"]), _json)
+@given(st.sampled_from(["kernel", "cpu", "numa", "pci", "iommu", "nvidia", "lxc", "persistence"]), _json)
 def test_evaluation_never_raises_on_a_garbage_section(section, value):
     from ansible_collections.gpuhost.baseline.plugins.module_utils._rules import evaluate
     facts = healthy_facts()
