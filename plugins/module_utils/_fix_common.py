@@ -241,8 +241,9 @@ class Host:
         self.ran.append(command_line(argv))
         if rc != 0:
             lines = (err or out or "").strip().splitlines()
-            raise FixError("%s exited %d (%s): %s" % (command_line(argv), rc, lines[-1][:300] if lines else "no output",
-                                                     why), command=command_line(argv), rc=rc, stdout=out, stderr=err)
+            last = lines[-1][:300] if lines else "no output"
+            raise FixError("%s exited %d (%s): %s" % (command_line(argv), rc, last, why),
+                           command=command_line(argv), rc=rc, stdout=out, stderr=err)
         return out
 
     # -- undo ---------------------------------------------------------------------------------

@@ -30,7 +30,7 @@ description:
   - Runtime state and persisted state are reported apart. RV(runtime_before)/RV(runtime_after) count policies
     per governor and EPP and CPUs per idle state, RV(persisted_before)/RV(persisted_after) describe the unit.
 author:
-  - gpuhost.baseline maintainers
+  - gpuhost.baseline maintainers (@gpuhost-baseline)
 options:
   governor:
     description:

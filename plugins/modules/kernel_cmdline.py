@@ -34,7 +34,7 @@ description:
   - The new command line takes effect at the next boot; RV(reboot_required) says whether the running kernel
     was booted with other values for the managed keys.
 author:
-  - gpuhost.baseline maintainers
+  - gpuhost.baseline maintainers (@gpuhost-baseline)
 options:
   add:
     description:

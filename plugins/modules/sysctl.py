@@ -26,7 +26,7 @@ description:
     container, a value out of range) the task fails and no file is written; when the file cannot be
     written, the runtime value is put back.
 author:
-  - gpuhost.baseline maintainers
+  - gpuhost.baseline maintainers (@gpuhost-baseline)
 options:
   key:
     description:

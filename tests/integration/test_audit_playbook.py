@@ -55,7 +55,7 @@ def statuses(host, rule):
 
 
 def test_check_run_succeeds_and_changes_nothing(audited):
-    runner, report, _ = audited
+    runner, report, unused_tmp = audited
     assert runner.rc == 0, stdout_of(runner)
     # every host ran tasks, none reported a change (ansible-runner lists only hosts with changes > 0)
     assert set(runner.stats["ok"]) >= {"demo-incident", "demo-healthy", "demo-intel", "demo-hostile", "localhost"}
@@ -64,7 +64,7 @@ def test_check_run_succeeds_and_changes_nothing(audited):
 
 
 def test_incident_shows_every_finding_of_the_incident(audited):
-    _, report, _ = audited
+    unused_runner, report, unused_tmp = audited
     incident = report["hosts"]["demo-incident"]
     assert incident["state"] == "audited" and incident["profile"] == "amd-epyc-nvidia"
     for rule, what in INCIDENT_FINDINGS.items():
@@ -80,7 +80,7 @@ def test_incident_shows_every_finding_of_the_incident(audited):
 
 
 def test_healthy_twin_passes_and_others_degrade_cleanly(audited):
-    _, report, _ = audited
+    unused_runner, report, unused_tmp = audited
     healthy = report["hosts"]["demo-healthy"]
     assert healthy["summary"]["fail"] == 0, [f["message"] for f in healthy["findings"] if f["status"] == "fail"]
     intel = report["hosts"]["demo-intel"]
@@ -92,7 +92,7 @@ def test_healthy_twin_passes_and_others_degrade_cleanly(audited):
 
 
 def test_unreachable_host_is_reported_and_others_still_written(audited):
-    _, report, _ = audited
+    unused_runner, report, unused_tmp = audited
     ghost = report["hosts"]["ghost"]
     assert ghost["state"] == "unreachable" and ghost["message"]
     assert set(report["hosts"]) == {"demo-incident", "demo-healthy", "demo-intel", "demo-hostile", "localhost",
@@ -100,13 +100,13 @@ def test_unreachable_host_is_reported_and_others_still_written(audited):
 
 
 def test_reports_are_all_written(audited):
-    _, _, tmp = audited
+    unused_runner, unused_report, tmp = audited
     for name in ("report.json", "report.md", "report.html", "junit.xml", "metrics.prom"):
         assert (tmp / "reports" / name).stat().st_size > 0, name
 
 
 def test_without_check_gives_the_same_findings(snapshot_trees, tmp_path, audited):
-    _, checked, _ = audited
+    unused_runner, checked, unused_tmp = audited
     inventory = fleet(dict((k, v) for k, v in snapshot_trees.items() if k == "incident"))
     runner = run_playbook(tmp_path, "audit.yml", inventory, extravars={"gpuhost_report_dir": str(tmp_path / "r")})
     assert runner.rc == 0, stdout_of(runner)

@@ -40,7 +40,7 @@ def test_live_facts_equal_facts_of_their_snapshot(tmp_path):
     assert comparable(replay) == comparable(live)
     # the capture holds what was read and no more: every file in it was read by a gatherer
     stored = set()
-    for dirpath, _, names in os.walk(tmp_path / "snap"):
+    for dirpath, unused_dirs, names in os.walk(tmp_path / "snap"):
         for name in names:
             stored.add("/" + os.path.relpath(os.path.join(dirpath, name), tmp_path / "snap"))
     assert "/snapshot.json" in stored

@@ -293,5 +293,5 @@ def test_healthy_snapshot_has_no_fail(snapshots):
 
 def test_rules_doc_is_up_to_date():
     proc = subprocess.run([sys.executable, os.path.join(REPO, "tools", "rules_doc.py"), "--check"],
-                          capture_output=True, text=True)
+                          capture_output=True, text=True, check=False)
     assert proc.returncode == 0, proc.stdout + proc.stderr

@@ -95,6 +95,22 @@ power management: ts ttp tm hwpstate cpb eff_freq_ro [13] [14] [15]
 
 """
 
+XEON_FLAGS = ("fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush dts acpi mmx fxsr sse sse2 ss "
+              "ht tm pbe syscall nx pdpe1gb rdtscp lm constant_tsc art arch_perfmon pebs bts rep_good nopl xtopology "
+              "nonstop_tsc cpuid aperfmperf tsc_known_freq pni pclmulqdq dtes64 monitor ds_cpl vmx smx est tm2 ssse3 sdbg fma "
+              "cx16 xtpr pdcm pcid dca sse4_1 sse4_2 x2apic movbe popcnt tsc_deadline_timer aes xsave avx f16c rdrand lahf_lm "
+              "abm 3dnowprefetch cpuid_fault epb cat_l3 cat_l2 cdp_l3 invpcid_single intel_ppin cdp_l2 ssbd mba ibrs ibpb "
+              "stibp ibrs_enhanced tpr_shadow flexpriority ept vpid ept_ad fsgsbase tsc_adjust bmi1 avx2 smep bmi2 erms "
+              "invpcid cqm rdt_a avx512f avx512dq rdseed adx smap avx512ifma clflushopt clwb intel_pt avx512cd sha_ni "
+              "avx512bw avx512vl xsaveopt xsavec xgetbv1 xsaves cqm_llc cqm_occup_llc cqm_mbm_total cqm_mbm_local "
+              "split_lock_detect avx_vnni avx512_bf16 wbnoinvd dtherm ida arat pln pts hfi vnmi avx512vbmi umip pku ospke "
+              "waitpkg avx512_vbmi2 gfni vaes vpclmulqdq avx512_vnni avx512_bitalg tme avx512_vpopcntdq la57 rdpid "
+              "bus_lock_detect cldemote movdiri movdir64b enqcmd fsrm md_clear serialize tsxldtrk pconfig arch_lbr ibt "
+              "amx_bf16 avx512_fp16 amx_tile amx_int8 flush_l1d arch_capabilities")
+XEON_VMX_FLAGS = ("vnmi preemption_timer posted_intr invvpid ept_x_only ept_ad ept_1gb flexpriority apicv tsc_offset vtpr mtf "
+                  "vapic ept vpid unrestricted_guest vapic_reg vid ple shadow_vmcs pml ept_mode_based_exec tsc_scaling "
+                  "usr_wait_pause notify_vm_exiting ipi_virt")
+
 XEON_BLOCK = """processor\t: {cpu}
 vendor_id\t: GenuineIntel
 cpu family\t: 6
@@ -114,8 +130,8 @@ fpu\t\t: yes
 fpu_exception\t: yes
 cpuid level\t: 32
 wp\t\t: yes
-flags\t\t: fpu vme de pse tsc msr pae mce cx8 apic sep mtrr pge mca cmov pat pse36 clflush dts acpi mmx fxsr sse sse2 ss ht tm pbe syscall nx pdpe1gb rdtscp lm constant_tsc art arch_perfmon pebs bts rep_good nopl xtopology nonstop_tsc cpuid aperfmperf tsc_known_freq pni pclmulqdq dtes64 monitor ds_cpl vmx smx est tm2 ssse3 sdbg fma cx16 xtpr pdcm pcid dca sse4_1 sse4_2 x2apic movbe popcnt tsc_deadline_timer aes xsave avx f16c rdrand lahf_lm abm 3dnowprefetch cpuid_fault epb cat_l3 cat_l2 cdp_l3 invpcid_single intel_ppin cdp_l2 ssbd mba ibrs ibpb stibp ibrs_enhanced tpr_shadow flexpriority ept vpid ept_ad fsgsbase tsc_adjust bmi1 avx2 smep bmi2 erms invpcid cqm rdt_a avx512f avx512dq rdseed adx smap avx512ifma clflushopt clwb intel_pt avx512cd sha_ni avx512bw avx512vl xsaveopt xsavec xgetbv1 xsaves cqm_llc cqm_occup_llc cqm_mbm_total cqm_mbm_local split_lock_detect avx_vnni avx512_bf16 wbnoinvd dtherm ida arat pln pts hfi vnmi avx512vbmi umip pku ospke waitpkg avx512_vbmi2 gfni vaes vpclmulqdq avx512_vnni avx512_bitalg tme avx512_vpopcntdq la57 rdpid bus_lock_detect cldemote movdiri movdir64b enqcmd fsrm md_clear serialize tsxldtrk pconfig arch_lbr ibt amx_bf16 avx512_fp16 amx_tile amx_int8 flush_l1d arch_capabilities
-vmx flags\t: vnmi preemption_timer posted_intr invvpid ept_x_only ept_ad ept_1gb flexpriority apicv tsc_offset vtpr mtf vapic ept vpid unrestricted_guest vapic_reg vid ple shadow_vmcs pml ept_mode_based_exec tsc_scaling usr_wait_pause notify_vm_exiting ipi_virt
+flags\t\t: {flags}
+vmx flags\t: {vmx_flags}
 bugs\t\t: spectre_v1 spectre_v2 spec_store_bypass swapgs eibrs_pbrsb
 bogomips\t: 4000.00
 clflush size\t: 64
@@ -145,7 +161,8 @@ def xeon_cpuinfo(sockets=2, cores=4, threads=2):
     for thread in range(threads):
         for socket in range(sockets):
             for core in range(cores):
-                blocks.append(XEON_BLOCK.format(cpu=cpu, socket=socket, core=core, apic=socket * 128 + core * 2 + thread))
+                blocks.append(XEON_BLOCK.format(cpu=cpu, socket=socket, core=core, apic=socket * 128 + core * 2 + thread,
+                                                flags=XEON_FLAGS, vmx_flags=XEON_VMX_FLAGS))
                 cpu += 1
     return "".join(blocks)
 
@@ -411,8 +428,7 @@ def test_acpi_cpufreq_global_boost(tmp_path):
     policy = CPU + "/cpufreq/policy0/"
     for name, value in (("scaling_driver", "acpi-cpufreq"), ("scaling_governor", "schedutil"),
                         ("scaling_min_freq", "1500000"), ("scaling_max_freq", "3000000"),
-                        ("scaling_available_governors", "conservative ondemand userspace powersave performance "
-                                                         "schedutil")):
+                        ("scaling_available_governors", "conservative ondemand userspace powersave performance schedutil")):
         files[policy + name] = value + "\n"
     facts = _cpu.gather(Root(write_tree(tmp_path, files)))
     assert facts["boost"] is False

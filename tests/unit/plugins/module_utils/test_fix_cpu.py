@@ -30,8 +30,8 @@ def test_incident_plan(snapshot_trees):
     # C2 (400 us) on every CPU; POLL (0) and C1 (1) stay
     assert len(disables) == 128 and all("/state2/" in path for path, _o, _n in disables)
     assert len(writes) == 256  # boost already on, no EPP with acpi-cpufreq
-    assert decided["unsupported"] == {"epp": "128 of 128 policies have no energy_performance_preference "
-                                         "(driver acpi-cpufreq)"}
+    assert decided["unsupported"] == {
+        "epp": "128 of 128 policies have no energy_performance_preference (driver acpi-cpufreq)"}
     assert "amd_pstate=active" in decided["warnings"][0]
     assert group_writes(writes) == [
         "/sys/devices/system/cpu/cpufreq/N/scaling_governor: ondemand -> performance on 0-127 (128 files)",
@@ -175,8 +175,8 @@ def test_boot_script_applies_what_the_module_applies(snapshot_trees, tmp_path):
     script = render_script(settings).replace("cpu=/sys/devices/system/cpu", "cpu=%s/sys/devices/system/cpu" % by_script)
     path = tmp_path / "gpuhost-cpu-power"
     path.write_text(script)
-    assert subprocess.run(["sh", "-n", str(path)]).returncode == 0
-    proc = subprocess.run(["sh", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert subprocess.run(["sh", "-n", str(path)], check=False).returncode == 0
+    proc = subprocess.run(["sh", str(path)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
     assert proc.returncode == 0, proc.stderr
     apply(Host(FakeModule(), by_module), "performance", "performance", True, 10, persist="none")
     script_view = summarize(read_state(Host(FakeModule(), by_script)))
@@ -189,7 +189,7 @@ def test_boot_script_reports_garbage_latency(snapshot_trees, tmp_path):
     root = copy_tree(snapshot_trees["hostile"], tmp_path / "hostile")
     script = render_script({"idle_latency_max_us": 10}).replace("cpu=/sys/devices/system/cpu",
                                                                 "cpu=%s/sys/devices/system/cpu" % root)
-    proc = subprocess.run(["sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc = subprocess.run(["sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False)
     assert proc.returncode == 1 and b"unreadable latency" in proc.stderr
 
 

@@ -204,8 +204,8 @@ def test_updated_smi_xml_rewrites_only_persistence_and_power_limit(snapshot_tree
     with open(os.path.join(snapshot_trees["incident"], "commands", "nvidia-smi-q.xml")) as handle:
         text = handle.read()
     before = parse_smi_xml(text)
-    out = updated_smi_xml(text, {0: {"persistence": True, "power_limit_w": 600.0}, 3: {"persistence": True,
-                                                                                         "power_limit_w": None}})
+    out = updated_smi_xml(text, {0: {"persistence": True, "power_limit_w": 600.0},
+                                 3: {"persistence": True, "power_limit_w": None}})
     after = parse_smi_xml(out)
     assert after["gpus"][0]["persistence"] is True and after["gpus"][0]["power"]["limit_w"] == 600.0
     assert after["gpus"][3]["persistence"] is True

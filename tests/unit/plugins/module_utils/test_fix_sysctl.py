@@ -153,8 +153,8 @@ def test_incident_four_runs(snapshot_trees, tmp_path):
 
     result = apply(_host(root), "kernel.numa_balancing", "0")
     assert result["changed"] and result["runtime_after"] == "0" and result["persisted_file"] == DEFAULT_FILE
-    assert changed_paths(before, tree_state(root)) == ["etc/sysctl.d/90-gpuhost-baseline.conf",
-                                                      "proc/sys/kernel/numa_balancing"]
+    assert changed_paths(before, tree_state(root)) == [
+        "etc/sysctl.d/90-gpuhost-baseline.conf", "proc/sys/kernel/numa_balancing"]
     assert read(root, "/proc/sys/kernel/numa_balancing") == "0\n"
     assert read(root, DEFAULT_FILE) == HEADER + "kernel.numa_balancing = 0\n"
 

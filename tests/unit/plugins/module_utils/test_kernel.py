@@ -278,12 +278,12 @@ def test_grub_unterminated_quote_is_a_problem_not_an_exception():
 
 
 def test_shell_assignments_skip_commands_and_prefix_assignments():
-    values, _ = parse_shell_assignments("A=1 true\nB=2; C=3 # c\nif [ -f x ]; then D=4; fi\necho E=5\n")
+    values, unused_problems = parse_shell_assignments("A=1 true\nB=2; C=3 # c\nif [ -f x ]; then D=4; fi\necho E=5\n")
     assert values == {"B": "2", "C": "3"}
 
 
 def test_shell_assignments_env_seed_and_literal_single_quotes():
-    values, _ = parse_shell_assignments("X=\"$BASE more\"\nY='$BASE'\nZ=${BASE}\\ x\n", {"BASE": "b"})
+    values, unused_problems = parse_shell_assignments("X=\"$BASE more\"\nY='$BASE'\nZ=${BASE}\\ x\n", {"BASE": "b"})
     assert values == {"X": "b more", "Y": "$BASE", "Z": "b x"}
 
 
@@ -333,6 +333,7 @@ def test_bracketed(text, expected):
 # -- sysctl -----------------------------------------------------------------------------------------
 
 def test_sysctl_conf_syntax():
+    # the rp_filter line ends in three blanks (\x20), which must not become part of the value
     text = """\
 # comment
 ; also a comment
@@ -340,7 +341,7 @@ kernel.numa_balancing = 0
 vm/swappiness=10
 -vm.zone_reclaim_mode = 1
 not an assignment
-net.ipv4.conf.all.rp_filter = 2   
+net.ipv4.conf.all.rp_filter = 2\x20\x20\x20
 kernel.numa_balancing=1
  = orphan
 """
@@ -437,7 +438,7 @@ def test_preempt_model(build, cmdline, debugfs, model):
 
 # -- kernel release comparison ------------------------------------------------------------------------
 
-@pytest.mark.parametrize("a, b, expected", [
+@pytest.mark.parametrize("left, right, expected", [
     ("6.8.12-4-pve", "6.14.8-2-pve", -1),
     ("6.14.8-2-pve", "6.17.2-1-pve", -1),
     ("6.8.12-4-pve", "6.17.2-1-pve", -1),
@@ -461,10 +462,10 @@ def test_preempt_model(build, cmdline, debugfs, model):
     ("6", "6.1", None),
     (b"\xff\xfe", "6.1", None),
 ])
-def test_compare_kernel_release(a, b, expected):
-    assert compare_kernel_release(a, b) == expected
+def test_compare_kernel_release(left, right, expected):
+    assert compare_kernel_release(left, right) == expected
     if expected is not None:
-        assert compare_kernel_release(b, a) == -expected
+        assert compare_kernel_release(right, left) == -expected
 
 
 @pytest.mark.parametrize("release, minimum, expected", [
@@ -486,12 +487,12 @@ def test_sort_releases_orders_by_version_and_puts_garbage_last():
 @FUZZ
 @given(st.one_of(st.text(), st.from_regex(r"\d{1,2}\.\d{1,2}(\.\d{1,3})?([-.+~][a-z0-9_]{1,6}){0,4}", fullmatch=True)),
        st.one_of(st.text(), st.from_regex(r"\d{1,2}\.\d{1,2}(\.\d{1,3})?([-.+~][a-z0-9_]{1,6}){0,4}", fullmatch=True)))
-def test_compare_kernel_release_fuzz(a, b):
-    result = compare_kernel_release(a, b)
+def test_compare_kernel_release_fuzz(left, right):
+    result = compare_kernel_release(left, right)
     assert result in (-1, 0, 1, None)
     if result is not None:
-        assert compare_kernel_release(b, a) == -result
-        assert compare_kernel_release(a, a) == 0
+        assert compare_kernel_release(right, left) == -result
+        assert compare_kernel_release(left, left) == 0
 
 
 # -- boot loader -------------------------------------------------------------------------------------

@@ -343,8 +343,8 @@ def test_gather_broken_files(tmp_path):
 
 # -- fuzzing ---------------------------------------------------------------------------------
 _FUZZ = settings(max_examples=200, deadline=None)
-_CONF_ALPHABET = st.sampled_from(list("abcdemorywsxplv0123456789.:=,# []/\n\t%-_*") + ["lxc.", "dev0: ", "mp1: ",
-                                                                                          "[pve:pending]\n"])
+_CONF_ALPHABET = st.sampled_from(list("abcdemorywsxplv0123456789.:=,# []/\n\t%-_*")
+                                 + ["lxc.", "dev0: ", "mp1: ", "[pve:pending]\n"])
 
 
 @_FUZZ

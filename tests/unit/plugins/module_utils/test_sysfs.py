@@ -45,7 +45,7 @@ def test_links_resolve_inside_the_snapshot(tmp_path):
 
 def test_snapshot_root_never_runs_commands(tmp_path):
     calls = []
-    root = Root(str(make_tree(tmp_path)), run_command=lambda argv: calls.append(argv), which=lambda n: "/bin/" + n)
+    root = Root(str(make_tree(tmp_path)), run_command=calls.append, which=lambda n: "/bin/" + n)
     out, reason = root.command("nvidia-smi-q", "nvidia")
     assert out is None and "not captured in snapshot" in reason
     assert calls == []
