@@ -56,7 +56,8 @@ class Guest:
         self.inst = inst
 
     def run(self, command, check=True):
-        result = subprocess.run(vmctl.ssh_argv(self.inst, ["sh", "-c", command]), stdin=subprocess.DEVNULL,
+        # ssh hands its arguments to the remote login shell as one string.
+        result = subprocess.run(vmctl.ssh_argv(self.inst, [command]), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
                                 timeout=120)
         if check and result.returncode != 0:

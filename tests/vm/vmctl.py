@@ -65,9 +65,10 @@ COMPONENTS = {
 DEFAULT_TIMEOUT = int(os.environ.get('GPUHOST_VM_BOOT_TIMEOUT', '180'))
 SSH_USER = 'root'
 ADDRESS = '127.0.0.1'
-# SeaBIOS, linuxboot_dma.bin and friends from Debian's qemu-system-data/seabios:
-# the patched binary is built from the dfsg source, which carries no firmware.
-FIRMWARE_DIR = '/usr/share/qemu'
+# SeaBIOS (seabios package) and linuxboot_dma.bin (qemu-system-data): the patched
+# binary is built from the dfsg source, which carries no firmware, and looks in
+# its own install prefix, so it is told where Debian keeps them.
+FIRMWARE_DIRS = ('/usr/share/seabios', '/usr/share/qemu')
 
 
 class VmError(Exception):
@@ -135,7 +136,7 @@ def build(component, log=sys.stdout):
     final = component_dir(component)
     if os.path.isdir(final):
         return final
-    with locked(os.path.join(cache_root(), '.build.lock')):
+    with locked(os.path.join(cache_root(), '.build-%s.lock' % component)):
         if os.path.isdir(final):  # another vmctl built it while we waited
             return final
         tmp = '%s.tmp.%d' % (final, os.getpid())
@@ -164,11 +165,17 @@ def build(component, log=sys.stdout):
             os.rename(tmp, final)
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
-        # Older entries of the same component are dead weight (a raw image is ~1.5 GiB).
+        # Older entries of the same component are dead weight (a raw image is ~1.7 GiB),
+        # unless a running guest still uses them (its SSH key, its base image).
+        in_use = set()
+        for inst in status():
+            if inst['running']:
+                in_use.update(os.path.dirname(str(inst.get(key, ''))) for key in ('identity_file', 'qemu'))
         prefix = component + '-'
         for entry in os.listdir(cache_root()):
             path = os.path.join(cache_root(), entry)
-            if entry.startswith(prefix) and path != final and os.path.isdir(path) and '.tmp.' not in entry:
+            if (entry.startswith(prefix) and path != final and os.path.isdir(path) and '.tmp.' not in entry
+                    and path not in in_use):
                 shutil.rmtree(path, ignore_errors=True)
     return final
 
@@ -295,7 +302,8 @@ def qemu_argv(qemu, paths, name, port, files, append=''):
         cmdline += ' ' + append
     return [
         qemu, '-name', 'gpuhost-vm-%s' % name,
-        '-nodefaults', '-no-user-config', '-display', 'none', '-L', FIRMWARE_DIR,
+        '-nodefaults', '-no-user-config', '-display', 'none',
+    ] + [arg for d in FIRMWARE_DIRS for arg in ('-L', d)] + [
         '-M', 'q35', '-accel', 'tcg,thread=multi', '-cpu', 'max,family=16',
         # Two sockets with one CPU each, each socket its own NUMA node and memory.
         '-smp', '2,sockets=2,cores=1,threads=1', '-m', '2G',
