@@ -75,8 +75,8 @@ mkdir "$src/build-gpuhost"
 # forward), and the built-in q35 devices (pcie-root-port, pxb-pcie, e1000e, nvme,
 # virtio). QEMU 7.2 insists on libfdt for x86_64 (the microvm machine); the dfsg
 # source has no dtc copy, so it comes from libfdt-dev. Firmware (SeaBIOS,
-# linuxboot_dma.bin) comes from the Debian packages at run time (-L /usr/share/qemu):
-# the dfsg source carries no prebuilt blobs.
+# linuxboot_dma.bin) comes from the Debian packages at run time (vmctl.py passes
+# -L /usr/share/seabios -L /usr/share/qemu): the dfsg source has no prebuilt blobs.
 (cd "$src/build-gpuhost" && ../configure \
     --target-list=x86_64-softmmu \
     --without-default-features \
