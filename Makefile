@@ -21,6 +21,10 @@ DEB_TEST_PACKAGES := python3-venv pciutils numactl linux-cpupower prometheus chr
 .PHONY: venv link fixtures audit test test-deps unit integration gates sanity lint changelog-lint build-check vm-test clean
 
 $(VENV)/.installed: requirements.txt
+	@# Debian's own python3 has no ensurepip without python3-venv: install it when we can.
+	@python3 -m venv --help >/dev/null 2>&1 && python3 -c 'import ensurepip' 2>/dev/null || \
+	  { [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null && apt-get update -qq && \
+	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; } || true
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -r requirements.txt
