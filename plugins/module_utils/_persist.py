@@ -86,7 +86,8 @@ def parse_pcie_script_lines(text):
     bad = []
     for line in (text or "").splitlines():
         stripped = line.strip()
-        if not stripped.startswith("apply ") and not stripped.startswith("apply\t"):
+        # calls of the script's apply function (not its definition "apply() {")
+        if stripped != "apply" and not stripped.startswith(("apply ", "apply\t")):
             continue
         match = _SCRIPT_LINE_RE.match(stripped)
         if match and match.group(2) in REGISTERS:
