@@ -242,8 +242,8 @@ def _cpu_boot(facts, limit, deep_now):
         states = [s for s in states if isinstance(s, dict)]
         above = [s for s in states if (_int(s.get("latency_us")) or 0) > limit]
         bound = _int(settings.get("idle_latency_max_us"))
-        if above and (bound is None or bound > limit) and _cmdline_idle(configured, _get(cpu, "cpuidle", "driver"),
-                                                                       states, limit) is None:
+        if (above and (bound is None or bound > limit)
+                and _cmdline_idle(configured, _get(cpu, "cpuidle", "driver"), states, limit) is None):
             names = ", ".join("%s %d us" % (s.get("name") or "state%s" % s.get("index"), _int(s["latency_us"]))
                               for s in above)
             if unit_state:
@@ -252,11 +252,10 @@ def _cpu_boot(facts, limit, deep_now):
                 why = "%s disables only states above %d us" % (unit_name, bound)
             else:
                 why = "%s sets no idle-state bound" % unit_name
+            lost = "; they are disabled now, which would be lost at reboot" if deep_now == [] else ""
             problems.append("idle states above %d us (%s) are not disabled at boot: %s, and the configured kernel "
                             "command line has no idle=poll, cpuidle.off=1, processor.max_cstate= or "
-                            "intel_idle.max_cstate= that excludes them%s" % (limit, names, why,
-                                                  "; they are disabled now, which would be lost at reboot"
-                                                  if deep_now == [] else ""))
+                            "intel_idle.max_cstate= that excludes them%s" % (limit, names, why, lost))
     return {"problems": problems, "reason": None}
 
 
@@ -341,6 +340,11 @@ def _boot_cmdline_value(name, configured):
     return found
 
 
+def _sysctl_wanted(value, maximum):
+    """swappiness may be at most ``maximum``; the other managed sysctls (``maximum`` None) must be 0."""
+    return value == 0 if maximum is None else value <= maximum
+
+
 def _sysctl_boot(facts, params):
     """Per sysctl the fix modules manage: the value after a reboot, where it comes from, and
     the problems when it is not what the profile wants (``derived.kernel.sysctl_boot``)."""
@@ -376,9 +380,9 @@ def _sysctl_boot(facts, params):
             if _int(limit) is None:
                 item["reason"] = "parameter swappiness_max is not set"
                 continue
-            want, good = "at most %d" % limit, (lambda v, limit=limit: v <= limit)
+            want, maximum = "at most %d" % limit, limit
         else:
-            want, good = "0", (lambda v: v == 0)
+            want, maximum = "0", None
         if text is None:
             item["reason"] = "value of %s after a reboot unknown: %s" % (name, source)
             continue
@@ -386,11 +390,11 @@ def _sysctl_boot(facts, params):
             item["problems"] = ["%s: %r is not an integer, so systemd-sysctl rejects it and the boot value is the "
                                 "kernel's own" % (source, text)]
             continue
-        if good(boot):
+        if _sysctl_wanted(boot, maximum):
             item["problems"] = []
             continue
         lost = "; the running value %d would be lost at reboot" % item["running"] \
-            if item["running"] is not None and good(item["running"]) else ""
+            if item["running"] is not None and _sysctl_wanted(item["running"], maximum) else ""
         item["problems"] = ["%s would be %d after a reboot, wanted %s: %s%s" % (name, boot, want, source, lost)]
     return result
 
