@@ -1129,8 +1129,12 @@ def pending_items(findings, fixed_actions=None):
 def busy_gpus(facts):
     """GPUs with compute processes, for the maintenance guard: ``[{"index", "bus_id", "processes"}]``."""
     busy = []
-    for gpu in ((facts.get("nvidia") or {}).get("gpus") or []) if isinstance(facts, dict) else []:
-        procs = [p for p in (gpu.get("processes") or []) if isinstance(p, dict)]
+    nvidia = facts.get("nvidia") if isinstance(facts, dict) else None
+    gpus = nvidia.get("gpus") if isinstance(nvidia, dict) else None
+    # facts come from hosts: a malformed section is no GPU, never a traceback
+    for gpu in gpus if isinstance(gpus, list) else []:
+        processes = gpu.get("processes") if isinstance(gpu, dict) else None
+        procs = [p for p in processes if isinstance(p, dict)] if isinstance(processes, list) else []
         if procs:
             busy.append({"index": gpu.get("index"), "bus_id": gpu.get("bus_id"),
                          "processes": ["%s (pid %s)" % (p.get("name"), p.get("pid")) for p in procs]})

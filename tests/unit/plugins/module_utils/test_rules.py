@@ -568,6 +568,9 @@ def test_busy_gpus_lists_compute_processes_and_tolerates_garbage():
                                  {"index": 2, "processes": None}]}}
     assert busy_gpus(facts) == [{"index": 0, "bus_id": "0000:43:00.0", "processes": ["python3 (pid 7)"]}]
     assert busy_gpus({"nvidia": None}) == [] and busy_gpus(None) == []
+    # malformed sections (what test_derive's fuzzing feeds evaluate) give no GPU, not a traceback
+    assert busy_gpus({"nvidia": [None]}) == [] and busy_gpus({"nvidia": {"gpus": {"0": {}}}}) == []
+    assert busy_gpus({"nvidia": {"gpus": [None, "gpu0", {"index": 3, "processes": 5}]}}) == []
 
 
 def test_pending_items_say_why_each_failure_is_still_open():
