@@ -49,8 +49,8 @@ def test_pcie_script_round_trip_and_device_settings():
 
 
 def test_pcie_script_broken_lines_are_reported_not_guessed():
-    text = _fix_pcie.render_script(_entries()).replace("apply %s CAP_EXP+8.w 5000:7000" % A,
-                                                        "apply %s CAP_EXP+8.w 50:7000" % A)
+    good = "apply %s CAP_EXP+8.w 5000:7000" % A
+    text = _fix_pcie.render_script(_entries()).replace(good, "apply %s CAP_EXP+8.w 50:7000" % A)
     text += "apply 0000:44:00.0 COMMAND.w 0004:0004\napply\n"
     entries, bad = _persist.parse_pcie_script_lines(text)
     assert (A, _fix_pcie.DEVCTL_REG) not in entries and (B, _fix_pcie.DEVCTL_REG) in entries
