@@ -632,11 +632,46 @@ def load_catalogue(base_dir=None):
     cached = _CACHE.get(base_dir)
     if cached and cached[0] == stamp:
         return cached[1]
-    rules = load_rules(base_dir)
-    profiles = load_profiles(base_dir, rules)
-    catalogue = Catalogue(rules, profiles, base_dir)
+    catalogue = _disk_cache(base_dir, stamp)
+    if catalogue is None:
+        rules = load_rules(base_dir)
+        profiles = load_profiles(base_dir, rules)
+        catalogue = Catalogue(rules, profiles, base_dir)
+        _disk_cache(base_dir, stamp, catalogue)
     _CACHE[base_dir] = (stamp, catalogue)
     return catalogue
+
+
+def _disk_cache(base_dir, stamp, catalogue=None):
+    """Read (or, given ``catalogue``, write) the parsed catalogue for this exact set of files.
+
+    Ansible runs every task of every host in a fresh worker process, so an in-process cache
+    alone would parse and validate the YAML once per host; the key covers the files' names,
+    sizes and mtimes, the directory and the Python version. The cache sits in the user's own
+    cache directory; any problem with it just means parsing again.
+    """
+    import hashlib  # pylint: disable=import-outside-toplevel
+    import pickle  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+
+    cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    key = hashlib.sha256(repr((base_dir, stamp, sys.version_info[:2], __file__)).encode("utf-8")).hexdigest()[:24]
+    path = os.path.join(cache_home, "gpuhost-baseline", "catalogue-%s.pickle" % key)
+    try:
+        if catalogue is None:
+            if not os.path.exists(path):
+                return None
+            with open(path, "rb") as handle:
+                loaded = pickle.load(handle)  # nosec: our own cache file, written below
+            return loaded if isinstance(loaded, Catalogue) else None
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = "%s.%d.tmp" % (path, os.getpid())
+        with open(tmp, "wb") as handle:
+            pickle.dump(catalogue, handle, protocol=2)
+        os.rename(tmp, path)
+    except Exception:  # pylint: disable=broad-except
+        return None
+    return None
 
 
 def select_profile(catalogue, name, facts):
@@ -1081,9 +1116,11 @@ def failing_lines(findings):
     return lines
 
 
-def fix_plan(findings):
-    """What the remediate role acts on: the failing rule ids and, per ``fix.action``, the
-    subjects that fail (``None`` for host-wide findings). Waived findings are not fixed."""
+def fix_plan(findings, facts=None):
+    """What the remediate role acts on: per ``fix.action``, each failing rule id with its failing
+    subjects (host-wide findings add none). Waived findings are not fixed. With ``facts``, the
+    ``pcie_mrrs`` entry splits the devices whose MaxReadReq rules fail (now or at boot) by kind, since
+    GPUs and NICs have separate parameters."""
     plan = {}
     for f in findings:
         if f["status"] != "fail":
@@ -1091,6 +1128,17 @@ def fix_plan(findings):
         subjects = plan.setdefault(f.get("fix_action") or "manual", {}).setdefault(f["id"], [])
         if f.get("subject") is not None and f["subject"] not in subjects:
             subjects.append(f["subject"])
+    if isinstance(facts, dict):
+        devices = (facts.get("pci") or {}).get("devices") if isinstance(facts.get("pci"), dict) else None
+        kinds = dict((d.get("address"), d.get("kind")) for d in devices or [] if isinstance(d, dict))
+        mrrs = {"gpu": [], "nic": []}
+        pcie = plan.get("pcie_tune", {})
+        for rule in ("PCI-001", "PCI-002", "PCI-008"):
+            for address in pcie.get(rule, []):
+                kind = kinds.get(address)
+                if kind in mrrs and address not in mrrs[kind]:
+                    mrrs[kind].append(address)
+        plan["pcie_mrrs"] = mrrs
     return plan
 
 
@@ -1124,6 +1172,26 @@ def pending_items(findings, fixed_actions=None):
         items.append({"id": f["id"], "subject": f.get("subject"), "kind": kind,
                       "message": "%s: %s (%s)" % (why, f.get("message") or f.get("title"), f.get("fix") or "")})
     return items
+
+
+def host_report(facts, outcome, before=None, note=None):
+    """This host's part of the report (the input of ``baseline_report``) from its facts and evaluation."""
+    numa = facts.get("numa") if isinstance(facts.get("numa"), dict) else {}
+    errors = facts.get("errors")
+    part = {
+        "state": "audited",
+        "hostname": facts.get("hostname"),
+        "findings": outcome["findings"],
+        "profile": outcome["profile"],
+        "numa": numa.get("nodes") or [],
+        "facts_errors": len(errors) if isinstance(errors, list) else 0,
+    }
+    if before is not None:
+        part["before"] = {"findings": before}
+        part["pending"] = outcome["pending_items"]
+    if note:
+        part["message"] = note
+    return part
 
 
 def busy_gpus(facts):
@@ -1178,7 +1246,7 @@ def evaluate(facts, profile="auto", params=None, waivers=None, host=None, today=
         "params": effective,
         "failing": failing_lines(findings),
         "failing_ids": sorted(set(f["id"] for f in findings if f["status"] == "fail")),
-        "fix_plan": fix_plan(findings),
+        "fix_plan": fix_plan(findings, facts),
         "busy_gpus": busy_gpus(facts),
         "pending_items": pending_items(findings),
     }

@@ -18,7 +18,9 @@ description:
     finding per rule and subject (GPU, NIC, bridge, NUMA node, container).
   - Every finding has a status V(pass), V(fail), V(unknown) (the facts needed are missing; the reason is
     in the message), V(waived) or V(not_applicable).
-  - This is an action plugin. It runs entirely on the controller; nothing is executed on the managed host.
+  - This is an action plugin. Judging runs entirely on the controller. When O(facts) is not given it first
+    gathers them with one M(gpuhost.baseline.host_facts) call (options O(root) and O(gather)), so an audit
+    costs one task and one module run per host.
   - Rule format, operators and derived facts are described in C(docs/rules.md); profiles, parameters and
     waivers in C(docs/profiles.md).
 author:
@@ -27,8 +29,33 @@ options:
   facts:
     description:
       - The host's facts document, as returned by M(gpuhost.baseline.host_facts) under C(ansible_facts.gpuhost).
+      - When omitted, the facts are gathered on the host first (see O(root), O(gather)).
     type: dict
-    required: true
+  root:
+    description:
+      - Passed to M(gpuhost.baseline.host_facts) when gathering; V(/) is the live host, anything else a snapshot directory.
+    type: path
+    default: /
+  gather:
+    description:
+      - Subsystems to gather when gathering (default all).
+    type: list
+    elements: str
+  return_facts:
+    description:
+      - Also return the gathered facts as C(ansible_facts.gpuhost). Off by default, because the audit needs only
+        the findings and the document of a 768-CPU host is large.
+    type: bool
+    default: false
+  before:
+    description:
+      - Findings of an earlier evaluation of the same host (the remediate role's before view), copied into RV(host_report).
+    type: list
+    elements: dict
+  note:
+    description:
+      - A message for this host in the report (for example why remediation skipped it).
+    type: str
   profile:
     description:
       - Profile name, or V(auto) to pick the highest-priority profile whose C(match) expression holds on
@@ -217,6 +244,15 @@ pending_items:
   type: list
   elements: dict
   sample: [{"id": "CPU-001", "subject": null, "kind": "reboot", "message": "pending a reboot: ..."}]
+host_report:
+  description:
+    - This host's part of the report, the input of M(gpuhost.baseline.baseline_report) - C(state) (V(audited),
+      V(failed) when facts could not be gathered, V(unreachable)), C(message), C(hostname), C(findings), C(profile),
+      C(numa) (nodes for the chart), C(facts_errors), and with O(before) also C(before) and C(pending).
+  returned: always
+  type: dict
+  sample: {"state": "audited", "hostname": "gpu01", "profile": "amd-epyc-nvidia", "findings": [], "numa": [],
+           "facts_errors": 0}
 busy_gpus:
   description: GPUs running compute processes (the maintenance guard of the remediate role).
   returned: success

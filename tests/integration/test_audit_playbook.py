@@ -60,7 +60,8 @@ def test_check_run_succeeds_and_changes_nothing(audited):
     # every host ran tasks, none reported a change (ansible-runner lists only hosts with changes > 0)
     assert set(runner.stats["ok"]) >= {"demo-incident", "demo-healthy", "demo-intel", "demo-hostile", "localhost"}
     assert sum(runner.stats["changed"].values()) == 0, runner.stats["changed"]
-    assert len(host_events(runner, "gpuhost.baseline.host_facts")) == 6  # one facts call per host
+    # one task per host gathers (one host_facts module run) and judges
+    assert len(host_events(runner, "gpuhost.baseline.baseline_evaluate")) == 6
 
 
 def test_incident_shows_every_finding_of_the_incident(audited):
@@ -152,5 +153,5 @@ def test_bad_input_is_rejected_before_any_host_is_contacted(snapshot_trees, tmp_
     assert runner.rc != 0
     assert expected in out
     assert [e for e in runner.events if e.get("event") == "runner_on_start"
-            and e["event_data"].get("task_action") == "gpuhost.baseline.host_facts"] == []
+            and e["event_data"].get("task_action") == "gpuhost.baseline.baseline_evaluate"] == []
     assert not (tmp_path / "r").exists()

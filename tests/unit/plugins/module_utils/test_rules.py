@@ -585,3 +585,36 @@ def test_pending_items_say_why_each_failure_is_still_open():
         f("LXC-001", "lxc_config"), f("NUMA-001", "sysctl"), f("NUMA-002", "sysctl", status="pass")])]
     assert kinds == [("CPU-001", "reboot"), ("PCI-006", "opt-in"), ("NUMA-003", "manual"), ("LXC-001", "manual"),
                      ("NUMA-001", "not-fixed")]
+
+
+def test_fix_plan_splits_maxreadreq_devices_by_kind():
+    from ansible_collections.gpuhost.baseline.plugins.module_utils._rules import fix_plan
+
+    facts = {"pci": {"devices": [{"address": "0000:43:00.0", "kind": "gpu"}, {"address": "0000:49:00.0", "kind": "nic"},
+                                 {"address": "0000:44:00.0", "kind": "gpu"}]}}
+    findings = [{"id": "PCI-001", "status": "fail", "subject": "0000:43:00.0", "fix_action": "pcie_tune"},
+                {"id": "PCI-008", "status": "fail", "subject": "0000:44:00.0", "fix_action": "pcie_tune"},
+                {"id": "PCI-008", "status": "fail", "subject": "0000:49:00.0", "fix_action": "pcie_tune"},
+                {"id": "PCI-008", "status": "fail", "subject": "0000:43:00.0", "fix_action": "pcie_tune"}]
+    assert fix_plan(findings, facts)["pcie_mrrs"] == {"gpu": ["0000:43:00.0", "0000:44:00.0"], "nic": ["0000:49:00.0"]}
+    assert fix_plan(findings, {"pci": None})["pcie_mrrs"] == {"gpu": [], "nic": []}
+
+
+def test_catalogue_disk_cache_follows_the_files(tmp_path, monkeypatch):
+    import os
+    import shutil
+    from ansible_collections.gpuhost.baseline.plugins.module_utils import _rules
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    base = tmp_path / "coll"
+    for sub in ("rules", "profiles"):
+        shutil.copytree(os.path.join(_rules.COLLECTION_ROOT, sub), str(base / sub))
+    first = _rules.load_catalogue(str(base))
+    assert os.listdir(str(tmp_path / "cache" / "gpuhost-baseline"))
+    _rules._CACHE.clear()
+    assert _rules.load_catalogue(str(base)).by_id["NUMA-001"].title == first.by_id["NUMA-001"].title
+    path = base / "rules" / "numa.yml"
+    text = path.read_text().replace("automatic NUMA balancing disabled", "automatic NUMA balancing off", 1)
+    path.write_text(text + "\n")
+    _rules._CACHE.clear()
+    assert _rules.load_catalogue(str(base)).by_id["NUMA-001"].title == "automatic NUMA balancing off"
