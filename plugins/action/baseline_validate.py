@@ -8,6 +8,8 @@ Documentation: plugins/modules/baseline_validate.py. Nothing runs on the managed
 
 from __future__ import absolute_import, division, print_function
 
+import json
+
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
@@ -26,14 +28,38 @@ class ActionModule(ActionBase):
             profile=dict(type="str", default="auto"),
             params=dict(type="dict", default={}),
             waivers=dict(type="list", elements="raw", default=[]),
+            hosts=dict(type="list", elements="str"),
         ))
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
-        try:
-            outcome = validate(profile=args["profile"], params=args["params"], waivers=args["waivers"])
-        except CatalogueError as exc:
-            raise AnsibleActionFail("invalid baseline configuration: %s" % exc)
-        result.update(outcome)
+        if args["hosts"] is None:
+            inputs = [(None, args["profile"], args["params"], args["waivers"])]
+        else:
+            inputs = self._per_host_inputs(args["hosts"], task_vars or {})
+        outcome, seen = None, {}
+        for host, profile, params, waivers in inputs:
+            # hosts sharing their inputs (the usual case: group vars) are validated once
+            key = json.dumps([profile, params, waivers], sort_keys=True, default=str)
+            if key in seen:
+                continue
+            try:
+                seen[key] = outcome = validate(profile=profile, params=params, waivers=waivers)
+            except CatalogueError as exc:
+                where = " (host %s)" % host if host else ""
+                raise AnsibleActionFail("invalid baseline configuration%s: %s" % (where, exc))
+        result.update(outcome or {})
         result["changed"] = False
         result["msg"] = "catalogue of %d rules valid for profile(s) %s" % (outcome["rules"], ", ".join(outcome["profiles"]))
+        if args["hosts"] is not None:
+            result["msg"] += " on %d host(s)" % len(inputs)
         return result
+
+    @staticmethod
+    def _per_host_inputs(hosts, task_vars):
+        hostvars = task_vars.get("hostvars") or {}
+        inputs = []
+        for host in hosts:
+            hv = hostvars.get(host) or {}
+            inputs.append((host, hv.get("gpuhost_profile", "auto"), hv.get("gpuhost_params", {}),
+                           hv.get("gpuhost_waivers", [])))
+        return inputs

@@ -38,6 +38,14 @@ options:
     type: list
     elements: raw
     default: []
+  hosts:
+    description:
+      - Validate the inputs of each of these inventory hosts instead of O(profile), O(params) and O(waivers) - their
+        C(gpuhost_profile), C(gpuhost_params) and C(gpuhost_waivers) variables, with the same defaults. Run it once
+        (C(run_once)) with V(ansible_play_hosts_all) so the whole fleet is checked before any host is contacted;
+        hosts sharing the same inputs are validated once. The error names the first host whose inputs are wrong.
+    type: list
+    elements: str
 attributes:
   action:
     description: Runs on the controller as an action plugin.

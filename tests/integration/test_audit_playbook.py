@@ -155,3 +155,14 @@ def test_bad_input_is_rejected_before_any_host_is_contacted(snapshot_trees, tmp_
     assert [e for e in runner.events if e.get("event") == "runner_on_start"
             and e["event_data"].get("task_action") == "gpuhost.baseline.baseline_evaluate"] == []
     assert not (tmp_path / "r").exists()
+
+
+def test_one_hosts_bad_waiver_is_named_and_stops_the_fleet(snapshot_trees, tmp_path):
+    inventory = fleet(snapshot_trees, live=False)
+    hosts = inventory["all"]["children"]["snapshots"]["hosts"]
+    hosts["demo-intel"]["gpuhost_waivers"] = [{"rule": "CPU-003", "reason": "x", "expires": "2099-13-45"}]
+    runner = run_playbook(tmp_path, "audit.yml", inventory, cmdline="--check",
+                          extravars={"gpuhost_report_dir": str(tmp_path / "r")})
+    out = stdout_of(runner)
+    assert runner.rc != 0 and "host demo-intel" in out and "2099-13-45" in out
+    assert not (tmp_path / "r").exists()
