@@ -295,3 +295,24 @@ def fail_with_rollback(host, error):
     if host.backups:
         result["backup_files"] = host.backups
     return msg, result
+
+
+#: The options every file-writing fix module shares (documented in doc_fragments/fix.py).
+FIX_OPTIONS = dict(
+    root=dict(type="path", default="/"),
+    backup=dict(type="bool", default=False),
+)
+
+
+def run_fix(module, apply):
+    """The whole ``main()`` of a fix module after its argument spec: build the :class:`Host`, call
+    ``apply(host)``, roll back and fail on :class:`FixError`, pass warnings on, exit with the result."""
+    host = Host(module, module.params["root"], module.params["backup"])
+    try:
+        result = apply(host)
+    except FixError as exc:
+        msg, partial = fail_with_rollback(host, exc)
+        module.fail_json(msg=msg, **partial)
+    for warning in result.pop("warnings"):
+        module.warn(warning)
+    module.exit_json(backup_files=host.backups, commands=host.commands, **result)

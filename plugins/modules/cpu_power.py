@@ -256,7 +256,7 @@ backup_files:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_common import FixError, Host, fail_with_rollback
+from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_common import FIX_OPTIONS, run_fix
 from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_cpu import apply
 
 
@@ -268,22 +268,14 @@ def main():
             boost=dict(type="bool"),
             idle_latency_max_us=dict(type="int"),
             persist=dict(type="str", default="systemd", choices=["systemd", "none"]),
-            root=dict(type="path", default="/"),
-            backup=dict(type="bool", default=False),
+            **FIX_OPTIONS
         ),
         required_one_of=[["governor", "epp", "boost", "idle_latency_max_us"]],
         supports_check_mode=True,
     )
     p = module.params
-    host = Host(module, p["root"], p["backup"])
-    try:
-        result = apply(host, p["governor"], p["epp"], p["boost"], p["idle_latency_max_us"], p["persist"], module._diff)
-    except FixError as exc:
-        msg, partial = fail_with_rollback(host, exc)
-        module.fail_json(msg=msg, **partial)
-    for warning in result.pop("warnings"):
-        module.warn(warning)
-    module.exit_json(backup_files=host.backups, commands=host.commands, **result)
+    run_fix(module, lambda host: apply(host, p["governor"], p["epp"], p["boost"], p["idle_latency_max_us"],
+                                       p["persist"], module._diff))
 
 
 if __name__ == "__main__":

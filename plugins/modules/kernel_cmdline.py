@@ -161,7 +161,7 @@ backup_files:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_cmdline import apply
-from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_common import FixError, Host, fail_with_rollback
+from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_common import FIX_OPTIONS, run_fix
 
 
 def main():
@@ -170,22 +170,13 @@ def main():
             add=dict(type="raw"),
             remove=dict(type="list", elements="str"),
             bootloader=dict(type="str", default="auto", choices=["auto", "grub", "systemd-boot", "bls"]),
-            root=dict(type="path", default="/"),
-            backup=dict(type="bool", default=False),
+            **FIX_OPTIONS
         ),
         required_one_of=[["add", "remove"]],
         supports_check_mode=True,
     )
     p = module.params
-    host = Host(module, p["root"], p["backup"])
-    try:
-        result = apply(host, p["add"], p["remove"], p["bootloader"], module._diff)
-    except FixError as exc:
-        msg, partial = fail_with_rollback(host, exc)
-        module.fail_json(msg=msg, **partial)
-    for warning in result.pop("warnings"):
-        module.warn(warning)
-    module.exit_json(backup_files=host.backups, commands=host.commands, **result)
+    run_fix(module, lambda host: apply(host, p["add"], p["remove"], p["bootloader"], module._diff))
 
 
 if __name__ == "__main__":

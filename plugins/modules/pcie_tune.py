@@ -240,7 +240,7 @@ commands:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_common import FixError, Host, fail_with_rollback
+from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_common import FIX_OPTIONS, run_fix
 from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_pcie import KINDS, apply
 
 SIZES = [128, 256, 512, 1024, 2048, 4096]
@@ -257,20 +257,11 @@ def main():
             acs_redirect=dict(type="str", choices=["keep", "disable"], default="keep"),
             acs_bridges=dict(type="list", elements="str", default=["auto"]),
             persist=dict(type="bool", default=True),
-            root=dict(type="path", default="/"),
-            backup=dict(type="bool", default=False),
+            **FIX_OPTIONS
         ),
         supports_check_mode=True,
     )
-    host = Host(module, module.params["root"], module.params["backup"])
-    try:
-        result = apply(host, module.params, module._diff)
-    except FixError as exc:
-        msg, partial = fail_with_rollback(host, exc)
-        module.fail_json(msg=msg, **partial)
-    for warning in result.pop("warnings"):
-        module.warn(warning)
-    module.exit_json(backup_files=host.backups, commands=host.commands, **result)
+    run_fix(module, lambda host: apply(host, module.params, module._diff))
 
 
 if __name__ == "__main__":

@@ -150,7 +150,7 @@ commands:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_common import FixError, Host, fail_with_rollback
+from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_common import FIX_OPTIONS, run_fix
 from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_sysctl import DEFAULT_FILE, apply
 
 
@@ -162,21 +162,13 @@ def main():
             runtime=dict(type="bool", default=True),
             persist=dict(type="bool", default=True),
             sysctl_file=dict(type="path", default=DEFAULT_FILE),
-            root=dict(type="path", default="/"),
-            backup=dict(type="bool", default=False),
+            **FIX_OPTIONS
         ),
         supports_check_mode=True,
     )
     p = module.params
-    host = Host(module, p["root"], p["backup"])
-    try:
-        result = apply(host, p["key"], p["value"], p["runtime"], p["persist"], p["sysctl_file"], module._diff)
-    except FixError as exc:
-        msg, partial = fail_with_rollback(host, exc)
-        module.fail_json(msg=msg, **partial)
-    for warning in result.pop("warnings"):
-        module.warn(warning)
-    module.exit_json(backup_files=host.backups, commands=host.commands, **result)
+    run_fix(module, lambda host: apply(host, p["key"], p["value"], p["runtime"], p["persist"], p["sysctl_file"],
+                                       module._diff))
 
 
 if __name__ == "__main__":
