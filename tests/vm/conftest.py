@@ -35,7 +35,7 @@ def pytest_collection_modifyitems(config, items):
 def run_vmctl(*args, timeout=900):
     """Run the vmctl CLI the way molecule's playbooks will: a separate process."""
     return subprocess.run([sys.executable, VMCTL] + list(args), stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, universal_newlines=True, timeout=timeout)
+                          stderr=subprocess.PIPE, universal_newlines=True, timeout=timeout, check=False)
 
 
 def free_port():
@@ -59,7 +59,7 @@ class Guest:
         # ssh hands its arguments to the remote login shell as one string.
         result = subprocess.run(vmctl.ssh_argv(self.inst, [command]), stdin=subprocess.DEVNULL,
                                 stdout=subprocess.PIPE, stderr=subprocess.PIPE, universal_newlines=True,
-                                timeout=120)
+                                timeout=120, check=False)
         if check and result.returncode != 0:
             raise AssertionError("guest command %r failed (%d): %s" % (command, result.returncode, result.stderr))
         return result.stdout

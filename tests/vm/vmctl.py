@@ -1,4 +1,3 @@
-#!/usr/bin/env python3
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.baseline contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
@@ -126,7 +125,7 @@ def _build_ssdt(tmp):
     source = os.path.join(tmp, 'ssdt.dsl')
     shutil.copyfile(os.path.join(HERE, 'ssdt.dsl'), source)
     result = subprocess.run([iasl, '-p', os.path.join(tmp, 'ssdt'), source],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
     if result.returncode != 0 or not os.path.exists(os.path.join(tmp, 'ssdt.aml')):
         raise VmError('iasl could not compile tests/vm/ssdt.dsl:\n%s' % result.stdout)
 
@@ -154,7 +153,7 @@ def build(component, log=sys.stdout):
                     for rel in COMPONENTS[component]:
                         shutil.copy2(os.path.join(HERE, rel), os.path.join(copies, rel))
                     script = os.path.join(copies, COMPONENTS[component][0])
-                    result = subprocess.run(['bash', script, tmp], stdout=log, stderr=subprocess.STDOUT)
+                    result = subprocess.run(['bash', script, tmp], stdout=log, stderr=subprocess.STDOUT, check=False)
                 finally:
                     shutil.rmtree(copies, ignore_errors=True)
                 if result.returncode != 0:
@@ -339,7 +338,7 @@ def ssh_ready(inst):
     try:
         result = subprocess.run(ssh_argv(inst, ['true'], connect_timeout=5),
                                 stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
-                                stderr=subprocess.DEVNULL, timeout=20)
+                                stderr=subprocess.DEVNULL, timeout=20, check=False)
     except subprocess.TimeoutExpired:
         return False
     return result.returncode == 0
@@ -379,7 +378,7 @@ def up(name, port, workdir=None, timeout=DEFAULT_TIMEOUT, append='', qemu=None, 
     # A fresh copy-on-write overlay per boot: the cached base image never changes.
     result = subprocess.run(['qemu-img', 'create', '-q', '-f', 'qcow2', '-b', paths['base_image'],
                              '-F', 'raw', files['overlay']],
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, universal_newlines=True, check=False)
     if result.returncode != 0:
         raise VmError('qemu-img create failed (apt-get install qemu-utils?):\n%s' % result.stdout)
     with open(files['nvme'], 'wb') as handle:
@@ -496,7 +495,7 @@ def update_instance_config(path, name, inst=None):
 # --------------------------------------------------------------------------- CLI
 
 def main(argv=None):
-    parser = argparse.ArgumentParser(prog='vmctl.py', description=__doc__.split('\n\n')[0])
+    parser = argparse.ArgumentParser(prog='vmctl.py', description=__doc__.split('\n\n', maxsplit=1)[0])
     sub = parser.add_subparsers(dest='cmd')
     sub.required = True
     p_build = sub.add_parser('build', help='build the guest image, patched QEMU and SSDT (cached)')
@@ -506,7 +505,8 @@ def main(argv=None):
     p_up.add_argument('name')
     p_up.add_argument('--port', type=int, required=True, help='loopback port forwarded to the guest sshd')
     p_up.add_argument('--workdir', help='where the overlay, console log and instance JSON go')
-    p_up.add_argument('--timeout', type=int, default=DEFAULT_TIMEOUT, help='seconds to wait for SSH (default %d; env GPUHOST_VM_BOOT_TIMEOUT)' % DEFAULT_TIMEOUT)
+    p_up.add_argument('--timeout', type=int, default=DEFAULT_TIMEOUT,
+                      help='seconds to wait for SSH (default %d; env GPUHOST_VM_BOOT_TIMEOUT)' % DEFAULT_TIMEOUT)
     p_up.add_argument('--append', default='', help='extra kernel command-line arguments')
     p_up.add_argument('--qemu', help='QEMU binary to use instead of the patched build')
     p_up.add_argument('--instance-config', help="molecule's instance config file to add this guest to")
@@ -555,8 +555,8 @@ def main(argv=None):
                 print(json.dumps(rows, indent=2, sort_keys=True))
             else:
                 for row in rows:
-                    print('%-16s pid %-8s port %-6s %s' % (row['instance'], row['pid'], row['port'],
-                                                        'running' if row['running'] else 'stopped'))
+                    state = 'running' if row['running'] else 'stopped'
+                    print('%-16s pid %-8s port %-6s %s' % (row['instance'], row['pid'], row['port'], state))
         elif args.cmd == 'ssh':
             inst = load_instance(args.name)
             if not inst:
