@@ -14,6 +14,8 @@ venv=${VENV:-$repo/.venv}
 export PATH="$venv/bin:$PATH"
 export ANSIBLE_COLLECTIONS_PATH=${ANSIBLE_COLLECTIONS_PATH:-$repo/build/collections}
 export ANSIBLE_CONFIG=${ANSIBLE_CONFIG:-$repo/ansible.cfg}
+# a loaded CI machine boots TCG guests slower than a quiet one: wait long enough before failing
+export GPUHOST_VM_BOOT_TIMEOUT="${GPUHOST_VM_BOOT_TIMEOUT:-600}"
 vmctl=("$venv/bin/python" "$repo/tests/vm/vmctl.py")
 
 timings=$(mktemp)
