@@ -267,7 +267,12 @@ from ansible.module_utils.basic import AnsibleModule
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            facts=dict(type="dict", required=True),
+            facts=dict(type="dict"),
+            root=dict(type="path", default="/"),
+            gather=dict(type="list", elements="str"),
+            return_facts=dict(type="bool", default=False),
+            before=dict(type="list", elements="dict"),
+            note=dict(type="str"),
             profile=dict(type="str", default="auto"),
             params=dict(type="dict", default={}),
             waivers=dict(type="list", elements="raw", default=[]),

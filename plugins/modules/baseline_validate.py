@@ -105,6 +105,7 @@ def main():
             profile=dict(type="str", default="auto"),
             params=dict(type="dict", default={}),
             waivers=dict(type="list", elements="raw", default=[]),
+            hosts=dict(type="list", elements="str"),
         ),
         supports_check_mode=True,
     )
