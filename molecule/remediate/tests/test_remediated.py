@@ -1,0 +1,172 @@
+"""After remediate.yml: the guest's real kernel state is the baseline, and stays so at boot.
+
+Runs as molecule's testinfra verifier, after check, converge and idempotence. ``host`` is the
+guest (over SSH, as root); prepare's starting state and the runs' reports come from the
+scenario's ephemeral directory (molecule/shared/vmverify.py).
+"""
+import re
+
+import pytest
+
+import vmverify as vm
+
+HOST = "gpuhost-remediate"
+SYSCTL_D = "/etc/sysctl.d/90-gpuhost-baseline.conf"
+
+
+@pytest.fixture(scope="module")
+def start():
+    return vm.prepared()
+
+
+@pytest.fixture(scope="module")
+def converge_report():
+    runs = vm.report_dirs("apply")
+    # converge, then idempotence
+    assert len(runs) == 2, "apply runs: %s" % runs
+    return vm.host_report(vm.load_report(runs[0]), HOST)
+
+
+@pytest.fixture(scope="module")
+def idempotence_report():
+    return vm.host_report(vm.load_report(vm.report_dirs("apply")[-1]), HOST)
+
+
+@pytest.fixture(scope="module")
+def targets(converge_report, start):
+    """Endpoints the PCIe rules judged and remediate raised: the guest has no GPU, so PCI-002's NICs."""
+    before = converge_report["before"]
+    assert set(vm.statuses(before, "PCI-001").values()) == {"not_applicable"}
+    nics = vm.statuses(before, "PCI-002")
+    assert set(nics.values()) == {"fail"}
+    # the collection's kind 'nic' (class 0x0200): the virtio-net and the e1000e; virtio-blk and nvme are not judged
+    assert sorted(start["endpoints"][addr][0] for addr in nics) == sorted([vm.VIRTIO_NET, vm.E1000E])
+    return sorted(nics)
+
+
+def test_numa_balancing_off_now_and_at_boot(host, start):
+    assert start["numa_balancing"] == 1
+    assert vm.sysfs(host, "/proc/sys/kernel/numa_balancing") == "0"
+    conf = host.file(SYSCTL_D)
+    assert conf.is_file and conf.user == "root" and conf.mode == 0o644
+    assert re.search(r"^kernel\.numa_balancing\s*=\s*0\s*$", conf.content_string, re.M), conf.content_string
+    # the swappiness drift of a stock Debian (60) was fixed the same way
+    assert vm.sysfs(host, "/proc/sys/vm/swappiness") == "10"
+    assert re.search(r"^vm\.swappiness\s*=\s*10\s*$", conf.content_string, re.M)
+
+
+def test_max_read_request_4096_on_judged_endpoints_other_bits_unchanged(host, start, targets):
+    for address, (ident, before) in sorted(start["endpoints"].items()):
+        now = vm.devctl(host, address)
+        if address in targets:
+            assert before & vm.READRQ_MASK in (0x0000, 0x2000), "prepare left %s at %#06x" % (address, before)
+            assert now == (before & ~vm.READRQ_MASK) | vm.READRQ_4096, "%s %s: Device Control %#06x -> %#06x" % (
+                address, ident, before, now)
+            assert vm.lspci_max_read_request(host, address) == 4096
+        else:
+            # not a GPU or NIC: remediate leaves it alone (still prepare's 512 B)
+            assert now == before, "%s %s was not judged but changed: %#06x -> %#06x" % (address, ident, before, now)
+            assert vm.lspci_max_read_request(host, address) == 512
+
+
+def test_deep_idle_state_disabled_on_both_cpus_shallow_ones_kept(host, start):
+    assert sorted(start["cpus"]) == ["cpu0", "cpu1"]
+    for cpu, state in sorted(start["cpus"].items()):
+        assert state["c2_disable"] == 0
+        base = "/sys/devices/system/cpu/%s/cpuidle" % cpu
+        assert vm.sysfs(host, base + "/state2/name") == "C2"
+        assert vm.sysfs(host, base + "/state2/latency") == "400"
+        assert vm.sysfs(host, base + "/state2/disable") == "1"
+        # POLL (0 us) and C1 (1 us) are within idle_latency_max_us (100 us)
+        assert vm.sysfs(host, base + "/state0/disable") == "0"
+        assert vm.sysfs(host, base + "/state1/disable") == "0"
+
+
+def test_governor_performance_on_both_cpus(host, start):
+    for cpu, state in sorted(start["cpus"].items()):
+        assert state["governor"] != "performance"
+        assert vm.sysfs(host, "/sys/devices/system/cpu/%s/cpufreq/scaling_governor" % cpu) == "performance"
+
+
+def test_pcie_boot_unit_installed_and_enabled_for_the_judged_endpoints(host, targets):
+    unit = host.service("gpuhost-pcie.service")
+    assert unit.is_enabled
+    assert host.file("/etc/systemd/system/multi-user.target.wants/gpuhost-pcie.service").is_symlink
+    script = host.file("/usr/local/sbin/gpuhost-pcie-apply")
+    assert script.is_file and script.mode & 0o111
+    entries = re.findall(r"^apply (\S+) CAP_EXP\+8\.w 5000:7000", script.content_string, re.M)
+    assert sorted(entries) == targets
+    udev = host.file("/etc/udev/rules.d/90-gpuhost-pcie.rules").content_string
+    assert sorted(re.findall(r'KERNEL=="([^"]+)"', udev)) == targets
+    # the script does what the unit will do at boot: run it, nothing changes (values already set)
+    before = dict((a, vm.devctl(host, a)) for a in targets)
+    host.check_output("/usr/local/sbin/gpuhost-pcie-apply")
+    assert dict((a, vm.devctl(host, a)) for a in targets) == before
+
+
+def test_cpu_power_unit_installed_and_enabled(host):
+    assert host.service("gpuhost-cpu-power.service").is_enabled
+    script = host.file("/usr/local/sbin/gpuhost-cpu-power").content_string
+    assert '"governor": "performance"' in script and '"idle_latency_max_us": 100' in script
+
+
+def test_grub_holds_the_profile_cmdline_and_update_grub_ran(host):
+    default = host.file("/etc/default/grub").content_string
+    match = re.search(r'^GRUB_CMDLINE_LINUX_DEFAULT="([^"]*)"', default, re.M)
+    assert match and "iommu=pt" in match.group(1).split(), default
+    # generic-nvidia-inference excludes CPU-001; the guest is an AMD family 16 CPU, not Zen: no amd_pstate
+    assert "amd_pstate" not in default
+    backups = host.run("ls /etc/default/ | grep -c '^grub\\.[0-9]*\\..*~$'").stdout.strip()
+    assert int(backups or 0) >= 1, "no backup of /etc/default/grub"
+    # update-grub regenerated grub.cfg after the edit: its kernel lines carry the parameter
+    cfg = host.file("/boot/grub/grub.cfg")
+    assert cfg.is_file
+    linux_lines = [line.split() for line in cfg.content_string.splitlines() if line.strip().startswith("linux")]
+    normal = [words for words in linux_lines if "single" not in words]
+    # recovery entries ("single") are built from GRUB_CMDLINE_LINUX alone, without the _DEFAULT part
+    assert normal and all("iommu=pt" in words for words in normal), linux_lines
+    # QEMU boots with -kernel/-append: the running command line does not have it (until a real boot loader boots)
+    assert "iommu=pt" not in vm.sysfs(host, "/proc/cmdline")
+
+
+def test_report_before_after_pending_reboot(converge_report):
+    before = converge_report["before"]
+    assert converge_report["state"] == "audited"
+    for rule in ("NUMA-001", "NUMA-006", "KERNEL-005", "KERNEL-007", "PCI-002", "PCI-008", "CPU-003", "CPU-006",
+                 "CPU-008", "IOMMU-001"):
+        assert set(vm.statuses(before, rule).values()) == {"fail"}, (rule, vm.findings(before, rule))
+    for rule in ("NUMA-001", "NUMA-006", "KERNEL-005", "KERNEL-007", "PCI-002", "PCI-008", "CPU-003", "CPU-006",
+                 "CPU-008"):
+        assert set(vm.statuses(converge_report, rule).values()) == {"pass"}, (rule, vm.findings(converge_report, rule))
+    # the cmdline edit waits for a reboot; the report says so
+    reboot = [p for p in converge_report["pending"] if p.get("kind") == "reboot"]
+    assert reboot and any("iommu=pt" in p["message"] for p in reboot), converge_report["pending"]
+    # no IOMMU in this q35 guest: passthrough is configured but IOMMU-001 cannot pass here
+    assert vm.statuses(converge_report, "IOMMU-001") == {None: "fail"}
+
+
+def test_nvidia_fixes_skipped_without_a_gpu(converge_report, idempotence_report):
+    for view in (converge_report["before"], converge_report, idempotence_report):
+        nvidia = [f for f in view["findings"] if f["area"] == "nvidia"]
+        assert nvidia and set(f["status"] for f in nvidia) == {"not_applicable"}, nvidia
+    # so the NVIDIA-004/NVIDIA-007 fix task had nothing to do: its condition lists failing NVIDIA rules
+    assert not [f for f in converge_report["before"]["findings"]
+                if f["id"] in ("NVIDIA-004", "NVIDIA-007") and f["status"] == "fail"]
+
+
+def test_second_run_found_nothing_left_to_fix(converge_report, idempotence_report):
+    fixed = dict(((f["id"], f["subject"]), f["status"]) for f in converge_report["findings"])
+    again_before = dict(((f["id"], f["subject"]), f["status"]) for f in idempotence_report["before"]["findings"])
+    assert again_before == fixed
+
+
+def test_check_run_changed_nothing_it_reports(start):
+    runs = vm.report_dirs("check")
+    assert len(runs) == 1, runs
+    report = vm.host_report(vm.load_report(runs[0]), HOST)
+    # in --check the re-audit reads the untouched guest: every finding as before
+    assert [(f["id"], f["subject"], f["status"]) for f in report["findings"]] == \
+        [(f["id"], f["subject"], f["status"]) for f in report["before"]["findings"]]
+    assert set(vm.statuses(report, "PCI-002").values()) == {"fail"}
+    observed = dict((f["subject"], f["observed"]) for f in vm.findings(report, "PCI-002"))
+    assert observed == dict((a, 128 if start["endpoints"][a][0] == vm.E1000E else 512) for a in observed)

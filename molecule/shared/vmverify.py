@@ -1,0 +1,92 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Helpers for the scenarios' testinfra verifiers (run on the controller by molecule verify).
+
+They read what the earlier steps left in the scenario's ephemeral directory: what prepare
+did to the guest (``prepared.txt``) and the reports of each converge run
+(``reports/check-*``, ``reports/apply-*``: see molecule/shared/guard_before.yml), and talk
+to the guest through testinfra's ``host``.
+"""
+import glob
+import json
+import os
+import re
+import sys
+
+SHARED = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(os.path.dirname(SHARED))
+# the checkout as the collection (tests/conftest.py makes the link) and tests/helpers (lspci)
+for path in (os.path.join(REPO, "build", "collections"), os.path.join(REPO, "tests")):
+    if path not in sys.path:
+        sys.path.insert(0, path)
+
+READRQ_MASK = 0x7000
+READRQ_4096 = 0x5000
+E1000E = "8086:10d3"
+VIRTIO_NET = "1af4:1041"
+
+
+def ephemeral():
+    path = os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY")
+    assert path and os.path.isdir(path), "run through molecule verify (MOLECULE_EPHEMERAL_DIRECTORY is %r)" % path
+    return path
+
+
+def prepared():
+    """What molecule/shared/prepare.yml left: {"endpoints": {addr: (id, devctl)}, "numa_balancing", "cpus"}."""
+    path = os.path.join(ephemeral(), "prepared.txt")
+    state = {"endpoints": {}, "cpus": {}, "numa_balancing": None}
+    with open(path) as handle:
+        for line in handle:
+            words = line.split()
+            if len(words) == 3 and re.match(r"^[0-9a-f]{4}:[0-9a-f]{2}:", words[0]):
+                state["endpoints"][words[0]] = (words[1], int(words[2], 16))
+            elif words[:1] == ["numa_balancing"]:
+                state["numa_balancing"] = int(words[1])
+            elif len(words) == 3 and words[0].startswith("cpu"):
+                state["cpus"][words[0]] = {"governor": words[1], "c2_disable": int(words[2])}
+    assert len(state["endpoints"]) == 4, "prepared.txt lists %s" % state
+    return state
+
+
+def report_dirs(kind):
+    """The report directories of the runs of one kind ("check", "apply", ...), oldest first."""
+    return sorted(glob.glob(os.path.join(ephemeral(), "reports", "%s-*" % kind)))
+
+
+def load_report(path):
+    with open(os.path.join(path, "report.json")) as handle:
+        return json.load(handle)
+
+
+def host_report(report, host_name):
+    assert host_name in report["hosts"], "report has hosts %s" % sorted(report["hosts"])
+    return report["hosts"][host_name]
+
+
+def findings(view, rule_id):
+    """Findings of one rule in a host report or its ``before`` view."""
+    return [f for f in view["findings"] if f["id"] == rule_id]
+
+
+def statuses(view, rule_id):
+    """{subject: status} of one rule."""
+    return dict((f["subject"], f["status"]) for f in findings(view, rule_id))
+
+
+def devctl(host, address):
+    """Device Control of ADDRESS as setpci reads it from the guest's config space."""
+    out = host.check_output("setpci -s %s CAP_EXP+8.w" % address)
+    return int(out.strip(), 16)
+
+
+def lspci_max_read_request(host, address):
+    out = host.check_output("lspci -s %s -vv" % address)
+    found = re.search(r"MaxReadReq (\d+) bytes", out)
+    assert found, "lspci -vv of %s shows no MaxReadReq:\n%s" % (address, out)
+    return int(found.group(1))
+
+
+def sysfs(host, path):
+    return host.file(path).content_string.strip()
