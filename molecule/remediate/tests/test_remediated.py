@@ -155,8 +155,10 @@ def test_nvidia_fixes_skipped_without_a_gpu(converge_report, idempotence_report)
 
 
 def test_second_run_found_nothing_left_to_fix(converge_report, idempotence_report):
-    fixed = dict(((f["id"], f["subject"]), f["status"]) for f in converge_report["findings"])
-    again_before = dict(((f["id"], f["subject"]), f["status"]) for f in idempotence_report["before"]["findings"])
+    fixed = dict(((f["id"], f["subject"]), f["status"]) for f in converge_report["findings"]
+                 if f["id"] not in vm.MEMORY_RULES)
+    again_before = dict(((f["id"], f["subject"]), f["status"]) for f in idempotence_report["before"]["findings"]
+                        if f["id"] not in vm.MEMORY_RULES)
     assert again_before == fixed
 
 
@@ -165,8 +167,11 @@ def test_check_run_changed_nothing_it_reports(start):
     assert len(runs) == 1, runs
     report = vm.host_report(vm.load_report(runs[0]), HOST)
     # in --check the re-audit reads the untouched guest: every finding as before
-    assert [(f["id"], f["subject"], f["status"]) for f in report["findings"]] == \
-        [(f["id"], f["subject"], f["status"]) for f in report["before"]["findings"]]
+    def view(findings):
+        # free memory moves between the two reads, so the NUMA memory balance rules may flip
+        return [(f["id"], f["subject"], f["status"]) for f in findings if f["id"] not in vm.MEMORY_RULES]
+
+    assert view(report["findings"]) == view(report["before"]["findings"])
     assert set(vm.statuses(report, "PCI-002").values()) == {"fail"}
     observed = dict((f["subject"], f["observed"]) for f in vm.findings(report, "PCI-002"))
     assert observed == dict((a, 128 if start["endpoints"][a][0] == vm.E1000E else 512) for a in observed)
