@@ -166,6 +166,7 @@ def test_check_run_changed_nothing_it_reports(start):
     runs = vm.report_dirs("check")
     assert len(runs) == 1, runs
     report = vm.host_report(vm.load_report(runs[0]), HOST)
+
     # in --check the re-audit reads the untouched guest: every finding as before
     def view(findings):
         # free memory moves between the two reads, so the NUMA memory balance rules may flip
