@@ -250,7 +250,7 @@ host_report:
       V(failed) when facts could not be gathered, V(unreachable)), C(message), C(hostname), C(findings), C(profile),
       C(numa) (nodes for the chart), C(facts_errors), and with O(before) also C(before) and C(pending).
     - Its findings (and C(before.findings)) leave out what each finding copies from its rule (C(title), C(area),
-      C(severity), C(fix), C(reboot_required), C(rationale), C(source), C(fix_action)): the same on every host, so
+      C(severity), C(fix), C(reboot_required), C(rationale), C(source), C(fix_action)), the same on every host, so
       M(gpuhost.baseline.baseline_report) puts it back from the catalogue. RV(findings) keeps every field.
   returned: always
   type: dict
