@@ -4,11 +4,12 @@
 from __future__ import absolute_import, division, print_function
 
 import json
-import os
 import time
 
 import pytest
 from hypothesis import given, settings, strategies as st
+
+from helpers.tree import write_tree
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils import _cpu
 from ansible_collections.gpuhost.baseline.plugins.module_utils._cpu import (
@@ -22,19 +23,6 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils._sysfs import Roo
 
 FUZZ = settings(max_examples=200, deadline=None)
 CPU = "/sys/devices/system/cpu"
-
-
-def write_tree(base, files):
-    """Create ``files`` ({host path: text/bytes/None for a directory}) under ``base``."""
-    for path, content in files.items():
-        target = os.path.join(str(base), path.lstrip("/"))
-        if content is None:
-            os.makedirs(target, exist_ok=True)
-            continue
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with open(target, "wb") as handle:
-            handle.write(content if isinstance(content, bytes) else content.encode("utf-8"))
-    return str(base)
 
 
 class CountingRoot(Root):

@@ -4,27 +4,15 @@
 from __future__ import absolute_import, division, print_function
 
 import json
-import os
 
 import pytest
+
+from helpers.tree import write_tree
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils import _iommu, _kernel
 from ansible_collections.gpuhost.baseline.plugins.module_utils._iommu import cmdline_switches, iommu_type, passthrough
 from ansible_collections.gpuhost.baseline.plugins.module_utils._kernel import parse_cmdline
 from ansible_collections.gpuhost.baseline.plugins.module_utils._sysfs import Root
-
-
-def write_tree(base, files):
-    """Create ``files`` ({host path: text/bytes/None for a directory}) under ``base``."""
-    for path, content in files.items():
-        target = os.path.join(str(base), path.lstrip("/"))
-        if content is None:
-            os.makedirs(target, exist_ok=True)
-            continue
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with open(target, "wb") as handle:
-            handle.write(content if isinstance(content, bytes) else content.encode("utf-8"))
-    return str(base)
 
 
 @pytest.mark.parametrize("names, expected", [

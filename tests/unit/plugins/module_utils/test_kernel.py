@@ -9,6 +9,8 @@ import os
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from helpers.tree import write_tree
+
 from ansible_collections.gpuhost.baseline.plugins.module_utils import _kernel
 from ansible_collections.gpuhost.baseline.plugins.module_utils._kernel import (
     cmdline_value,
@@ -32,19 +34,6 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils._kernel import (
 from ansible_collections.gpuhost.baseline.plugins.module_utils._sysfs import Root
 
 FUZZ = settings(max_examples=200, deadline=None)
-
-
-def write_tree(base, files):
-    """Create ``files`` ({host path: text/bytes/None for a directory}) under ``base``."""
-    for path, content in files.items():
-        target = os.path.join(str(base), path.lstrip("/"))
-        if content is None:
-            os.makedirs(target, exist_ok=True)
-            continue
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with open(target, "wb") as handle:
-            handle.write(content if isinstance(content, bytes) else content.encode("utf-8"))
-    return str(base)
 
 
 # -- real-format samples (written from the kernel's and the distributions' formats) ----------

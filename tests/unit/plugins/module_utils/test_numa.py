@@ -9,6 +9,8 @@ import os
 import pytest
 from hypothesis import given, settings, strategies as st
 
+from helpers.tree import write_tree
+
 from ansible_collections.gpuhost.baseline.plugins.module_utils import _numa
 from ansible_collections.gpuhost.baseline.plugins.module_utils._numa import (
     node_entry,
@@ -22,19 +24,6 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils._sysfs import Roo
 
 FUZZ = settings(max_examples=200, deadline=None)
 NODE = "/sys/devices/system/node"
-
-
-def write_tree(base, files):
-    """Create ``files`` ({host path: text/bytes/None for a directory}) under ``base``."""
-    for path, content in files.items():
-        target = os.path.join(str(base), path.lstrip("/"))
-        if content is None:
-            os.makedirs(target, exist_ok=True)
-            continue
-        os.makedirs(os.path.dirname(target), exist_ok=True)
-        with open(target, "wb") as handle:
-            handle.write(content if isinstance(content, bytes) else content.encode("utf-8"))
-    return str(base)
 
 
 # -- samples in the kernel's formats (drivers/base/node.c, fs/proc/task_mmu.c) ---------------------
