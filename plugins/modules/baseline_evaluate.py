@@ -87,25 +87,9 @@ options:
       - Date (YYYY-MM-DD) to judge waiver expiry against instead of the controller's date (for tests and reports
         of a past run).
     type: raw
-attributes:
-  action:
-    description: Runs on the controller as an action plugin.
-    support: full
-  async:
-    description: Supports being used with the C(async) keyword.
-    support: none
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
+extends_documentation_fragment:
+  - gpuhost.baseline.controller
 notes:
-  - Needs the Python libraries C(jmespath) and C(PyYAML) on the controller.
   - A malformed rule, profile, parameter or waiver fails the task with the file, the rule id and what is wrong.
 seealso:
   - module: gpuhost.baseline.baseline_validate

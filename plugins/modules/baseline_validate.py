@@ -46,25 +46,8 @@ options:
         hosts sharing the same inputs are validated once. The error names the first host whose inputs are wrong.
     type: list
     elements: str
-attributes:
-  action:
-    description: Runs on the controller as an action plugin.
-    support: full
-  async:
-    description: Supports being used with the C(async) keyword.
-    support: none
-  check_mode:
-    description: Can run in check_mode and return changed status prediction without modifying target.
-    support: full
-  diff_mode:
-    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
-    support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
-notes:
-  - Needs the Python libraries C(jmespath) and C(PyYAML) on the controller.
+extends_documentation_fragment:
+  - gpuhost.baseline.controller
 seealso:
   - module: gpuhost.baseline.baseline_evaluate
 """
