@@ -29,8 +29,8 @@ import re
 from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_common import (
     FixError, file_diff, printable, to_bytes, to_text)
 from ansible_collections.gpuhost.baseline.plugins.module_utils._kernel import (
-    cmdline_value, detect_bootloader, grub_cmdline, parse_cmdline, parse_os_release, parse_shell_assignments,
-    sort_releases, split_cmdline)
+    KERNEL_SPACE, cmdline_value, cmdline_word_spans, detect_bootloader, grub_cmdline, parse_cmdline,
+    parse_os_release, parse_shell_assignments, sort_releases, split_cmdline)
 
 __metaclass__ = type
 
@@ -44,7 +44,7 @@ PROXMOX_UUIDS = "/etc/kernel/proxmox-boot-uuids"
 LINUX_VAR = "GRUB_CMDLINE_LINUX"
 DEFAULT_VAR = "GRUB_CMDLINE_LINUX_DEFAULT"
 
-_SPACE = " \t\n\r\x0b\x0c\x00"
+_SPACE = KERNEL_SPACE
 
 
 def _norm(key):
@@ -128,20 +128,9 @@ def cmdline_tokens(text):
     the kernel hands to init.
     """
     tokens = []
-    i, n = 0, len(text)
     init = False
-    while i < n:
-        while i < n and text[i] in _SPACE:
-            i += 1
-        if i >= n:
-            break
-        start = i
-        quoted = False
-        while i < n and (quoted or text[i] not in _SPACE):
-            if text[i] == '"':
-                quoted = not quoted
-            i += 1
-        word = text[start:i]
+    for start, end in cmdline_word_spans(text):
+        word = text[start:end]
         if word == "--":
             init = True
         key = value = None
@@ -149,7 +138,7 @@ def cmdline_tokens(text):
             params, _rest = split_cmdline(word)
             if len(params) == 1:
                 key, value = params[0]
-        tokens.append((start, i, key, value, init))
+        tokens.append((start, end, key, value, init))
     return tokens
 
 

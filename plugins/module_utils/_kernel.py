@@ -25,7 +25,7 @@ SUBSYSTEM = "kernel"
 
 # -- running command line -------------------------------------------------------------
 
-_KERNEL_SPACE = " \t\n\r\x0b\x0c\x00"
+KERNEL_SPACE = " \t\n\r\x0b\x0c\x00"  # the kernel's isspace(), NUL included
 
 
 def _as_text(data):
@@ -36,6 +36,26 @@ def _as_text(data):
     if not isinstance(data, str):
         return None
     return data
+
+
+def cmdline_word_spans(text):
+    """``[(start, end)]`` of each word of a kernel command line: words end at whitespace
+    (``isspace()`` in the kernel, NUL included) outside double quotes."""
+    spans = []
+    i, n = 0, len(text)
+    while i < n:
+        while i < n and text[i] in KERNEL_SPACE:
+            i += 1
+        if i >= n:
+            break
+        start = i
+        in_quote = False
+        while i < n and (in_quote or text[i] not in KERNEL_SPACE):
+            if text[i] == '"':
+                in_quote = not in_quote
+            i += 1
+        spans.append((start, i))
+    return spans
 
 
 def split_cmdline(text):
@@ -52,20 +72,7 @@ def split_cmdline(text):
     text = _as_text(text)
     if not text:
         return [], []
-    words = []
-    i, n = 0, len(text)
-    while i < n:
-        while i < n and text[i] in _KERNEL_SPACE:
-            i += 1
-        if i >= n:
-            break
-        start = i
-        in_quote = False
-        while i < n and (in_quote or text[i] not in _KERNEL_SPACE):
-            if text[i] == '"':
-                in_quote = not in_quote
-            i += 1
-        words.append(text[start:i])
+    words = [text[start:end] for start, end in cmdline_word_spans(text)]
 
     params = []
     for index, word in enumerate(words):
