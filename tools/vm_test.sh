@@ -50,7 +50,9 @@ phase "QEMU build" "${vmctl[@]}" build --only qemu >/dev/null
 phase "harness tests" "$venv/bin/pytest" -q -m vm tests/vm
 
 if compgen -G "molecule/*/molecule.yml" >/dev/null; then
-    phase "molecule test --all" molecule test --all
+    # each scenario step's time goes into the phase table too (tests/vm/step_times.py)
+    phase "molecule test --all" bash -o pipefail -c \
+        'molecule test --all 2>&1 | "$0" "$1" "$GPUHOST_VM_TIMINGS"' "$venv/bin/python" "$repo/tests/vm/step_times.py"
 else
     echo "== no molecule scenarios yet (molecule/*/molecule.yml)"
 fi

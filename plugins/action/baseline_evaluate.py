@@ -13,7 +13,8 @@ from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils._facts import SUBSYSTEMS
-from ansible_collections.gpuhost.baseline.plugins.module_utils._rules import CatalogueError, evaluate, host_report
+from ansible_collections.gpuhost.baseline.plugins.module_utils._rules import (CatalogueError, compact_findings, evaluate,
+                                                                           host_report)
 
 __metaclass__ = type
 
@@ -31,6 +32,7 @@ class ActionModule(ActionBase):
             return_facts=dict(type="bool", default=False),
             before=dict(type="list", elements="dict"),
             note=dict(type="str"),
+            failure=dict(type="str"),
             profile=dict(type="str", default="auto"),
             params=dict(type="dict", default={}),
             waivers=dict(type="list", elements="raw", default=[]),
@@ -44,6 +46,11 @@ class ActionModule(ActionBase):
         if facts is None:
             gathered = self._gather(args, task_vars)
             if "host_report" in gathered:  # unreachable or the module failed: say so, judge nothing
+                part = gathered["host_report"]
+                if args["failure"]:
+                    part["message"] = "%s; then %s" % (args["failure"], part["message"])
+                if args["before"] is not None:  # the report still shows where the host stood
+                    part["before"] = {"findings": compact_findings(args["before"])}
                 result.update(gathered)
                 return result
             facts = gathered["facts"]
@@ -58,7 +65,8 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg=message, host_report={"state": "failed", "message": message})
             return result
         result.update(outcome)
-        result["host_report"] = host_report(facts, outcome, before=args["before"], note=args["note"])
+        result["host_report"] = host_report(facts, outcome, before=args["before"], note=args["note"],
+                                            failure=args["failure"])
         result["changed"] = False
         return result
 

@@ -1201,8 +1201,11 @@ def pending_items(findings, fixed_actions=None):
     return items
 
 
-def host_report(facts, outcome, before=None, note=None):
-    """This host's part of the report (the input of ``baseline_report``) from its facts and evaluation."""
+def host_report(facts, outcome, before=None, note=None, failure=None):
+    """This host's part of the report (the input of ``baseline_report``) from its facts and evaluation.
+
+    ``failure`` (why work on the host did not complete) makes its state ``failed`` with that
+    message, findings kept."""
     numa = facts.get("numa") if isinstance(facts.get("numa"), dict) else {}
     errors = facts.get("errors")
     part = {
@@ -1218,6 +1221,9 @@ def host_report(facts, outcome, before=None, note=None):
         part["pending"] = outcome["pending_items"]
     if note:
         part["message"] = note
+    if failure:
+        part["state"] = "failed"
+        part["message"] = "%s; %s" % (failure, note) if note else failure
     return part
 
 

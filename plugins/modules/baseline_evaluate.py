@@ -56,6 +56,12 @@ options:
     description:
       - A message for this host in the report (for example why remediation skipped it).
     type: str
+  failure:
+    description:
+      - Why work on this host did not complete (the remediate role passes the fix task that failed or lost its
+        connection). The host is reported with state V(failed) and this message; its findings are still those
+        of this evaluation, so the report shows where the host stands.
+    type: str
   profile:
     description:
       - Profile name, or V(auto) to pick the highest-priority profile whose C(match) expression holds on
@@ -231,7 +237,8 @@ pending_items:
 host_report:
   description:
     - This host's part of the report, the input of M(gpuhost.baseline.baseline_report) - C(state) (V(audited),
-      V(failed) when facts could not be gathered, V(unreachable)), C(message), C(hostname), C(findings), C(profile),
+      V(failed) when facts could not be gathered or O(failure) is set, V(unreachable)), C(message), C(hostname),
+      C(findings), C(profile),
       C(numa) (nodes for the chart), C(facts_errors), and with O(before) also C(before) and C(pending).
     - Its findings (and C(before.findings)) leave out what each finding copies from its rule (C(title), C(area),
       C(severity), C(fix), C(reboot_required), C(rationale), C(source), C(fix_action)), the same on every host, so
@@ -260,6 +267,7 @@ def main():
             return_facts=dict(type="bool", default=False),
             before=dict(type="list", elements="dict"),
             note=dict(type="str"),
+            failure=dict(type="str"),
             profile=dict(type="str", default="auto"),
             params=dict(type="dict", default={}),
             waivers=dict(type="list", elements="raw", default=[]),

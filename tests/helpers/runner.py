@@ -7,21 +7,23 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 VENV_BIN = os.path.join(REPO, ".venv", "bin")
 
 
-def run_playbook(tmp_path, playbook, inventory, extravars=None, cmdline=None):
+def run_playbook(tmp_path, playbook, inventory, extravars=None, cmdline=None, env=None, event_handler=None):
     """Run ``playbooks/<playbook>`` with ``inventory`` (a dict) and return the runner.
 
     Each run gets its own private data dir under ``tmp_path``; the checkout is reached through
-    the build/collections link that tests/conftest.py creates.
+    the build/collections link that tests/conftest.py creates. ``env`` adds environment
+    variables; ``event_handler`` gets each ansible-runner event as it happens.
     """
     private = tmp_path / ("runner-%s" % len(list(tmp_path.glob("runner-*"))))
     private.mkdir()
-    env = {
+    envvars = {
         "ANSIBLE_COLLECTIONS_PATH": os.environ["ANSIBLE_COLLECTIONS_PATH"],
         "ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg"),
         "ANSIBLE_ROLES_PATH": os.path.join(REPO, "roles"),
         "PATH": VENV_BIN + os.pathsep + os.environ.get("PATH", ""),
         "ANSIBLE_NOCOLOR": "1",
     }
+    envvars.update(env or {})
     runner = ansible_runner.run(
         private_data_dir=str(private),
         project_dir=REPO,
@@ -29,8 +31,9 @@ def run_playbook(tmp_path, playbook, inventory, extravars=None, cmdline=None):
         inventory=inventory,
         extravars=extravars or {},
         cmdline=cmdline,
-        envvars=env,
+        envvars=envvars,
         quiet=True,
+        event_handler=event_handler,
     )
     return runner
 

@@ -115,3 +115,41 @@ def test_busy_gpus_stop_the_host_unless_forced(snapshot_trees, tmp_path):
     assert tree_state(root) == before
     host = read_report(tmp_path / "r")
     assert "skipped" in host["message"]
+
+
+def test_failed_fix_reports_the_host_failed_and_a_rerun_completes(snapshot_trees, tmp_path):
+    """A fix that fails keeps the host in the play: it is audited again, reported failed with the
+    task and its error, the other host is fixed, the run fails; once the cause is gone a rerun completes."""
+    broken = copy_tree(snapshot_trees["incident"], tmp_path / "broken")
+    fine = copy_tree(snapshot_trees["incident"], tmp_path / "fine")
+    sysctl_d = os.path.join(broken, "etc", "sysctl.d")
+    shutil.rmtree(sysctl_d, ignore_errors=True)
+    with open(sysctl_d, "w") as handle:  # a file where the sysctl.d directory belongs: the sysctl fix fails
+        handle.write("not a directory\n")
+    hosts = {"all": {"hosts": {
+        "gpu-broken": inventory(broken)["all"]["hosts"]["gpu-incident"],
+        "gpu-fine": inventory(fine)["all"]["hosts"]["gpu-incident"],
+    }}}
+    first = run_playbook(tmp_path, "remediate.yml", hosts, extravars={"gpuhost_report_dir": str(tmp_path / "r1")})
+    out = stdout_of(first)
+    assert first.rc != 0, out
+    assert "remediation of gpu-broken did not complete" in out
+    with open(os.path.join(str(tmp_path / "r1"), "report.json")) as handle:
+        report = json.load(handle)["hosts"]
+    broken_host, fine_host = report["gpu-broken"], report["gpu-fine"]
+    assert broken_host["state"] == "failed"
+    assert "NUMA-001 NUMA-006" in broken_host["message"] and "failed" in broken_host["message"]
+    # re-audited after the failure: findings and the before view are there, NUMA-001 still failing
+    assert statuses(broken_host["findings"], "NUMA-001") == {"fail"}
+    assert statuses(broken_host["before"]["findings"], "NUMA-001") == {"fail"}
+    assert fine_host["state"] == "audited" and statuses(fine_host["findings"], "NUMA-001") == {"pass"}
+
+    os.remove(sysctl_d)
+    os.mkdir(sysctl_d)
+    rerun = run_playbook(tmp_path, "remediate.yml", hosts, extravars={"gpuhost_report_dir": str(tmp_path / "r2")})
+    assert rerun.rc == 0, stdout_of(rerun)
+    with open(os.path.join(str(tmp_path / "r2"), "report.json")) as handle:
+        report = json.load(handle)["hosts"]
+    assert report["gpu-broken"]["state"] == "audited"
+    assert statuses(report["gpu-broken"]["findings"], "NUMA-001") == {"pass"}
+    assert report["gpu-fine"]["state"] == "audited"
