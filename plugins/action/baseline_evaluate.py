@@ -13,8 +13,8 @@ from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils._facts import SUBSYSTEMS
-from ansible_collections.gpuhost.baseline.plugins.module_utils._rules import (CatalogueError, compact_findings, evaluate,
-                                                                           host_report)
+from ansible_collections.gpuhost.baseline.plugins.module_utils._rules import (
+    CatalogueError, compact_findings, evaluate, host_report)
 
 __metaclass__ = type
 

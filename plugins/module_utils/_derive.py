@@ -232,6 +232,13 @@ def _cpu_boot(facts, limit, deep_now):
             problems.append("governor performance is not set at boot: %s, and the configured kernel command line has "
                             "no cpufreq.default_governor=performance%s" % (
                                 why, "; the running performance governor would be lost at reboot" if running_ok else ""))
+        elif not unit_state and cmdline_value(configured, "cpufreq.default_governor") != "performance":
+            udev = section.get("udev") if isinstance(section.get("udev"), dict) else {}
+            if not udev.get("modules"):
+                problems.append("governor performance may not survive a reboot: no udev rule runs %s when a cpufreq "
+                                "driver module loads (%s), and a driver loaded after %s ran (acpi-cpufreq usually "
+                                "is a module) starts with the kernel's default governor; run cpu_power again"
+                                % (_get(section, "script", "path"), udev.get("path") or "its rule file", unit_name))
 
     states = _get(cpu, "cpuidle", "states")
     if not isinstance(limit, int) or isinstance(limit, bool):

@@ -29,8 +29,9 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils._cpu import (
 from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_common import (
     FixError, file_diff, printable, to_bytes, to_text)
 from ansible_collections.gpuhost.baseline.plugins.module_utils._persist import (
-    CPU_SCRIPT_PATH as SCRIPT_PATH, CPU_SETTINGS_MARK as SETTINGS_MARK, CPU_UNIT_NAME as UNIT_NAME,
-    CPU_UNIT_PATH as UNIT_PATH, CPU_WANTS_LINK as WANTS_LINK, cpu_script_settings as script_settings)
+    CPU_SCRIPT_PATH as SCRIPT_PATH, CPU_SETTINGS_MARK as SETTINGS_MARK, CPU_UDEV_PATH as UDEV_PATH,
+    CPU_UNIT_NAME as UNIT_NAME, CPU_UNIT_PATH as UNIT_PATH, CPU_WANTS_LINK as WANTS_LINK,
+    cpu_script_settings as script_settings)
 
 __metaclass__ = type
 
@@ -397,13 +398,35 @@ def render_unit():
     ])
 
 
-def persisted_view(script, unit, link):
+#: kernel module names of cpufreq drivers (acpi_cpufreq, amd_pstate, intel_pstate, cppc_cpufreq, ...)
+UDEV_MODULES = "*cpufreq*|*pstate*"
+
+
+def render_udev():
+    """The rule that runs the script again when a cpufreq driver module loads.
+
+    acpi-cpufreq (a module in Debian, Ubuntu, RHEL and Proxmox kernels) is loaded by udev while
+    the system boots, and may come after the unit ran: its policies then start with the
+    kernel's default governor (schedutil). The module's ``add`` uevent comes once its init has
+    registered the policies, so the script finds them (seen under QEMU: docs/vm-tests.md).
+    """
+    return "\n".join([
+        "# Managed by Ansible (gpuhost.baseline.cpu_power): edits are overwritten.",
+        "# Re-applies %s when a cpufreq driver module loads: one loaded after %s ran" % (SCRIPT_PATH, UNIT_NAME),
+        "# (acpi-cpufreq usually is a module) starts every policy with the kernel's default governor.",
+        'ACTION=="add", SUBSYSTEM=="module", KERNEL=="%s", RUN+="%s"' % (UDEV_MODULES, SCRIPT_PATH),
+        "",
+    ])
+
+
+def persisted_view(script, unit, link, udev=None):
     return {
         "unit": unit is not None,
         "enabled": link == UNIT_PATH,
         "script": script is not None,
         "settings": script_settings(script),
         "unit_current": unit == render_unit(),
+        "udev": udev == render_udev(),
     }
 
 
@@ -419,17 +442,20 @@ def apply(host, governor=None, epp=None, boost=None, idle_latency_max_us=None, p
     script_before = to_text(host.read_file(SCRIPT_PATH))
     unit_before = to_text(host.read_file(UNIT_PATH))
     link_before = host.readlink(WANTS_LINK)
-    persisted_before = persisted_view(script_before, unit_before, link_before)
+    udev_before = to_text(host.read_file(UDEV_PATH))
+    persisted_before = persisted_view(script_before, unit_before, link_before, udev_before)
     file_changes = []
     if persist == "systemd":
-        script_after, unit_after = render_script(settings), render_unit()
+        script_after, unit_after, udev_after = render_script(settings), render_unit(), render_udev()
         if script_after != script_before:
             file_changes.append(("file", SCRIPT_PATH, script_before, script_after, 0o755))
         if unit_after != unit_before:
             file_changes.append(("file", UNIT_PATH, unit_before, unit_after, 0o644))
         if link_before != UNIT_PATH:
             file_changes.append(("link", WANTS_LINK, link_before, UNIT_PATH, None))
-        persisted_after = persisted_view(script_after, unit_after, UNIT_PATH)
+        if udev_after != udev_before:
+            file_changes.append(("file", UDEV_PATH, udev_before, udev_after, 0o644))
+        persisted_after = persisted_view(script_after, unit_after, UNIT_PATH, udev_after)
     else:
         persisted_after = persisted_before
 
@@ -447,6 +473,7 @@ def apply(host, governor=None, epp=None, boost=None, idle_latency_max_us=None, p
         "warnings": decided["warnings"],
         "unit": UNIT_PATH,
         "script": SCRIPT_PATH,
+        "udev_rule": UDEV_PATH,
     }
     if diff:
         entries = []
@@ -471,6 +498,8 @@ def apply(host, governor=None, epp=None, boost=None, idle_latency_max_us=None, p
                 host.write_file(path, to_bytes(after), mode=mode)
     if unit_changed:
         host.run(["systemctl", "daemon-reload"], "systemd has not loaded %s; run systemctl daemon-reload" % UNIT_NAME)
+    if any(path == UDEV_PATH for _kind, path, _b, _a, _m in file_changes):
+        host.run(["udevadm", "control", "--reload"], "udev has not read %s; run udevadm control --reload" % UDEV_PATH)
     if writes and not host.check_mode:
         # what the kernel made of it (EPP follows the performance governor on a live host)
         result["runtime_after"] = summarize(read_state(host))

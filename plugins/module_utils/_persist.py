@@ -66,6 +66,8 @@ CPU_UNIT_NAME = "gpuhost-cpu-power.service"
 CPU_UNIT_PATH = SYSTEMD_DIR + "/" + CPU_UNIT_NAME
 CPU_WANTS_LINK = WANTS_DIR + "/" + CPU_UNIT_NAME
 CPU_SETTINGS_MARK = "# gpuhost-cpu-power-settings: "
+#: runs the script again when a cpufreq driver module loads (after the unit, it starts with the default governor)
+CPU_UDEV_PATH = "/etc/udev/rules.d/90-gpuhost-cpu-power.rules"
 
 #: settings key -> accepted Python type(s) (bool is checked apart: it is an int too)
 _CPU_SETTING_TYPES = {"governor": str, "epp": str, "boost": bool, "idle_latency_max_us": int}
@@ -127,8 +129,9 @@ def pcie_device_settings(entries):
     return devices
 
 
-def parse_udev_rules(text, program):
-    """PCI device names (``KERNEL==``) of the rules in ``text`` that run ``program``."""
+def parse_udev_rules(text, program, subsystem="pci"):
+    """Device names (``KERNEL==`` values: PCI addresses, module name patterns) of the rules in
+    ``text`` that match ``SUBSYSTEM==<subsystem>`` and run ``program``."""
     devices = []
     for line in (text or "").splitlines():
         line = line.strip()
@@ -136,9 +139,9 @@ def parse_udev_rules(text, program):
             continue
         pairs = _UDEV_PAIR_RE.findall(line)
         kernel = [value for key, op, value in pairs if key == "KERNEL" and op == "=="]
-        subsystem = [value for key, op, value in pairs if key == "SUBSYSTEM" and op == "=="]
+        subsystems = [value for key, op, value in pairs if key == "SUBSYSTEM" and op == "=="]
         runs = [value for key, op, value in pairs if key == "RUN" and op in ("+=", "=", ":=")]
-        if kernel and subsystem == ["pci"] and any(value.split()[:1] == [program] for value in runs if value.strip()):
+        if kernel and subsystems == [subsystem] and any(value.split()[:1] == [program] for value in runs if value.strip()):
             if kernel[0] not in devices:
                 devices.append(kernel[0])
     return sorted(devices)
@@ -295,10 +298,13 @@ def _gather_cpu_power(root):
                        % "; ".join(problems))
     unit = _unit(root, CPU_UNIT_PATH, CPU_SCRIPT_PATH, "gpuhost.baseline.cpu_power")
     enabled = _enabled(root, CPU_WANTS_LINK, unit)
+    udev_text = root.read_text(CPU_UDEV_PATH, SUBSYSTEM, optional=True)
     return {
         "script": {"path": CPU_SCRIPT_PATH, "present": script_text is not None, "managed": settings is not None},
         "unit": unit,
         "enabled": enabled,
+        "udev": {"path": CPU_UDEV_PATH, "present": udev_text is not None,
+                 "modules": parse_udev_rules(udev_text, CPU_SCRIPT_PATH, subsystem="module")},
         "active": bool(settings is not None and unit["runs_script"] and enabled),
         "settings": settings,
     }

@@ -58,6 +58,10 @@ options:
         this task, and C(/etc/systemd/system/gpuhost-cpu-power.service), a oneshot unit that runs it at boot,
         enables the unit with the C(multi-user.target.wants) link, and runs C(systemctl daemon-reload) when the
         unit changed (only when O(root=/)).
+      - It also writes C(/etc/udev/rules.d/90-gpuhost-cpu-power.rules), which runs the script again when a cpufreq
+        driver module loads (C(udevadm control --reload) when it changed). acpi-cpufreq is a module in most
+        distribution kernels and udev may load it after the unit ran; its policies would then start with the
+        kernel's default governor.
       - V(none) changes runtime state only and leaves any unit as it is.
     type: str
     choices: [systemd, none]
@@ -198,6 +202,10 @@ persisted_before:
       description: Whether the unit file is the one this module writes.
       type: bool
       sample: true
+    udev:
+      description: Whether the udev rule that runs the script when a cpufreq driver module loads is the one this module writes.
+      type: bool
+      sample: true
 
 persisted_after:
   description: The boot-time unit after the task.
@@ -225,6 +233,10 @@ persisted_after:
       description: Whether the unit file is the one this module writes.
       type: bool
       sample: true
+    udev:
+      description: Whether the udev rule that runs the script when a cpufreq driver module loads is the one this module writes.
+      type: bool
+      sample: true
 
 unsupported:
   description: Settings that could not be applied on this host, with the reason (for example no EPP with acpi-cpufreq).
@@ -236,6 +248,11 @@ unit:
   returned: success
   type: str
   sample: /etc/systemd/system/gpuhost-cpu-power.service
+udev_rule:
+  description: Path of the udev rule.
+  returned: success
+  type: str
+  sample: /etc/udev/rules.d/90-gpuhost-cpu-power.rules
 script:
   description: Path of the boot-time script.
   returned: success

@@ -173,6 +173,8 @@ _HEALTHY = {
                      "runs_script": True, "exec_start": ["/usr/local/sbin/gpuhost-cpu-power"],
                      "wanted_by": ["multi-user.target"]},
             "enabled": True,
+            "udev": {"path": "/etc/udev/rules.d/90-gpuhost-cpu-power.rules", "present": True,
+                     "modules": ["*cpufreq*|*pstate*"]},
             "active": True,
             "settings": {"governor": "performance", "epp": "performance", "boost": True, "idle_latency_max_us": 100},
         },

@@ -95,7 +95,7 @@ def test_incident_four_runs(snapshot_trees, tmp_path):
                      '+governor: {"performance": 128}', "+ExecStart=/usr/local/sbin/gpuhost-cpu-power"):
         assert expected in check_out, expected
     assert check_results[2]["commands"] == ["proxmox-boot-tool refresh"]
-    assert check_results[3]["commands"] == ["systemctl daemon-reload"]
+    assert check_results[3]["commands"] == ["systemctl daemon-reload", "udevadm control --reload"]
 
     _out, results = steps[1]
     sysctl, swappiness, cmdline, cpu = results
@@ -126,10 +126,12 @@ def test_incident_four_runs(snapshot_trees, tmp_path):
                 "etc/kernel/cmdline", "usr/local", "usr/local/sbin", "usr/local/sbin/gpuhost-cpu-power", "etc/systemd",
                 "etc/systemd/system", "etc/systemd/system/gpuhost-cpu-power.service",
                 "etc/systemd/system/multi-user.target.wants",
-                "etc/systemd/system/multi-user.target.wants/gpuhost-cpu-power.service"} | set(backups)
+                "etc/systemd/system/multi-user.target.wants/gpuhost-cpu-power.service",
+                "etc/udev", "etc/udev/rules.d", "etc/udev/rules.d/90-gpuhost-cpu-power.rules"} | set(backups)
     expected |= set("sys/devices/system/cpu/cpufreq/policy%d/scaling_governor" % n for n in range(128))
     expected |= set("sys/devices/system/cpu/cpu%d/cpuidle/state2/disable" % n for n in range(128))
-    assert changed == expected - (set(before) & {"usr/local", "usr/local/sbin", "etc/systemd", "etc/systemd/system"})
+    assert changed == expected - (set(before) & {"usr/local", "usr/local/sbin", "etc/systemd", "etc/systemd/system",
+                                                 "etc/udev", "etc/udev/rules.d"})
 
 
 def test_intel_four_runs_with_grub_forced(snapshot_trees, tmp_path):

@@ -57,8 +57,9 @@ def pcie_files(tree, max_read_request):
 
 
 def cpu_power_files(tree, **settings):
-    """What ``cpu_power`` (``persist: systemd``) leaves for ``settings``: script, unit, link."""
+    """What ``cpu_power`` (``persist: systemd``) leaves for ``settings``: script, unit, link, udev rule."""
     fix = module_utils("_fix_cpu")
     tree.file(fix.SCRIPT_PATH, fix.render_script(fix.settings_of(**settings)))
     tree.file(fix.UNIT_PATH, fix.render_unit())
     tree.link(fix.WANTS_LINK, fix.UNIT_PATH)
+    tree.file(fix.UDEV_PATH, fix.render_udev())

@@ -2,9 +2,10 @@
 
 Before rebooting, the side effect undid every runtime fix (numa_balancing 1, swappiness 60,
 MaxReadReq 128 B on the tuned endpoints, C2 enabled, governor schedutil), so only sysctl.d,
-gpuhost-pcie.service (or its udev rule) and gpuhost-cpu-power.service can have put the baseline
-back. The kernel command line is not
-checked: QEMU boots the kernel directly, GRUB's configuration is never read.
+gpuhost-pcie.service (or its udev rule) and gpuhost-cpu-power.service (or its udev rule, when
+acpi-cpufreq loads after the unit ran: it did here, and the governor came back schedutil before
+that rule existed) can have put the baseline back. The kernel command line is not checked: QEMU
+boots the kernel directly, GRUB's configuration is never read.
 """
 import json
 import os

@@ -108,6 +108,11 @@ def test_cpu_power_unit_installed_and_enabled(host):
     assert host.service("gpuhost-cpu-power.service").is_enabled
     script = host.file("/usr/local/sbin/gpuhost-cpu-power").content_string
     assert '"governor": "performance"' in script and '"idle_latency_max_us": 100' in script
+    # acpi-cpufreq is a module in the guest, loaded by udev after the unit may have run: the rule
+    # runs the script again when it loads
+    assert host.run("lsmod | grep -q '^acpi_cpufreq '").rc == 0
+    rule = host.file("/etc/udev/rules.d/90-gpuhost-cpu-power.rules").content_string
+    assert 'SUBSYSTEM=="module"' in rule and 'RUN+="/usr/local/sbin/gpuhost-cpu-power"' in rule
 
 
 def test_grub_holds_the_profile_cmdline_and_update_grub_ran(host):

@@ -9,8 +9,9 @@ import pytest
 from ansible_collections.gpuhost.baseline.plugins.module_utils._cpu import CPU_DIR
 from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_common import FixError, Host, fail_with_rollback
 from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_cpu import (
-    SCRIPT_PATH, UNIT_PATH, WANTS_LINK, apply, check_name, group_writes, plan, read_state, render_script,
+    SCRIPT_PATH, UDEV_PATH, UNIT_PATH, WANTS_LINK, apply, check_name, group_writes, plan, read_state, render_script,
     render_unit, script_settings, settings_of, summarize)
+from ansible_collections.gpuhost.baseline.plugins.module_utils._persist import parse_udev_rules
 from helpers.fixhost import FakeModule, changed_paths, copy_tree, make_readonly, read, tree_state
 
 POLICY0 = CPU_DIR + "/cpufreq/policy0/"
@@ -206,20 +207,22 @@ def test_incident_four_runs(snapshot_trees, tmp_path):
 
     host = _host(root, check=True)
     result = apply(host, *args, diff=True)
-    assert result["changed"] and host.commands == ["systemctl daemon-reload"]
+    assert result["changed"] and host.commands == ["systemctl daemon-reload", "udevadm control --reload"]
     assert result["runtime_after"]["governor"] == {"performance": 128}
     assert [entry["after_header"] for entry in result["diff"]] == ["runtime (sysfs)", SCRIPT_PATH, UNIT_PATH,
-                                                                   WANTS_LINK]
+                                                                   WANTS_LINK, UDEV_PATH]
     assert result["persisted_before"] == {"unit": False, "enabled": False, "script": False, "settings": None,
-                                          "unit_current": False}
+                                          "unit_current": False, "udev": False}
     assert tree_state(root) == before
 
     host = _host(root)
     result = apply(host, *args)
-    assert result["changed"] and host.commands == ["systemctl daemon-reload"] and host.module.ran == []
+    assert result["changed"] and host.commands == ["systemctl daemon-reload", "udevadm control --reload"]
+    assert host.module.ran == []  # a snapshot root: the commands are listed, never run
     assert result["runtime_after"]["governor"] == {"performance": 128}
     assert result["runtime_after"]["idle_states"][2]["disabled_cpus"] == 128
     assert result["persisted_after"] == {"unit": True, "enabled": True, "script": True, "unit_current": True,
+                                         "udev": True,
                                          "settings": {"governor": "performance", "epp": "performance", "boost": True,
                                                       "idle_latency_max_us": 10}}
     changed = changed_paths(before, tree_state(root))
@@ -228,14 +231,16 @@ def test_incident_four_runs(snapshot_trees, tmp_path):
     expected |= {"usr", "usr/local", "usr/local/sbin", "usr/local/sbin/gpuhost-cpu-power", "etc/systemd",
                  "etc/systemd/system", "etc/systemd/system/gpuhost-cpu-power.service",
                  "etc/systemd/system/multi-user.target.wants",
-                 "etc/systemd/system/multi-user.target.wants/gpuhost-cpu-power.service"}
+                 "etc/systemd/system/multi-user.target.wants/gpuhost-cpu-power.service",
+                 "etc/udev", "etc/udev/rules.d", "etc/udev/rules.d/90-gpuhost-cpu-power.rules"}
     new_dirs = {"usr", "usr/local", "usr/local/sbin", "etc/systemd", "etc/systemd/system",
-                "etc/systemd/system/multi-user.target.wants"}
+                "etc/systemd/system/multi-user.target.wants", "etc/udev", "etc/udev/rules.d"}
     assert set(changed) == (expected - new_dirs) | (new_dirs - set(before))
     assert read(root, "/sys/devices/system/cpu/cpu5/cpuidle/state2/disable") == "1\n"
     assert read(root, "/sys/devices/system/cpu/cpu5/cpuidle/state1/disable") == "0\n"
     assert os.readlink(os.path.join(root, WANTS_LINK.lstrip("/"))) == UNIT_PATH
     assert os.stat(os.path.join(root, SCRIPT_PATH.lstrip("/"))).st_mode & 0o777 == 0o755
+    assert parse_udev_rules(read(root, UDEV_PATH), SCRIPT_PATH, subsystem="module") == ["*cpufreq*|*pstate*"]
 
     after = tree_state(root)
     for check in (True, False):

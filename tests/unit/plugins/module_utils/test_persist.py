@@ -74,6 +74,11 @@ def test_udev_rules_of_the_module_and_others():
              '# ACTION=="add", SUBSYSTEM=="pci", KERNEL=="0000:03:00.0", RUN+="/usr/local/sbin/gpuhost-pcie-apply"\n'
              'garbage "" ==\n\xff\n')
     assert _persist.parse_udev_rules(other, _persist.PCIE_SCRIPT_PATH) == []
+    cpu = _fix_cpu.render_udev()
+    assert _persist.parse_udev_rules(cpu, _persist.CPU_SCRIPT_PATH, subsystem="module") == ["*cpufreq*|*pstate*"]
+    assert _persist.parse_udev_rules(cpu, _persist.CPU_SCRIPT_PATH) == []  # not a pci rule
+    assert _persist.parse_udev_rules(cpu.replace("gpuhost-cpu-power", "other"), _persist.CPU_SCRIPT_PATH,
+                                     subsystem="module") == []
 
 
 def test_unit_parsing():
@@ -136,6 +141,7 @@ def test_gather_incident_has_nothing_and_no_errors(snapshot_trees):
     assert facts["pcie"]["script"] == {"path": _persist.PCIE_SCRIPT_PATH, "present": False, "managed": False,
                                        "entries": 0}
     assert facts["cpu_power"]["settings"] is None and not facts["cpu_power"]["active"]
+    assert facts["cpu_power"]["udev"] == {"path": _persist.CPU_UDEV_PATH, "present": False, "modules": []}
     assert root.errors == []
 
 
@@ -150,6 +156,7 @@ def test_gather_healthy_reads_what_the_modules_wrote(snapshot_trees):
     cpu = facts["cpu_power"]
     assert cpu["active"] and cpu["settings"] == {"governor": "performance", "epp": "performance", "boost": True,
                                                  "idle_latency_max_us": 100}
+    assert cpu["udev"] == {"path": _persist.CPU_UDEV_PATH, "present": True, "modules": ["*cpufreq*|*pstate*"]}
 
 
 def test_gather_broken_files(snapshot_trees, tmp_path):
@@ -286,6 +293,16 @@ def test_cpu_boot_problems():
     assert "sets governor powersave" in problem and "lost" not in problem
     facts["kernel"]["configured_cmdline"]["params"]["cpufreq.default_governor"] = "performance"
     assert _cpu_boot(facts) == ([], None)
+    # the unit sets performance, but nothing runs it again when acpi-cpufreq (a module) loads after it
+    facts = healthy_facts()
+    facts["persistence"]["cpu_power"]["udev"] = {"path": _persist.CPU_UDEV_PATH, "present": False, "modules": []}
+    (problem,) = _cpu_boot(facts)[0]
+    assert "no udev rule runs /usr/local/sbin/gpuhost-cpu-power" in problem and "default governor" in problem
+    facts["kernel"]["configured_cmdline"]["params"]["cpufreq.default_governor"] = "performance"
+    assert _cpu_boot(facts) == ([], None)
+    facts = healthy_facts()
+    del facts["persistence"]["cpu_power"]["udev"]  # facts of an older collection version: same finding
+    assert "no udev rule" in _cpu_boot(facts)[0][0]
     facts = healthy_facts()
     facts["persistence"]["cpu_power"]["unit"]["masked"] = True
     facts["persistence"]["cpu_power"]["active"] = False
