@@ -2,8 +2,8 @@
 
 Usage: molecule test --all 2>&1 | python step_times.py [TIMINGS_FILE]
 
-Molecule logs ``<scenario> ➜ <step>: Executing`` when a step starts and ``Executed: Successful``
-(or ``Failed``) when it ends. Each step's duration is appended to TIMINGS_FILE (the phase table
+Molecule logs ``<scenario> ➜ <step>: Executing`` (``[<scenario> > <step>] Executing`` when its
+output is not a terminal) when a step starts and ``Executed: Successful`` (or ``Failed``) when it ends. Each step's duration is appended to TIMINGS_FILE (the phase table
 of tools/vm_test.sh) and printed at the end. Exits 0: the pipeline's status is molecule's.
 """
 import re
@@ -11,7 +11,9 @@ import sys
 import time
 
 ANSI = re.compile(r"\x1b\[[0-9;]*m")
-STEP = re.compile(r"(?P<scenario>[\w.-]+) \u279c (?P<step>[\w-]+): (?P<what>Executing|Executed: \w+|Skipping.*)")
+# "remediate ➜ create: Executing" on a terminal, "[remediate > create] Executing" in a log
+STEP = re.compile(r"(?:(?P<scenario>[\w.-]+) \u279c (?P<step>[\w-]+):|\[(?P<scenario2>[\w.-]+) > (?P<step2>[\w-]+)\]) "
+                  r"(?P<what>Executing|Executed: \w+)")
 
 
 def main(argv):
@@ -26,7 +28,7 @@ def main(argv):
         match = STEP.search(ANSI.sub("", line))
         if not match:
             continue
-        key = (match.group("scenario"), match.group("step"))
+        key = (match.group("scenario") or match.group("scenario2"), match.group("step") or match.group("step2"))
         what = match.group("what")
         if what == "Executing":
             started[key] = time.monotonic()

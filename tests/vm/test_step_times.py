@@ -11,6 +11,8 @@ LOG = (
     "INFO     remediate \u279c converge: Executing\n"
     "INFO     remediate \u279c converge: Executed: Failed\n"
     "INFO     remediate \u279c destroy: Executing\n"
+    "INFO     [audit > verify] Executing\n"
+    "INFO     [audit > verify] Executed: Successful\n"
 )
 
 
@@ -22,6 +24,7 @@ def test_steps_are_timed_and_the_output_kept(tmp_path):
     assert out.startswith(LOG)
     rows = timings.read_text().splitlines()
     assert [row.split()[:2] for row in rows] == [["remediate", "create"], ["remediate", "converge"],
-                                                 ["remediate", "destroy"]]
-    assert rows[0].endswith(" s") and rows[1].endswith("FAILED") and rows[2].endswith("NOT FINISHED")
+                                                 ["audit", "verify"], ["remediate", "destroy"]]
+    assert rows[0].endswith(" s") and rows[1].endswith("FAILED") and rows[2].endswith(" s")
+    assert rows[3].endswith("NOT FINISHED")
     assert "== molecule steps" in out
