@@ -956,7 +956,7 @@ def _finding(rule, status, subject, expected, observed, message, pending=False, 
 
 # What a finding copies from its rule: the same on every host, so a host's part of the report
 # leaves it out (``compact_findings``) and the report puts it back from the catalogue
-# (``expand_findings``). At 100 hosts this halves what every worker sends to the controller.
+# (``expand_findings``): a third less for every worker to send to the controller.
 RULE_TEXT_FIELDS = ("title", "area", "severity", "fix", "reboot_required", "rationale", "source", "fix_action")
 
 

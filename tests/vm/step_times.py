@@ -3,8 +3,9 @@
 Usage: molecule test --all 2>&1 | python step_times.py [TIMINGS_FILE]
 
 Molecule logs ``<scenario> ➜ <step>: Executing`` (``[<scenario> > <step>] Executing`` when its
-output is not a terminal) when a step starts and ``Executed: Successful`` (or ``Failed``) when it ends. Each step's duration is appended to TIMINGS_FILE (the phase table
-of tools/vm_test.sh) and printed at the end. Exits 0: the pipeline's status is molecule's.
+output is not a terminal) when a step starts and ``Executed: Successful`` (or ``Failed``) when it
+ends. Each step's duration is appended to TIMINGS_FILE (the phase table of tools/vm_test.sh) and
+printed at the end. Exits 0: the pipeline's status is molecule's.
 """
 import re
 import sys
