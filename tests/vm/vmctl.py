@@ -244,7 +244,7 @@ def _reap(pid):
 def stop_pid(pid, pidfile, grace=10.0):
     """TERM, then KILL after GRACE seconds. Returns True once the guest is gone."""
     for sig, wait in ((signal.SIGTERM, grace), (signal.SIGKILL, 5.0)):
-        if not pid_is_guest(pid, pidfile):
+        if _gone(pid, pidfile):
             return True
         try:
             os.kill(pid, sig)
@@ -254,11 +254,18 @@ def stop_pid(pid, pidfile, grace=10.0):
             raise
         deadline = time.time() + wait
         while time.time() < deadline:
-            _reap(pid)
-            if not pid_is_guest(pid, pidfile):
+            if _gone(pid, pidfile):
                 return True
             time.sleep(0.1)
-    return not pid_is_guest(pid, pidfile)
+    return _gone(pid, pidfile)
+
+
+def _gone(pid, pidfile):
+    # Reap after the check too: a child that died in between is a zombie, and is collected here.
+    if pid_is_guest(pid, pidfile):
+        return False
+    _reap(pid)
+    return True
 
 
 def port_is_free(port):
