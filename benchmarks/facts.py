@@ -27,8 +27,8 @@ if not os.path.lexists(LINK):
     os.makedirs(os.path.dirname(LINK), exist_ok=True)
     os.symlink(REPO, LINK)
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils._facts import gather_facts  # noqa: E402
-from ansible_collections.gpuhost.baseline.plugins.module_utils._sysfs import Recorder, Root  # noqa: E402
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts  # noqa: E402
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Recorder, Root  # noqa: E402
 
 
 def median_time(func, runs):

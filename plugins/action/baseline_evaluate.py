@@ -12,9 +12,9 @@ from __future__ import absolute_import, division, print_function
 from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils._facts import SUBSYSTEMS
-from ansible_collections.gpuhost.baseline.plugins.module_utils._rules import (
-    CatalogueError, compact_findings, evaluate, host_report)
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import compact_findings, evaluate, host_report
 
 __metaclass__ = type
 

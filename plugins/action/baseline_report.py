@@ -12,8 +12,10 @@ import os
 import yaml
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils import _report
-from ansible_collections.gpuhost.baseline.plugins.module_utils._rules import CatalogueError, expand_findings, load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ARGUMENT_SPEC, ReportError, build_report, failing_at_or_above
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import write_reports
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError, load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import expand_findings
 
 __metaclass__ = type
 
@@ -59,14 +61,14 @@ def with_rule_text(hosts, catalogue):
 
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(_report.ARGUMENT_SPEC)
+    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
     # Reports are written on the controller in check mode too: an audit with --check must report.
     _supports_check_mode = True
 
     def run(self, tmp=None, task_vars=None):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
-        dummy, args = self.validate_argument_spec(argument_spec=_report.ARGUMENT_SPEC)
+        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         report_dir = args["report_dir"]
         generated = args.get("generated") or datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
         try:
@@ -75,17 +77,20 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg="baseline_report: cannot load the rule catalogue: %s" % exc)
             return result
         try:
-            report = _report.build_report(
+            report = build_report(
                 hosts,
                 profile=args.get("profile"),
                 generated=generated,
                 collection_version=args.get("collection_version") or collection_version(),
             )
-        except _report.ReportError as exc:
+        except ReportError as exc:
             result.update(failed=True, msg="baseline_report: the findings break the report contract: %s" % exc)
             return result
         try:
-            paths = _report.write_reports(report, report_dir, args["formats"])
+            paths = write_reports(report, report_dir, args["formats"], template_dir=args.get("template_dir"))
+        except ReportError as exc:
+            result.update(failed=True, msg="baseline_report: cannot render the reports: %s" % exc)
+            return result
         except (IOError, OSError) as exc:
             result.update(failed=True, msg="baseline_report: cannot write reports to %s: %s; check that the "
                           "directory is writable by the controller user (gpuhost_report_dir)" % (report_dir, exc))
@@ -93,7 +98,7 @@ class ActionModule(ActionBase):
         result.update(changed=False, paths=paths, report_dir=report_dir, totals=report["totals"],
                       profile=report["profile"], collection_version=report["collection_version"])
         if args["fail_on"] != "none":
-            failing = _report.failing_at_or_above(report, args["fail_on"])
+            failing = failing_at_or_above(report, args["fail_on"])
             result["failing"] = ["%s: %s%s (%s)" % (host, f["id"], " " + f["subject"] if f.get("subject") else "",
                                                     f.get("severity")) for host, f in failing]
             if failing:

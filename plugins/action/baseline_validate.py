@@ -13,7 +13,7 @@ import json
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils._rules import CatalogueError, validate
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError, validate
 
 __metaclass__ = type
 

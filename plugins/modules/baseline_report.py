@@ -54,6 +54,14 @@ options:
     elements: str
     choices: [json, md, html, junit, prom]
     default: [json, md, html, junit, prom]
+  template_dir:
+    description:
+      - Directory of site templates searched before the bundled C(templates/) of the collection:
+        C(report.html.j2) and C(report.md.j2) there replace the bundled views by name.
+      - A site template may C({% extends "gpuhost/report.html.j2" %}) and replace the blocks C(style),
+        C(summary), C(matrix), C(hosts) and C(footer). HTML templates are autoescaped.
+      - A missing directory, or a template that does not parse or render, fails the task naming the template.
+    type: path
   collection_version:
     description:
       - Version stamped on every report. Default is read from the collection's C(MANIFEST.json)
@@ -162,7 +170,21 @@ failing:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils._report import ARGUMENT_SPEC
+
+# The action plugin's options (plugins/plugin_utils/report.py ARGUMENT_SPEC), repeated here
+# because a module cannot import controller code; tests/unit/plugins/action/test_baseline_report.py
+# keeps the two equal.
+FORMATS = ["json", "md", "html", "junit", "prom"]
+ARGUMENT_SPEC = dict(
+    report_dir=dict(type="path", required=True),
+    hosts=dict(type="dict", required=True),
+    profile=dict(type="str"),
+    formats=dict(type="list", elements="str", default=FORMATS, choices=FORMATS),
+    template_dir=dict(type="path"),
+    collection_version=dict(type="str"),
+    generated=dict(type="str"),
+    fail_on=dict(type="str", default="none", choices=["critical", "high", "medium", "low", "none"]),
+)
 
 
 def main():

@@ -273,8 +273,8 @@ backup_files:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_common import FIX_OPTIONS, run_fix
-from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_cpu import apply
+from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.base import FIX_OPTIONS, run_fix
+from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.cpu import apply
 
 
 def main():

@@ -99,8 +99,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils._facts import SUBSYSTEMS, gather_facts
-from ansible_collections.gpuhost.baseline.plugins.module_utils._sysfs import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS, gather_facts
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
 
 
 def main():

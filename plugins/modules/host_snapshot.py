@@ -80,8 +80,8 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils._facts import SUBSYSTEMS, gather_facts
-from ansible_collections.gpuhost.baseline.plugins.module_utils._sysfs import Recorder, Root, write_snapshot
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS, gather_facts
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Recorder, Root, write_snapshot
 
 SNAPSHOT_FORMAT = 1
 

@@ -164,8 +164,8 @@ commands:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_common import FixError, Host
-from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_nvidia import apply
+from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.base import FixError, Host
+from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.nvidia import apply
 
 
 def main():

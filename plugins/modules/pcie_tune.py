@@ -240,8 +240,8 @@ commands:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_common import FIX_OPTIONS, run_fix
-from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_pcie import KINDS, apply
+from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.base import FIX_OPTIONS, run_fix
+from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.pcie import KINDS, apply
 
 SIZES = [128, 256, 512, 1024, 2048, 4096]
 

@@ -150,8 +150,8 @@ commands:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_common import FIX_OPTIONS, run_fix
-from ansible_collections.gpuhost.baseline.plugins.module_utils._fix_sysctl import DEFAULT_FILE, apply
+from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.base import FIX_OPTIONS, run_fix
+from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.sysctl import DEFAULT_FILE, apply
 
 
 def main():

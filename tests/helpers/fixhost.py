@@ -6,7 +6,7 @@ import shutil
 
 
 class FakeModule:
-    """The parts of AnsibleModule that ``_fix_common.Host`` uses, without Ansible.
+    """The parts of AnsibleModule that ``fix.base.Host`` uses, without Ansible.
 
     ``atomic_move`` is a rename (what AnsibleModule does on one file system), ``backup_local``
     copies like AnsibleModule (same naming scheme, own counter instead of the time), commands

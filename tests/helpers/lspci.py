@@ -5,7 +5,7 @@
   ``xx: hh hh ...``; anything else is ignored, like lspci does).
 * :func:`write_dump` writes ``{address: bytes}`` back in that format.
 * :func:`parse_verbose` reads what ``lspci -vvv`` prints about the PCI Express, ACS and
-  AER capabilities into the vocabulary of ``_pci.parse_config``.
+  AER capabilities into the vocabulary of ``facts.pci.parse_config``.
 * :func:`lspci_crosscheck` decodes the same bytes with lspci and with ``parse_config``
   and asserts that they agree, field by field.
 """
@@ -14,7 +14,7 @@ import re
 import subprocess
 import tempfile
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils._pci import parse_config
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pci import parse_config
 
 _DEVICE_LINE = re.compile(r"^(?:([0-9a-fA-F]{4,8}):)?([0-9a-fA-F]{2}):([0-9a-fA-F]{2})\.([0-7])(?:\s|$)")
 _HEX_LINE = re.compile(r"^([0-9a-fA-F]{1,4}):((?:\s+[0-9a-fA-F]{2})+)\s*$")

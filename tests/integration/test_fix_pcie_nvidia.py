@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils._pci import parse_config
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pci import parse_config
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "helpers"))
 import lspci as lspci_helper  # noqa: E402

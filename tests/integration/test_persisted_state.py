@@ -13,9 +13,9 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils._facts import gather_facts
-from ansible_collections.gpuhost.baseline.plugins.module_utils._rules import evaluate
-from ansible_collections.gpuhost.baseline.plugins.module_utils._sysfs import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")

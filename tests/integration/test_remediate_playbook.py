@@ -10,7 +10,7 @@ import pytest
 from helpers.fixhost import copy_tree, tree_state
 from helpers.runner import run_playbook, stdout_of
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils._pci import parse_config
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pci import parse_config
 
 FIXED_BY_REMEDIATE = ["NUMA-001", "KERNEL-005", "PCI-001", "PCI-002", "CPU-003", "CPU-006", "NVIDIA-004", "NVIDIA-007"]
 PENDING_REBOOT = ["CPU-001", "KERNEL-001", "KERNEL-002", "IOMMU-002"]

@@ -20,7 +20,8 @@ import pytest
 from helpers.prom import parse_metrics
 from junitparser import Error, Failure, JUnitXml, Skipped
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils import _report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import views
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURE = os.path.join(REPO, "tests", "fixtures", "report", "hosts.json")
@@ -45,8 +46,8 @@ def written():
     """Reports of the fixture fleet written to tests/output/report_views (kept as artefacts)."""
     if os.path.isdir(OUTPUT):
         shutil.rmtree(OUTPUT)
-    report = _report.build_report(load_hosts(), profile="auto", generated=GENERATED, collection_version="0.1.0")
-    paths = _report.write_reports(report, OUTPUT)
+    report = report_doc.build_report(load_hosts(), profile="auto", generated=GENERATED, collection_version="0.1.0")
+    paths = views.write_reports(report, OUTPUT)
     return report, paths
 
 
@@ -135,7 +136,7 @@ def test_dom_matrix_rows_columns_and_cell_status(written, dom):
     report, dummy = written
     matrix = dom.find_all("table", id="matrix")
     assert len(matrix) == 1
-    rules = [rid for dummy, rid, dummy2 in _report._rule_columns(report)]
+    rules = [rid for dummy, rid, dummy2 in views._rule_columns(report)]
     assert [th.attrs["data-rule"] for th in matrix[0].find_all("th", cls="rule")] == rules
     rows = matrix[0].find_all("tr", cls="hostrow")
     assert [r.find_all("th", cls="host")[0].text() for r in rows] == list(report["hosts"])
@@ -150,9 +151,9 @@ def test_dom_matrix_rows_columns_and_cell_status(written, dom):
         assert [c.attrs["data-rule"] if "data-rule" in c.attrs else None for c in cells if "st-none" not in c.classes] \
             == [r for r in rules if any(f["id"] == r for f in host["findings"])]
         assert len(cells) == len(rules)
-        by_rule = _report._by_rule(host["findings"])
+        by_rule = views._by_rule(host["findings"])
         for cell, rule in zip(cells, rules):
-            expected = _report._cell(by_rule[rule])[0] if rule in by_rule else "none"
+            expected = views._cell(by_rule[rule])[0] if rule in by_rule else "none"
             assert "st-" + expected in cell.classes, (name, rule, cell.classes)
     incident = rows[list(report["hosts"]).index("gpu-incident-01")]
     pci = incident.find_all("td", cls="c", data_rule="PCI-001")[0]
@@ -309,6 +310,7 @@ PLAYBOOK = """
         hosts: "{{ report_hosts }}"
         profile: auto
         fail_on: "{{ fail_on | default('none') }}"
+        template_dir: "{{ template_dir | default(omit) }}"
       run_once: true
 """
 
@@ -330,7 +332,7 @@ def test_playbook_writes_all_five_reports_in_check_mode(tmp_path):
     out = tmp_path / "reports"
     rc, log = run_playbook(tmp_path, load_hosts(), out, "--check")
     assert rc == 0, log
-    assert sorted(os.listdir(str(out))) == sorted(name for dummy, name in _report.FORMAT_FILES)
+    assert sorted(os.listdir(str(out))) == sorted(name for dummy, name in report_doc.FORMAT_FILES)
     with open(str(out / "report.json")) as handle:
         report = json.load(handle)
     assert set(report["hosts"]) == set(load_hosts())
@@ -347,7 +349,7 @@ def test_playbook_fail_on_high_fails_after_writing(tmp_path):
     assert rc == 2, log
     assert "16 failing finding(s) at or above severity high on 2 host(s)" in log
     assert str(out) in log
-    assert sorted(os.listdir(str(out))) == sorted(name for dummy, name in _report.FORMAT_FILES)
+    assert sorted(os.listdir(str(out))) == sorted(name for dummy, name in report_doc.FORMAT_FILES)
 
 
 def test_playbook_fail_on_critical_passes_without_critical_findings(tmp_path):
@@ -362,3 +364,31 @@ def test_playbook_rejects_broken_findings_before_writing(tmp_path):
     assert rc == 2, log
     assert "host gpu01, rule PCI-001: status 'broken'" in log
     assert not out.exists()
+
+
+def test_playbook_uses_site_templates_by_name(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "report.html.j2").write_text(
+        '{% extends "gpuhost/report.html.j2" %}{% block footer %}<footer class="site">Site NOC: '
+        '{{ report.hosts | length }} hosts, first {{ report.hosts | first }}</footer>{% endblock %}')
+    out = tmp_path / "reports"
+    hosts = load_hosts()
+    rc, log = run_playbook(tmp_path, hosts, out, "-e", "template_dir=%s" % site)
+    assert rc == 0, log
+    page = (out / "report.html").read_text()
+    assert '<footer class="site">Site NOC: %d hosts' % len(hosts) in page
+    assert "a view of report.json" not in page  # the bundled footer block was replaced
+    assert "<h2>Fleet matrix</h2>" in page  # the rest comes from the bundled template
+    assert HOSTILE not in page
+    md = (out / "report.md").read_text()
+    assert md.startswith("# GPU host baseline report")  # no site report.md.j2: bundled
+
+
+def test_playbook_names_a_broken_site_template(tmp_path):
+    site = tmp_path / "site"
+    site.mkdir()
+    (site / "report.md.j2").write_text("# ok\n{% for x in %}\n")
+    rc, log = run_playbook(tmp_path, load_hosts(), tmp_path / "reports", "-e", "template_dir=%s" % site)
+    assert rc == 2, log
+    assert "report.md.j2" in log and "syntax error" in log and "line 2" in log

@@ -6,8 +6,8 @@ import os
 import shutil
 import tarfile
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils._facts import gather_facts
-from ansible_collections.gpuhost.baseline.plugins.module_utils._sysfs import Recorder, Root, write_snapshot
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Recorder, Root, write_snapshot
 
 from helpers.runner import run_playbook, stdout_of
 

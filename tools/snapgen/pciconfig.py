@@ -1,6 +1,6 @@
 """Encoder for PCI configuration space, from a description to the bytes sysfs shows.
 
-Independent of the collection's parser (plugins/module_utils/_pci.py) on purpose: the
+Independent of the collection's parser (plugins/module_utils/facts/pci.py) on purpose: the
 two meet only through ``lspci``, the reference decoder. Offsets follow the PCI Local Bus
 3.0 header layouts and the PCI Express Base Specification (capability structure,
 Advanced Error Reporting and Access Control Services extended capabilities).

@@ -1,7 +1,7 @@
 """Boot-time files of the fix modules, for the scenarios that were remediated (``healthy``).
 
 The files are rendered by the very functions ``gpuhost.baseline.pcie_tune`` and
-``gpuhost.baseline.cpu_power`` use (``_fix_pcie.render_script`` ...), so a fixture cannot
+``gpuhost.baseline.cpu_power`` use (``fix.pcie.render_script`` ...), so a fixture cannot
 drift from what the modules write: change the module's format and the fixture follows.
 That needs the checkout importable as ``ansible_collections.gpuhost.baseline``; when the
 build link (``make link``, ``tests/conftest.py``) is absent, a private link in a temporary
@@ -46,7 +46,7 @@ def pcie_files(tree, max_read_request):
     """What ``pcie_tune`` (``persist: true``) leaves after setting ``{address: MaxReadReq bytes}``:
     script, unit, the ``multi-user.target.wants`` link (absolute, as systemctl and the module
     write it) and the udev rule."""
-    fix = module_utils("_fix_pcie")
+    fix = module_utils("fix.pcie")
     wanted = dict(((address, fix.DEVCTL_REG), (fix.SIZES.index(size) << 12, fix.READRQ_MASK))
                   for address, size in max_read_request.items())
     entries = fix.merge_entries({}, wanted)
@@ -58,7 +58,7 @@ def pcie_files(tree, max_read_request):
 
 def cpu_power_files(tree, **settings):
     """What ``cpu_power`` (``persist: systemd``) leaves for ``settings``: script, unit, link, udev rule."""
-    fix = module_utils("_fix_cpu")
+    fix = module_utils("fix.cpu")
     tree.file(fix.SCRIPT_PATH, fix.render_script(fix.settings_of(**settings)))
     tree.file(fix.UNIT_PATH, fix.render_unit())
     tree.link(fix.WANTS_LINK, fix.UNIT_PATH)

@@ -11,8 +11,8 @@ import os
 import pytest
 
 import vmverify as vm
-from ansible_collections.gpuhost.baseline.plugins.module_utils._facts import gather_facts
-from ansible_collections.gpuhost.baseline.plugins.module_utils._sysfs import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
 from helpers import lspci
 
 HOST = "gpuhost-audit"

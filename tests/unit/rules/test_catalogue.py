@@ -11,7 +11,8 @@ import pytest
 
 from helpers.baseline_facts import DOWN0, GPU0, GPU1, NIC, ROOT, device, healthy_facts
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils import _rules
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TODAY = "2026-06-01"
@@ -152,13 +153,13 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def catalogue():
-    return _rules.load_catalogue()
+    return load_catalogue()
 
 
 def _run(params, mutate, profile="amd-epyc-nvidia"):
     facts = healthy_facts()
     mutate(facts)
-    return _rules.evaluate(facts, profile=profile, params=params, host="gpu01", today=TODAY)
+    return evaluation.evaluate(facts, profile=profile, params=params, host="gpu01", today=TODAY)
 
 
 def _of(result, rule_id):
@@ -248,10 +249,10 @@ def snapshots(tmp_path_factory):
 
 
 def _snapshot_result(snapshots, name):
-    from ansible_collections.gpuhost.baseline.plugins.module_utils._facts import gather_facts
-    from ansible_collections.gpuhost.baseline.plugins.module_utils._sysfs import Root
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
     facts = gather_facts(Root(str(snapshots / name)))
-    return _rules.evaluate(facts, profile="auto", host=name, today=TODAY)
+    return evaluation.evaluate(facts, profile="auto", host=name, today=TODAY)
 
 
 def test_incident_snapshot_shows_every_finding_of_the_incident(snapshots):

@@ -18,8 +18,8 @@ from snapgen import pciconfig, scenarios  # noqa: E402
 from snapgen.host import build_host, cpulist, node_memory  # noqa: E402
 from snapgen.tree import Tree, replace_tree  # noqa: E402
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils._facts import gather_facts  # noqa: E402
-from ansible_collections.gpuhost.baseline.plugins.module_utils._sysfs import Root  # noqa: E402
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts  # noqa: E402
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root  # noqa: E402
 
 DEVICES = "sys/bus/pci/devices"
 

@@ -7,7 +7,8 @@ from helpers.baseline_facts import healthy_facts
 
 from ansible_collections.gpuhost.baseline.plugins.action.baseline_report import (COLLECTION_ROOT, collection_version,
                                                                                  with_rule_text)
-from ansible_collections.gpuhost.baseline.plugins.module_utils import _rules
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
 
 
 def test_checkout_galaxy_yml(tmp_path):
@@ -36,12 +37,21 @@ def test_this_checkout_reports_galaxy_version():
 
 def test_rule_text_is_put_back_into_findings_and_before():
     facts = healthy_facts()
-    result = _rules.evaluate(facts, params={"smt": "on"}, today="2026-06-01")
-    part = _rules.host_report(facts, result, before=result["findings"])
+    result = evaluation.evaluate(facts, params={"smt": "on"}, today="2026-06-01")
+    part = evaluation.host_report(facts, result, before=result["findings"])
     hosts = with_rule_text({"gpu01": part, "gone": {"state": "unreachable", "message": "no route"}},
-                           _rules.load_catalogue())
+                           catalogue.load_catalogue())
     assert hosts["gpu01"]["findings"] == result["findings"]
     assert hosts["gpu01"]["before"]["findings"] == result["findings"]
     assert hosts["gone"] == {"state": "unreachable", "message": "no route"}
     assert "title" not in part["findings"][0]  # the input is not modified
     assert with_rule_text(["not", "a", "mapping"], None) == ["not", "a", "mapping"]
+
+
+def test_documentation_module_declares_the_action_plugins_options():
+    # plugins/modules/baseline_report.py cannot import controller code: its copy must not drift
+    import importlib
+
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ARGUMENT_SPEC
+    doc_module = importlib.import_module("ansible_collections.gpuhost.baseline.plugins.modules.baseline_report")
+    assert doc_module.ARGUMENT_SPEC == ARGUMENT_SPEC

@@ -1,0 +1,55 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Assemble ``ansible_facts.gpuhost`` from the per-subsystem gatherers (docs/facts.md)."""
+
+from __future__ import absolute_import, division, print_function
+
+
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import (
+    cpu, iommu, kernel, lxc, numa, nvidia, pci, persist,
+)
+
+__metaclass__ = type
+
+SCHEMA = 1
+
+#: subsystem name -> gather(root) function; order is the order of the document.
+GATHERERS = (
+    ("kernel", kernel.gather),
+    ("cpu", cpu.gather),
+    ("numa", numa.gather),
+    ("pci", pci.gather),
+    ("iommu", iommu.gather),
+    ("nvidia", nvidia.gather),
+    ("lxc", lxc.gather),
+    ("persistence", persist.gather),
+)
+
+SUBSYSTEMS = tuple(name for name, unused_gather in GATHERERS)
+
+
+def gather_facts(root, subsystems=None):
+    """Return the facts document for ``root`` (a :class:`root.Root`).
+
+    A gatherer that raises despite its own guards is recorded as an error of its
+    subsystem and its section is ``None``: one broken reader never hides the others.
+    """
+    wanted = set(subsystems or SUBSYSTEMS)
+    facts = {
+        "schema": SCHEMA,
+        "root": root.root,
+        "live": root.live,
+        "hostname": root.read_value("/proc/sys/kernel/hostname", "host", optional=True),
+        "gathered": [name for name in SUBSYSTEMS if name in wanted],
+    }
+    for name, gather in GATHERERS:
+        if name not in wanted:
+            continue
+        try:
+            facts[name] = gather(root)
+        except Exception as exc:  # pylint: disable=broad-except
+            root.error(name, root.root, "internal error while gathering %s: %s: %s" % (name, type(exc).__name__, exc))
+            facts[name] = None
+    facts["errors"] = root.errors
+    return facts

@@ -1,0 +1,767 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Kernel facts: release, preemption model, running and configured command line, sysctls, THP.
+
+The module has two layers (docs/facts.md, section ``kernel``):
+
+* pure parsers over text, which never raise and return ``None`` or partial results for
+  bad input: :func:`parse_cmdline`, :func:`parse_grub_default`, :func:`parse_shell_assignments`,
+  :func:`parse_bracketed`, :func:`parse_os_release`, :func:`parse_sysctl_conf`,
+  :func:`merge_sysctl`, :func:`preempt_build`, :func:`preempt_model`,
+  :func:`compare_kernel_release`, :func:`kernel_release_at_least`, :func:`detect_bootloader`;
+* :func:`gather`, which reads through a :class:`facts.root.Root` and records every unreadable
+  value in ``root.errors``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import functools
+import re
+
+__metaclass__ = type
+
+SUBSYSTEM = "kernel"
+
+# -- running command line -------------------------------------------------------------
+
+KERNEL_SPACE = " \t\n\r\x0b\x0c\x00"  # the kernel's isspace(), NUL included
+
+
+def _as_text(data):
+    if data is None:
+        return None
+    if isinstance(data, bytes):
+        return data.decode("utf-8", "replace")
+    if not isinstance(data, str):
+        return None
+    return data
+
+
+def cmdline_word_spans(text):
+    """``[(start, end)]`` of each word of a kernel command line: words end at whitespace
+    (``isspace()`` in the kernel, NUL included) outside double quotes."""
+    spans = []
+    i, n = 0, len(text)
+    while i < n:
+        while i < n and text[i] in KERNEL_SPACE:
+            i += 1
+        if i >= n:
+            break
+        start = i
+        in_quote = False
+        while i < n and (in_quote or text[i] not in KERNEL_SPACE):
+            if text[i] == '"':
+                in_quote = not in_quote
+            i += 1
+        spans.append((start, i))
+    return spans
+
+
+def split_cmdline(text):
+    """Split a kernel command line the way the kernel's ``next_arg()`` does.
+
+    Returns ``(params, init_args)``: ``params`` is the ordered list of ``(key, value)`` pairs
+    handed to the kernel (``value`` is ``True`` for a bare flag), ``init_args`` the words after
+    a bare ``--``, which the kernel passes to init and never interprets itself.
+
+    Only double quotes group words, and a quote may open anywhere in a word
+    (``foo="a b"``, ``"foo=a b"``); like the kernel, one pair of quotes around the value
+    (or around the whole word) is removed and inner quotes are kept.
+    """
+    text = _as_text(text)
+    if not text:
+        return [], []
+    words = [text[start:end] for start, end in cmdline_word_spans(text)]
+
+    params = []
+    for index, word in enumerate(words):
+        end_stripped = False
+        if word.startswith('"'):
+            word = word[1:]
+            if word.endswith('"'):
+                word = word[:-1]
+                end_stripped = True
+        key, sep, value = word.partition("=")
+        if not sep:
+            if key == "--":
+                return params, words[index + 1:]
+            if key:
+                params.append((key, True))
+            continue
+        if value.startswith('"'):
+            value = value[1:]
+            if not end_stripped and value.endswith('"'):
+                value = value[:-1]
+        if key:
+            params.append((key, value))
+    return params, []
+
+
+def parse_cmdline(text):
+    """Map each kernel parameter of ``text`` to its last value (flags map to ``True``).
+
+    Parameters after a bare ``--`` belong to init and are left out. Keys are kept as written:
+    the kernel treats ``-`` and ``_`` in parameter names as equal, so use
+    :func:`cmdline_value` to look a parameter up regardless of spelling.
+    """
+    params, _init = split_cmdline(text)
+    result = {}
+    for key, value in params:
+        # re-insert so that dict order follows the last occurrence
+        result.pop(key, None)
+        result[key] = value
+    return result
+
+
+def _param_name(key):
+    return key.replace("-", "_")
+
+
+def cmdline_value(params, name):
+    """Value of parameter ``name`` in a :func:`parse_cmdline` dict, ``-``/``_`` insensitive.
+
+    The last occurrence wins, as in the kernel; ``None`` when the parameter is absent.
+    """
+    if not isinstance(params, dict):
+        return None
+    wanted = _param_name(name)
+    found = None
+    for key, value in params.items():
+        if _param_name(key) == wanted:
+            found = value
+    return found
+
+
+# -- shell assignment files (/etc/default/grub, /etc/os-release) ------------------------
+
+_NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_WORD_END = " \t\n;&|<>()"
+
+
+class _Unresolvable(Exception):
+    """A value uses a shell feature (command substitution) that cannot be evaluated."""
+
+
+def _read_word(text, i, env):
+    """Read one shell word starting at ``i``; return ``(value, next_index, problem)``.
+
+    Implements the quoting that configuration files use: single quotes (literal), double
+    quotes (``\\`` escapes ``$ ` " \\`` and newline; ``$NAME``/``${NAME}`` expand), backslash
+    escapes and expansions outside quotes, and backslash-newline continuation.
+    ``value`` is ``None`` when the word cannot be evaluated (``$(...)``, backquotes,
+    unterminated quote), with ``problem`` saying why.
+    """
+    n = len(text)
+    out = []
+    problem = None
+    while i < n:
+        ch = text[i]
+        if ch in _WORD_END:
+            break
+        if ch == "'":
+            end = text.find("'", i + 1)
+            if end < 0:
+                return None, n, "unterminated single quote"
+            out.append(text[i + 1:end])
+            i = end + 1
+        elif ch == '"':
+            i += 1
+            closed = False
+            while i < n:
+                ch = text[i]
+                if ch == '"':
+                    closed = True
+                    i += 1
+                    break
+                if ch == "\\" and i + 1 < n and text[i + 1] in '$`"\\\n':
+                    if text[i + 1] != "\n":
+                        out.append(text[i + 1])
+                    i += 2
+                elif ch == "$":
+                    value, i, problem = _expand(text, i, env, problem)
+                    out.append(value)
+                elif ch == "`":
+                    i = _skip_backquotes(text, i)
+                    problem = problem or "command substitution cannot be evaluated"
+                else:
+                    out.append(ch)
+                    i += 1
+            if not closed:
+                return None, n, "unterminated double quote"
+        elif ch == "\\":
+            if i + 1 < n:
+                if text[i + 1] != "\n":
+                    out.append(text[i + 1])
+                i += 2
+            else:
+                i += 1
+        elif ch == "$":
+            value, i, problem = _expand(text, i, env, problem)
+            out.append(value)
+        elif ch == "`":
+            i = _skip_backquotes(text, i)
+            problem = problem or "command substitution cannot be evaluated"
+        else:
+            out.append(ch)
+            i += 1
+    if problem:
+        return None, i, problem
+    return "".join(out), i, None
+
+
+def _skip_backquotes(text, i):
+    """Index after the backquoted command starting at ``text[i] == '`'`` (end of text if unclosed)."""
+    j = i + 1
+    while j < len(text):
+        if text[j] == "\\":
+            j += 2
+            continue
+        if text[j] == "`":
+            return j + 1
+        j += 1
+    return len(text)
+
+
+def _expand(text, i, env, problem):
+    """Expand ``$NAME`` or ``${NAME}`` at ``text[i] == '$'``: ``(value, next_index, problem)``."""
+    n = len(text)
+    if i + 1 < n and text[i + 1] == "{":
+        end = text.find("}", i + 2)
+        if end < 0:
+            return "", n, problem or "unterminated ${"
+        name = text[i + 2:end]
+        if not _NAME_RE.fullmatch(name):
+            return "", end + 1, problem or "parameter expansion ${%s} cannot be evaluated" % name[:40]
+        return env.get(name) or "", end + 1, problem
+    if i + 1 < n and text[i + 1] == "(":
+        depth = 0
+        j = i + 1
+        while j < n:
+            if text[j] == "(":
+                depth += 1
+            elif text[j] == ")":
+                depth -= 1
+                if depth == 0:
+                    break
+            j += 1
+        return "", min(j + 1, n), problem or "command substitution cannot be evaluated"
+    match = _NAME_RE.match(text, i + 1)
+    if match:
+        return env.get(match.group(0)) or "", match.end(), problem
+    return "$", i + 1, problem
+
+
+def parse_shell_assignments(text, env=None):
+    """Evaluate the plain ``NAME=value`` assignments of a shell fragment.
+
+    Returns ``(values, problems)``: ``values`` maps each assigned name to its last value, or
+    to ``None`` when that value could not be evaluated; ``problems`` lists why (line, reason).
+    ``export NAME=value`` counts as an assignment; any other command is skipped, and so are
+    assignments that prefix a command (``A=1 cmd``), which a shell would not keep.
+    ``env`` seeds the variables that ``$NAME`` expands to (a sourced file sees the values of
+    the files sourced before it).
+    """
+    text = _as_text(text)
+    values = {}
+    problems = []
+    if not text:
+        return values, problems
+    scope = dict(env or {})
+    i, n = 0, len(text)
+    while i < n:
+        # start of a command: skip blanks and separators
+        while i < n and text[i] in " \t\n;&|":
+            i += 1
+        if i >= n:
+            break
+        if text[i] == "#":
+            end = text.find("\n", i)
+            i = n if end < 0 else end
+            continue
+        line = text.count("\n", 0, i) + 1
+        pending = []
+        is_command = False
+        while i < n and text[i] not in "\n;&|":
+            if text[i] in " \t":
+                i += 1
+                continue
+            if text[i] == "#":
+                end = text.find("\n", i)
+                i = n if end < 0 else end
+                break
+            if text[i] in "<>()":
+                is_command = True
+                i += 1
+                continue
+            match = _NAME_RE.match(text, i)
+            if not is_command and match and match.end() < n and text[match.end()] == "=":
+                value, i, problem = _read_word(text, match.end() + 1, scope)
+                pending.append((match.group(0), value, problem))
+                continue
+            word, i, _problem = _read_word(text, i, scope)
+            if word == "export" and not pending:
+                continue
+            is_command = True
+        if is_command:
+            continue
+        for name, value, problem in pending:
+            if problem:
+                problems.append("line %d: %s: %s" % (line, name, problem))
+            values[name] = value
+            scope[name] = value or ""
+    return values, problems
+
+
+GRUB_CMDLINE_VARS = ("GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT")
+
+
+def grub_cmdline(values):
+    """What ``grub-mkconfig`` passes to a normal (non-recovery) entry, from evaluated variables.
+
+    ``GRUB_CMDLINE_LINUX`` + space + ``GRUB_CMDLINE_LINUX_DEFAULT``, stripped; ``""`` when
+    neither is set; ``None`` when one of them could not be evaluated.
+    """
+    parts = []
+    for name in GRUB_CMDLINE_VARS:
+        if name in values:
+            if values[name] is None:
+                return None
+            parts.append(values[name].strip())
+    return " ".join(part for part in parts if part)
+
+
+def parse_grub_default(text, env=None):
+    """``/etc/default/grub`` -> ``{"GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT", "raw",
+    "params", "problems", "values"}``.
+
+    ``raw`` is :func:`grub_cmdline` of the file's variables and ``params`` its
+    :func:`parse_cmdline`; both are ``None`` when a command-line variable cannot be evaluated
+    (``problems`` says why). ``env`` carries values from files sourced before.
+    """
+    values, problems = parse_shell_assignments(text, env)
+    raw = grub_cmdline(values)
+    return {
+        "GRUB_CMDLINE_LINUX": values.get("GRUB_CMDLINE_LINUX"),
+        "GRUB_CMDLINE_LINUX_DEFAULT": values.get("GRUB_CMDLINE_LINUX_DEFAULT"),
+        "raw": raw,
+        "params": parse_cmdline(raw) if raw is not None else None,
+        "problems": problems,
+        "values": values,
+    }
+
+
+def parse_os_release(text):
+    """``/etc/os-release`` (shell-compatible ``KEY=value`` lines) -> dict of every key."""
+    values, _problems = parse_shell_assignments(text)
+    return dict((key, value) for key, value in values.items() if value is not None)
+
+
+# -- bracketed selections (THP, sched/preempt) ----------------------------------------
+
+_BRACKET_RE = re.compile(r"\[([^\[\]\s]+)\]|\(([^()\s]+)\)")
+
+
+def parse_bracketed(text):
+    """The selected word of ``always [madvise] never`` (or ``none (voluntary) full``).
+
+    sysfs marks the active choice with brackets; ``/sys/kernel/debug/sched/preempt`` uses
+    parentheses. ``None`` when nothing, or more than one word, is selected.
+    """
+    text = _as_text(text)
+    if not text:
+        return None
+    found = [a or b for a, b in _BRACKET_RE.findall(text)]
+    if len(found) != 1:
+        return None
+    return found[0]
+
+
+# -- sysctl.d ------------------------------------------------------------------------------
+
+#: systemd-sysctl search path, highest priority first (a name in /etc shadows the others).
+SYSCTL_DIRS = ("/etc/sysctl.d", "/run/sysctl.d", "/usr/local/lib/sysctl.d", "/usr/lib/sysctl.d", "/lib/sysctl.d")
+SYSCTL_CONF = "/etc/sysctl.conf"
+PERSISTED_KEYS = ("kernel.numa_balancing", "vm.zone_reclaim_mode", "vm.swappiness")
+
+
+def normalize_sysctl_key(key):
+    """``kernel/numa_balancing`` -> ``kernel.numa_balancing``.
+
+    Like systemd, the first separator decides: a key whose first separator is ``/`` has
+    every ``/`` and ``.`` swapped (``net/ipv4/conf/eth0.10/rp_filter`` ->
+    ``net.ipv4.conf.eth0/10.rp_filter``).
+    """
+    for ch in key:
+        if ch == ".":
+            return key
+        if ch == "/":
+            return key.translate({ord("/"): ".", ord("."): "/"})
+    return key
+
+
+def parse_sysctl_conf(text):
+    """``key = value`` lines -> dict of normalised key to value (last one in the file wins).
+
+    ``#`` and ``;`` start comment lines; a leading ``-`` on a key (ignore write failures) is
+    dropped; lines without ``=`` are ignored, as systemd-sysctl does.
+    """
+    text = _as_text(text)
+    result = {}
+    if not text:
+        return result
+    for line in text.splitlines():
+        line = line.strip()
+        if not line or line[0] in "#;":
+            continue
+        key, sep, value = line.partition("=")
+        if not sep:
+            continue
+        key = key.strip()
+        if key.startswith("-"):
+            key = key[1:].strip()
+        if not key:
+            continue
+        key = normalize_sysctl_key(key)
+        result.pop(key, None)
+        result[key] = value.strip()
+    return result
+
+
+def sysctl_file_order(listing):
+    """Paths systemd-sysctl applies, in order, from ``{dir: [file names]}``.
+
+    Every ``*.conf`` name is taken from the highest-priority directory that has it
+    (:data:`SYSCTL_DIRS` order), the names are applied sorted, and ``/etc/sysctl.conf``
+    comes last, so a value there wins.
+    """
+    chosen = {}
+    for directory in SYSCTL_DIRS:
+        for name in listing.get(directory) or ():
+            if name.endswith(".conf") and name not in chosen:
+                chosen[name] = directory + "/" + name
+    return [chosen[name] for name in sorted(chosen)] + [SYSCTL_CONF]
+
+
+def merge_sysctl(files):
+    """``[(path, text), ...]`` in application order -> ``{key: {"value", "file"}}``."""
+    merged = {}
+    for path, text in files:
+        for key, value in parse_sysctl_conf(text).items():
+            merged[key] = {"value": value, "file": path}
+    return merged
+
+
+# -- preemption --------------------------------------------------------------------------
+
+PREEMPT_MODES = ("none", "voluntary", "full", "lazy")
+_UTS_VERSION_RE = re.compile(r"\s*#\d+")
+
+
+def preempt_build(version):
+    """Preemption model compiled in, from ``/proc/sys/kernel/version``.
+
+    ``PREEMPT_RT``, ``PREEMPT_DYNAMIC``, ``PREEMPT`` or ``none``; ``None`` without a version.
+    Older RT patch sets wrote ``PREEMPT RT``.
+    """
+    version = _as_text(version)
+    # UTS_VERSION always starts with "#<build number>"; anything else is not a version string
+    if not version or not _UTS_VERSION_RE.match(version):
+        return None
+    words = version.split()
+    if "PREEMPT_RT" in words:
+        return "PREEMPT_RT"
+    for left, right in zip(words, words[1:]):
+        if left == "PREEMPT" and right == "RT":
+            return "PREEMPT_RT"
+    if "PREEMPT_DYNAMIC" in words:
+        return "PREEMPT_DYNAMIC"
+    if "PREEMPT" in words:
+        return "PREEMPT"
+    return "none"
+
+
+def preempt_model(build, cmdline_value_, debugfs):
+    """Effective preemption model (docs/facts.md ``preempt.model``).
+
+    debugfs wins; else ``preempt=`` on a ``PREEMPT_DYNAMIC`` build (when it names a known
+    mode: the kernel ignores others); else ``full`` for ``PREEMPT``/``PREEMPT_RT`` builds,
+    ``none`` for builds without preemption and ``None`` for a dynamic build whose mode is
+    unknown (its default is a Kconfig choice not visible from userspace).
+    """
+    if debugfs:
+        return debugfs
+    if build == "PREEMPT_DYNAMIC":
+        if isinstance(cmdline_value_, str) and cmdline_value_.lower() in PREEMPT_MODES:
+            return cmdline_value_.lower()
+        return None
+    if build in ("PREEMPT", "PREEMPT_RT"):
+        return "full"
+    if build == "none":
+        return "none"
+    return None
+
+
+# -- kernel release comparison ------------------------------------------------------------
+
+_UPSTREAM_RE = re.compile(r"\s*(\d+)\.(\d+)(?:\.(\d+))?")
+_ARCH_TOKENS = frozenset(("x86_64", "amd64", "aarch64", "arm64", "i686", "i386", "ppc64le", "ppc64", "s390x",
+                          "riscv64", "armhf", "armv7l", "noarch"))
+_DIGITS_RE = re.compile(r"\d+")
+
+
+def _release_key(release):
+    """``6.8.12-4-pve`` -> ``((6, 8, 12), (4,))``; ``None`` for text that is not a release.
+
+    The upstream version is the leading ``X.Y[.Z]``. The distro part is every number of the
+    rest up to the first word without digits (the flavour: ``pve``, ``generic``, ``cloud``);
+    architecture words (``x86_64``, ``amd64``) are skipped, so ``427.13.1.el9_4.x86_64`` gives
+    ``(427, 13, 1, 9, 4)`` and ``18-amd64`` gives ``(18,)``.
+    """
+    release = _as_text(release)
+    if not release:
+        return None
+    match = _UPSTREAM_RE.match(release)
+    if not match:
+        return None
+    upstream = tuple(int(part) if part is not None else 0 for part in match.groups())
+    rest = release[match.end():].strip()
+    build = []
+    # "_" stays inside words so that "x86_64" remains one (architecture) word
+    for word in re.split(r"[.+~-]", rest):
+        if not word or word in _ARCH_TOKENS:
+            continue
+        numbers = _DIGITS_RE.findall(word)
+        if not numbers:
+            break
+        build.extend(int(number) for number in numbers)
+    return upstream, tuple(build)
+
+
+def compare_kernel_release(a, b):
+    """``-1``, ``0`` or ``1`` as release ``a`` is older than, equal to or newer than ``b``.
+
+    Upstream numbers are compared first (``6.8.12`` < ``6.14.8``), then the distro build
+    numbers (``5.14.0-427.el9`` < ``5.14.0-503.el9``; ``6.8.12-4-pve`` > ``6.8.12``).
+    Flavours are not compared. Returns ``None`` when either side is not a kernel release.
+    """
+    key_a = _release_key(a)
+    key_b = _release_key(b)
+    if key_a is None or key_b is None:
+        return None
+    if key_a == key_b:
+        return 0
+    return -1 if key_a < key_b else 1
+
+
+def kernel_release_at_least(release, minimum):
+    """``True`` when ``release`` is ``minimum`` or newer; ``None`` when not comparable."""
+    result = compare_kernel_release(release, minimum)
+    if result is None:
+        return None
+    return result >= 0
+
+
+def sort_releases(releases):
+    """Releases oldest first; ones that do not parse go last, by name."""
+    def cmp(a, b):
+        ka, kb = _release_key(a), _release_key(b)
+        if ka is not None and kb is not None and ka != kb:
+            return -1 if ka < kb else 1
+        if (ka is None) != (kb is None):
+            return 1 if ka is None else -1
+        return (a > b) - (a < b)
+    return sorted(set(releases), key=functools.cmp_to_key(cmp))
+
+
+# -- boot loader ------------------------------------------------------------------------------
+
+def detect_bootloader(exists):
+    """Which boot loader consumes the configured command line: ``systemd-boot``, ``bls``,
+    ``grub`` or ``None``.
+
+    ``exists(path)`` answers for host paths (``/boot/loader/entries/*.conf`` means "at least one
+    entry file"). The decision, in order:
+
+    1. ``systemd-boot`` when ``/etc/kernel/cmdline`` exists and one of:
+       ``/etc/kernel/proxmox-boot-uuids`` exists (Proxmox's proxmox-boot-tool copies kernels
+       and that command line to its ESPs), ``/boot/efi/loader`` exists (systemd-boot's
+       directory on an ESP mounted at /boot/efi), or BLS entries exist and
+       ``/etc/default/grub`` does not (nothing else reads the entries);
+    2. ``bls`` when ``/etc/default/grub`` exists, BLS entries exist and ``/etc/redhat-release``
+       exists: GRUB on EL/Fedora boots BLS entries whose ``options`` grubby maintains;
+    3. ``grub`` when ``/etc/default/grub`` exists;
+    4. ``None`` otherwise.
+    """
+    kernel_cmdline = exists("/etc/kernel/cmdline")
+    grub = exists("/etc/default/grub")
+    entries = exists("/boot/loader/entries/*.conf")
+    if kernel_cmdline and (exists("/etc/kernel/proxmox-boot-uuids") or exists("/boot/efi/loader")
+                           or (entries and not grub)):
+        return "systemd-boot"
+    if grub and entries and exists("/etc/redhat-release"):
+        return "bls"
+    if grub:
+        return "grub"
+    return None
+
+
+# -- gathering ----------------------------------------------------------------------------
+
+_CMDLINE_CACHE = "_gpuhost_proc_cmdline"
+
+
+def read_running_cmdline(root, subsystem=SUBSYSTEM):
+    """``/proc/cmdline`` text of ``root``, read once per :class:`Root` and shared by gatherers.
+
+    The first caller records the error when it is unreadable; later callers get ``None``
+    without a duplicate error.
+    """
+    cache = root.__dict__.get(_CMDLINE_CACHE)
+    if cache is not None:
+        return cache[0]
+    text = root.read_text("/proc/cmdline", subsystem)
+    root.__dict__[_CMDLINE_CACHE] = (text,)
+    return text
+
+
+def _entries_exist(root):
+    return bool(root.listdir("/boot/loader/entries", pattern="*.conf"))
+
+
+def _configured_cmdline(root):
+    def exists(path):
+        if path == "/boot/loader/entries/*.conf":
+            return _entries_exist(root)
+        return root.exists(path)
+
+    result = {"source": None, "raw": None, "params": None, "bootloader": detect_bootloader(exists)}
+    if root.exists("/etc/kernel/cmdline"):
+        result["source"] = "/etc/kernel/cmdline"
+        text = root.read_text("/etc/kernel/cmdline", SUBSYSTEM)
+        if text is not None:
+            # meant to be one line; the tools that read it turn further lines into spaces
+            raw = " ".join(line.strip() for line in text.splitlines() if line.strip())
+            result["raw"] = raw
+            result["params"] = parse_cmdline(raw)
+        return result
+    if root.exists("/etc/default/grub"):
+        result["source"] = "/etc/default/grub"
+        text = root.read_text("/etc/default/grub", SUBSYSTEM)
+        if text is None:
+            return result
+        # grub-mkconfig sources /etc/default/grub, then /etc/default/grub.d/*.cfg in name order
+        env = {}
+        merged = {}
+        sources = [("/etc/default/grub", text)]
+        for name in root.listdir("/etc/default/grub.d", pattern="*.cfg"):
+            path = "/etc/default/grub.d/" + name
+            extra = root.read_text(path, SUBSYSTEM)
+            if extra is not None:
+                sources.append((path, extra))
+        for path, content in sources:
+            values, problems = parse_shell_assignments(content, env)
+            for problem in problems:
+                if "GRUB_CMDLINE_LINUX" in problem:
+                    root.error(SUBSYSTEM, path, "%s; the configured command line is unknown" % problem)
+            for name, value in values.items():
+                merged[name] = value
+                env[name] = value or ""
+        raw = grub_cmdline(merged)
+        if raw is not None:
+            result["raw"] = raw
+            result["params"] = parse_cmdline(raw)
+    return result
+
+
+def _installed(root):
+    found = []
+    for name in root.listdir("/lib/modules"):
+        if name[:1].isdigit() and root.isdir("/lib/modules/" + name):
+            found.append(name)
+    for name in root.listdir("/boot", pattern="vmlinuz-*"):
+        release = name[len("vmlinuz-"):]
+        # EL's rescue image (vmlinuz-0-rescue-<machine-id>) is not an installable release
+        if release[:1].isdigit() and "rescue" not in release:
+            found.append(release)
+    return sort_releases(found)
+
+
+def gather(root):
+    """The ``kernel`` section of docs/facts.md for ``root`` (a :class:`facts.root.Root`)."""
+    release = root.read_value("/proc/sys/kernel/osrelease", SUBSYSTEM)
+    version = root.read_value("/proc/sys/kernel/version", SUBSYSTEM)
+
+    cmdline_text = read_running_cmdline(root)
+    params = parse_cmdline(cmdline_text) if cmdline_text is not None else None
+    raw = cmdline_text.strip() if cmdline_text is not None else None
+
+    build = preempt_build(version)
+    if version is not None and build is None:
+        root.error(SUBSYSTEM, "/proc/sys/kernel/version", "not a kernel version string (no leading '#<build>'): "
+                   "%r; the compiled-in preemption model is unknown" % version[:80])
+    preempt_arg = cmdline_value(params, "preempt") if params is not None else None
+    if preempt_arg is True:
+        preempt_arg = None
+    # debugfs is root-only (mode 0700): without root the file looks absent, live and in a
+    # snapshot alike, so both give preempt.debugfs = null without an error
+    debugfs_path = "/sys/kernel/debug/sched/preempt"
+    debugfs_text = root.read_text(debugfs_path, SUBSYSTEM, optional=True) if root.exists(debugfs_path) else None
+    debugfs = parse_bracketed(debugfs_text) if debugfs_text is not None else None
+
+    sysctl = {}
+    for key, path in (("numa_balancing", "/proc/sys/kernel/numa_balancing"),
+                      ("zone_reclaim_mode", "/proc/sys/vm/zone_reclaim_mode"),
+                      ("swappiness", "/proc/sys/vm/swappiness")):
+        sysctl[key] = root.read_int(path, SUBSYSTEM)
+
+    listing = dict((directory, root.listdir(directory, pattern="*.conf")) for directory in SYSCTL_DIRS)
+    files = []
+    for path in sysctl_file_order(listing):
+        text = root.read_text(path, SUBSYSTEM, optional=True)
+        if text is not None:
+            files.append((path, text))
+    merged = merge_sysctl(files)
+    persisted = dict((key, merged[key]) for key in PERSISTED_KEYS if key in merged)
+
+    thp = {}
+    for key in ("enabled", "defrag"):
+        path = "/sys/kernel/mm/transparent_hugepage/" + key
+        text = root.read_text(path, SUBSYSTEM)
+        value = parse_bracketed(text) if text is not None else None
+        if text is not None and value is None:
+            root.error(SUBSYSTEM, path, "no bracketed selection in %r" % text.strip()[:80])
+        thp[key] = value
+
+    installed = _installed(root)
+    os_text = root.read_text("/etc/os-release", SUBSYSTEM, optional=True)
+    if os_text is None:
+        os_text = root.read_text("/usr/lib/os-release", SUBSYSTEM)
+    os_values = parse_os_release(os_text) if os_text is not None else {}
+    tuned_text = root.read_text("/etc/tuned/active_profile", SUBSYSTEM, optional=True)
+    tuned = (tuned_text.strip() or None) if tuned_text is not None else None
+
+    return {
+        "release": release,
+        "version": version,
+        "preempt": {
+            "build": build,
+            "cmdline": preempt_arg,
+            "debugfs": debugfs,
+            "model": preempt_model(build, preempt_arg, debugfs),
+        },
+        "cmdline": {"raw": raw, "params": params},
+        "configured_cmdline": _configured_cmdline(root),
+        "sysctl": sysctl,
+        "sysctl_persisted": persisted,
+        "thp": thp,
+        "installed": installed,
+        "installed_not_running": [name for name in installed if name != release],
+        "os_release": {
+            "id": os_values.get("ID"),
+            "version_id": os_values.get("VERSION_ID"),
+            "id_like": os_values.get("ID_LIKE"),
+            "pretty_name": os_values.get("PRETTY_NAME"),
+        },
+        "tuned_profile": tuned,
+    }

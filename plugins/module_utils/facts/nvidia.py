@@ -1,0 +1,512 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""NVIDIA facts: kernel module version, ``nvidia-smi -q -x`` and ``nvidia-smi topo -m``.
+
+The parsers are pure functions over text and never raise: bad input gives ``None``
+or a partial result carrying an ``error``. :func:`gather` does the reads through a
+:class:`facts.root.Root` and builds the ``nvidia`` section of docs/facts.md.
+
+GPU index: the position of the ``<gpu>`` element in the XML. nvidia-smi lists GPUs in
+its own enumeration order (PCI bus order), which is the order ``nvidia-smi -i N`` and
+the ``GPUn`` labels of ``nvidia-smi topo -m`` use. ``minor_number`` (the N of
+``/dev/nvidiaN``) is kept as a separate key because it need not match that order.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import re
+import xml.etree.ElementTree as ET
+
+__metaclass__ = type
+
+SUBSYSTEM = "nvidia"
+VERSION_PATH = "/proc/driver/nvidia/version"
+
+# nvidia-smi writes these instead of a value; all of them mean "no value" to us.
+_NO_VALUE = frozenset([
+    "", "n/a", "none", "unknown error", "not supported", "[not supported]",
+    "requested functionality has been deprecated", "insufficient permissions",
+    "[insufficient permissions]", "unknown", "[unknown error]",
+])
+
+_ANSI_RE = re.compile(r"\x1b\[[0-9;?]*[ -/]*[@-~]|\x1b[@-Z\\-_]")
+_NUMBER_RE = re.compile(r"^\s*([-+]?\d+(?:\.\d+)?)")
+_BUS_ID_RE = re.compile(r"^(?:([0-9a-fA-F]{1,8}):)?([0-9a-fA-F]{1,2}):([0-9a-fA-F]{1,2})\.([0-7])$")
+_MODULE_RE = re.compile(r"Kernel Module(?:\s+for\s+\S+)?\s+(\d+(?:\.\d+)+)")
+_REASON_PREFIXES = ("clocks_event_reason_", "clocks_throttle_reason_")
+
+
+# -- /proc/driver/nvidia/version -------------------------------------------------
+def parse_module_version(text):
+    """``{"version", "open", "raw"}`` from ``/proc/driver/nvidia/version``, or ``None``.
+
+    The open kernel module says ``Open Kernel Module for x86_64``; the proprietary one
+    ``x86_64 Kernel Module``. ``raw`` is the NVRM line as written.
+    """
+    if not text:
+        return None
+    for line in text.splitlines():
+        line = line.strip()
+        if not line.startswith("NVRM version:"):
+            continue
+        match = _MODULE_RE.search(line)
+        return {
+            "version": match.group(1) if match else None,
+            "open": "Open Kernel Module" in line,
+            "raw": line,
+        }
+    return None
+
+
+# -- helpers for nvidia-smi XML -----------------------------------------------------
+def _clean(value):
+    """Text of a leaf without nvidia-smi's placeholders (N/A, deprecated, ...) -> ``None``."""
+    if value is None:
+        return None
+    value = value.strip()
+    if value.lower() in _NO_VALUE:
+        return None
+    return value
+
+
+def _text(elem, path):
+    if elem is None:
+        return None
+    found = elem.find(path)
+    if found is None:
+        return None
+    return _clean(found.text)
+
+
+def _number(value):
+    """Leading number of ``"600.00 W"``, ``"16x"``, ``"1005 MiB"``; ``None`` otherwise."""
+    if value is None:
+        return None
+    match = _NUMBER_RE.match(value)
+    if not match:
+        return None
+    return float(match.group(1))
+
+
+def _int(value):
+    number = _number(value)
+    if number is None or number != int(number):
+        return None
+    return int(number)
+
+
+def _watts(value):
+    number = _number(value)
+    return None if number is None else float(number)
+
+
+def _enabled(value):
+    if value is None:
+        return None
+    lowered = value.lower()
+    if lowered == "enabled":
+        return True
+    if lowered == "disabled":
+        return False
+    return None
+
+
+def _yes_no(value):
+    if value is None:
+        return None
+    lowered = value.lower()
+    if lowered == "yes":
+        return True
+    if lowered == "no":
+        return False
+    return None
+
+
+def normalise_bus_id(value):
+    """``00000000:41:00.0`` -> ``0000:41:00.0`` (lower case, 4-digit domain); ``None`` if not a bus id."""
+    if not value:
+        return None
+    match = _BUS_ID_RE.match(value.strip())
+    if not match:
+        return None
+    domain, bus, dev, func = match.groups()
+    return "%04x:%02x:%02x.%s" % (int(domain or "0", 16), int(bus, 16), int(dev, 16), func)
+
+
+def _first(elem, names):
+    for name in names:
+        found = elem.find(name)
+        if found is not None:
+            return found
+    return None
+
+
+# -- per-GPU sections ---------------------------------------------------------------
+def _power(gpu):
+    # Drivers >= 530 (DTD v12) split the old power_readings into gpu_power_readings and
+    # module_power_readings; the GPU's own limits are the ones that matter here.
+    readings = _first(gpu, ("gpu_power_readings", "power_readings"))
+    if readings is None:
+        return {"limit_w": None, "default_w": None, "max_w": None, "min_w": None, "draw_w": None,
+                "state": None}
+    limit = None
+    for name in ("current_power_limit", "power_limit", "enforced_power_limit"):
+        limit = _watts(_text(readings, name))
+        if limit is not None:
+            break
+    draw = None
+    for name in ("power_draw", "instant_power_draw", "average_power_draw"):
+        draw = _watts(_text(readings, name))
+        if draw is not None:
+            break
+    return {
+        "limit_w": limit,
+        "default_w": _watts(_text(readings, "default_power_limit")),
+        "max_w": _watts(_text(readings, "max_power_limit")),
+        "min_w": _watts(_text(readings, "min_power_limit")),
+        "draw_w": draw,
+        "state": _text(readings, "power_state"),
+    }
+
+
+def _clock_reasons(gpu):
+    # Renamed from clocks_throttle_reasons to clocks_event_reasons in driver 535 (DTD v12).
+    section = _first(gpu, ("clocks_event_reasons", "clocks_throttle_reasons"))
+    if section is None:
+        return None
+    raw = {}
+    active = []
+    for child in section:
+        name = child.tag
+        for prefix in _REASON_PREFIXES:
+            if name.startswith(prefix):
+                name = name[len(prefix):]
+                break
+        value = _clean(child.text)
+        raw[name] = value
+        if value is not None and value.lower() == "active":
+            active.append(name)
+    return {"active": sorted(active), "raw": raw, "source": section.tag}
+
+
+def _pcie(gpu):
+    link = gpu.find("pci/pci_gpu_link_info")
+    return {
+        "gen_current": _int(_text(link, "pcie_gen/current_link_gen")),
+        "gen_max": _int(_text(link, "pcie_gen/max_link_gen")),
+        "gen_host_max": _int(_text(link, "pcie_gen/max_host_link_gen")),
+        "gen_device_current": _int(_text(link, "pcie_gen/device_current_link_gen")),
+        "gen_device_max": _int(_text(link, "pcie_gen/max_device_link_gen")),
+        "width_current": _int(_text(link, "link_widths/current_link_width")),
+        "width_max": _int(_text(link, "link_widths/max_link_width")),
+    }
+
+
+def _retired_pages(gpu):
+    section = gpu.find("retired_pages")
+    if section is None or len(section) == 0:
+        return None
+    return {
+        "single_bit": _int(_text(section, "multiple_single_bit_retirement/retired_count")),
+        "double_bit": _int(_text(section, "double_bit_retirement/retired_count")),
+        "pending_blacklist": _yes_no(_text(section, "pending_blacklist")),
+        "pending_retirement": _yes_no(_text(section, "pending_retirement")),
+    }
+
+
+def _remapped_rows(gpu):
+    # GPUs before Ampere have no row remapper: nvidia-smi writes <remapped_rows>N/A</remapped_rows>.
+    section = gpu.find("remapped_rows")
+    if section is None or len(section) == 0:
+        return None
+    return {
+        "correctable": _int(_text(section, "remapped_row_corr")),
+        "uncorrectable": _int(_text(section, "remapped_row_unc")),
+        "pending": _yes_no(_text(section, "remapped_row_pending")),
+        "failure": _yes_no(_text(section, "remapped_row_failure")),
+    }
+
+
+def _processes(gpu):
+    # A capture without <processes> (trimmed, truncated) says nothing about processes: None.
+    section = gpu.find("processes")
+    if section is None:
+        return None
+    result = []
+    for proc in section.findall("process_info"):
+        result.append({
+            "pid": _int(_text(proc, "pid")),
+            "name": _text(proc, "process_name"),
+            "type": _text(proc, "type"),
+            "used_memory_mib": _int(_text(proc, "used_memory")),
+        })
+    return result
+
+
+def _mig(gpu):
+    mode = gpu.find("mig_mode")
+    devices_elem = gpu.find("mig_devices")
+    if mode is None and devices_elem is None:
+        return None
+    devices = []
+    if devices_elem is not None:
+        for dev in devices_elem.findall("mig_device"):
+            devices.append({
+                "index": _int(_text(dev, "index")),
+                "gpu_instance_id": _int(_text(dev, "gpu_instance_id")),
+                "compute_instance_id": _int(_text(dev, "compute_instance_id")),
+                "memory_total_mib": _int(_text(dev, "fb_memory_usage/total")),
+            })
+    return {
+        "current": _text(mode, "current_mig"),
+        "pending": _text(mode, "pending_mig"),
+        "devices": devices,
+    }
+
+
+def _gpu(index, gpu):
+    bus_id = normalise_bus_id(gpu.get("id")) or normalise_bus_id(_text(gpu, "pci/pci_bus_id"))
+    return {
+        "index": index,
+        "minor_number": _int(_text(gpu, "minor_number")),
+        "name": _text(gpu, "product_name"),
+        "uuid": _text(gpu, "uuid"),
+        "bus_id": bus_id,
+        "persistence": _enabled(_text(gpu, "persistence_mode")),
+        "ecc": {
+            "current": _text(gpu, "ecc_mode/current_ecc"),
+            "pending": _text(gpu, "ecc_mode/pending_ecc"),
+        },
+        "power": _power(gpu),
+        "clocks_event_reasons": _clock_reasons(gpu),
+        "pcie": _pcie(gpu),
+        "mig": _mig(gpu),
+        "retired_pages": _retired_pages(gpu),
+        "remapped_rows": _remapped_rows(gpu),
+        "processes": _processes(gpu),
+    }
+
+
+# -- nvidia-smi -q -x ------------------------------------------------------------------
+def _parse_tree(text):
+    """Root element and the parse error (``None`` when complete).
+
+    A pull parser keeps every element read before the point where the input breaks, so a
+    truncated capture still yields the GPUs (and the fields of the last GPU) it contains.
+    expat never fetches the external DTD named by the DOCTYPE line.
+    """
+    parser = ET.XMLPullParser(events=("start",))
+    root = None
+    error = None
+    try:
+        parser.feed(text)
+        for _event, elem in parser.read_events():
+            if root is None:
+                root = elem
+        parser.close()
+    except ET.ParseError as exc:
+        error = "not well-formed XML (%s)" % exc
+    except Exception as exc:  # pylint: disable=broad-except
+        # expat rejects some inputs with ValueError/UnicodeError rather than ParseError.
+        error = "unreadable XML (%s: %s)" % (type(exc).__name__, exc)
+    return root, error
+
+
+def parse_smi_xml(text):
+    """Parse ``nvidia-smi -q -x``.
+
+    Returns ``None`` when the text holds no ``<nvidia_smi_log>`` element (empty, garbage,
+    another document). Otherwise ``{"driver_version", "cuda_version", "attached_gpus",
+    "gpus", "error"}`` where ``error`` is ``None`` for a complete document and says why
+    the document is incomplete (truncated, malformed) otherwise; GPUs read before the
+    break are kept, fields after it are ``None``.
+    """
+    if not text or not isinstance(text, str):
+        return None
+    if "<" not in text:
+        return None
+    root, error = _parse_tree(text)
+    if root is None or root.tag != "nvidia_smi_log":
+        return None
+    gpus = [_gpu(index, gpu) for index, gpu in enumerate(root.findall("gpu"))]
+    return {
+        "driver_version": _text(root, "driver_version"),
+        "cuda_version": _text(root, "cuda_version"),
+        "attached_gpus": _int(_text(root, "attached_gpus")),
+        "gpus": gpus,
+        "error": error,
+    }
+
+
+# -- nvidia-smi topo -m ------------------------------------------------------------------
+_AFFINITY_COLUMNS = {"CPU Affinity": "cpu", "NUMA Affinity": "numa", "GPU NUMA ID": "gpu_numa"}
+_NIC_LEGEND_RE = re.compile(r"^\s*(NIC\d+):\s*(\S+)\s*$")
+
+
+def strip_ansi(text):
+    return _ANSI_RE.sub("", text)
+
+
+def _split_header(line):
+    if "\t" in line:
+        return [cell.strip() for cell in line.split("\t") if cell.strip()]
+    # Captures whose tabs were expanded to spaces: re-join the multi-word column names.
+    cells = []
+    words = line.split()
+    i = 0
+    while i < len(words):
+        for name in sorted(_AFFINITY_COLUMNS, key=len, reverse=True):
+            parts = name.split()
+            if words[i:i + len(parts)] == parts:
+                cells.append(name)
+                i += len(parts)
+                break
+        else:
+            cells.append(words[i])
+            i += 1
+    return cells
+
+
+def _split_row(line, tabbed):
+    # Tab-separated cells may be empty (padding); whitespace-split captures lose those.
+    if tabbed:
+        return [cell.strip() for cell in line.split("\t")]
+    return line.split()
+
+
+def parse_topo(text):
+    """Parse ``nvidia-smi topo -m``.
+
+    Returns ``{"devices", "matrix", "affinity", "nic_names"}`` or ``None`` when there
+    is no header row starting with ``GPU0`` followed by at least one device row. ``matrix[a][b]`` is the
+    link type (``X``, ``SYS``, ``NODE``, ``PHB``, ``PXB``, ``PIX``, ``NV12``...);
+    ``affinity`` has the CPU list, NUMA node and GPU NUMA id per GPU (``None`` for
+    ``N/A`` or empty cells); ``nic_names`` maps ``NICn`` to the device of the NIC legend.
+    The connection legend after the matrix is not part of the result.
+    """
+    if not text or not isinstance(text, str):
+        return None
+    lines = strip_ansi(text).replace("\r", "").split("\n")
+    header_at = None
+    for i, line in enumerate(lines):
+        cells = _split_header(line)
+        # The header starts with GPU0 like the first row does, but only rows hold "X" (self).
+        if cells and cells[0] == "GPU0" and "X" not in cells:
+            header_at = i
+            break
+    if header_at is None:
+        return None
+    header = _split_header(lines[header_at])
+    devices = []
+    extra = []
+    for cell in header:
+        if cell in _AFFINITY_COLUMNS:
+            extra.append(_AFFINITY_COLUMNS[cell])
+        elif not extra:
+            devices.append(cell)
+        else:
+            # an unknown column after the affinity ones: keep positions aligned
+            extra.append(cell)
+    matrix = {}
+    affinity = {}
+    for line in lines[header_at + 1:]:
+        if not line.strip():
+            break
+        cells = _split_row(line, "\t" in line)
+        name = cells[0].strip() if cells else ""
+        if name not in devices:
+            continue
+        values = cells[1:]
+        row = {}
+        for j, other in enumerate(devices):
+            value = values[j].strip() if j < len(values) else ""
+            row[other] = value or None
+        matrix[name] = row
+        # nvidia-smi writes an extra tab before "GPU NUMA ID" ("0-31\t0\t\tN/A") and empty
+        # cells for NICs; unknown values are spelled N/A, so empty cells are only padding.
+        rest = [cell for cell in values[len(devices):] if cell.strip()]
+        if name.startswith("GPU"):
+            entry = {"cpu": None, "numa": None, "gpu_numa": None}
+            for k, key in enumerate(extra):
+                if k < len(rest) and key in entry:
+                    entry[key] = _clean(rest[k])
+            affinity[name] = entry
+    if not matrix:
+        return None
+    nic_names = {}
+    for line in lines[header_at + 1:]:
+        match = _NIC_LEGEND_RE.match(line)
+        if match and match.group(1) in devices:
+            nic_names[match.group(1)] = match.group(2)
+    return {"devices": devices, "matrix": matrix, "affinity": affinity, "nic_names": nic_names}
+
+
+# -- gather --------------------------------------------------------------------------
+def _topology_of(topology, index):
+    entry = None
+    if topology is not None:
+        entry = topology["affinity"].get("GPU%d" % index)
+    entry = entry or {}
+    return {
+        "cpu_affinity": entry.get("cpu"),
+        "numa_affinity": entry.get("numa"),
+        "gpu_numa_id": entry.get("gpu_numa"),
+    }
+
+
+def gather(root):
+    """The ``nvidia`` section of the facts (docs/facts.md) read through ``root``."""
+    module = None
+    version_text = root.read_text(VERSION_PATH, SUBSYSTEM, optional=True)
+    if version_text is not None:
+        module = parse_module_version(version_text)
+        if module is None:
+            root.error(SUBSYSTEM, VERSION_PATH, "no 'NVRM version:' line: not an NVIDIA driver version file")
+    module = module or {"version": None, "open": None, "raw": None}
+
+    smi = {"available": False, "error": None}
+    parsed = None
+    xml_text, reason = root.command("nvidia-smi-q", SUBSYSTEM)
+    if xml_text is None:
+        smi["error"] = reason
+    else:
+        parsed = parse_smi_xml(xml_text)
+        if parsed is None:
+            smi["error"] = ("nvidia-smi -q -x output has no <nvidia_smi_log> document (%d bytes): "
+                            "check that nvidia-smi works on the host" % len(xml_text))
+            root.error(SUBSYSTEM, "nvidia-smi -q -x", smi["error"])
+        elif parsed["error"]:
+            smi["available"] = True
+            smi["error"] = ("nvidia-smi -q -x output is incomplete, %s: values after that point are null; "
+                            "capture it again" % parsed["error"])
+            root.error(SUBSYSTEM, "nvidia-smi -q -x", smi["error"])
+        else:
+            smi["available"] = True
+
+    topology = None
+    topo_text = None
+    if xml_text is not None:
+        # Without nvidia-smi -q output (no binary, driver not talking) topo -m fails the same
+        # way; asking again would only repeat the error.
+        topo_text, _reason = root.command("nvidia-smi-topo", SUBSYSTEM)
+    if topo_text is not None:
+        topology = parse_topo(topo_text)
+        if topology is None:
+            root.error(SUBSYSTEM, "nvidia-smi topo -m",
+                       "no topology matrix (header row with GPU0...) in nvidia-smi topo -m output")
+
+    gpus = parsed["gpus"] if parsed else []
+    for gpu in gpus:
+        gpu["topology"] = _topology_of(topology, gpu["index"])
+
+    return {
+        "present": bool(version_text is not None or gpus),
+        "module": module,
+        "smi": smi,
+        "driver_version": parsed["driver_version"] if parsed else None,
+        "cuda_version": parsed["cuda_version"] if parsed else None,
+        "attached_gpus": parsed["attached_gpus"] if parsed else None,
+        "gpus": gpus,
+        "topology": topology,
+    }

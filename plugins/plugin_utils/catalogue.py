@@ -1,0 +1,819 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The baseline catalogue: rules, profiles and waivers, loaded and validated.
+
+Controller side only: the ``baseline_evaluate`` and ``baseline_validate`` action plugins
+call :func:`load_catalogue`, :func:`resolve_profile`, :func:`validate_waivers` and
+:func:`validate`; the evaluator (:mod:`evaluate`) judges facts against what they return. Rules and profiles are YAML data (``rules/<area>.yml``,
+``profiles/<name>.yml``, format in ``docs/rules.md`` and ``docs/profiles.md``); nothing here
+runs on a managed host.
+
+PyYAML and jmespath are controller dependencies, so they are imported inside the functions
+that need them: importing this module never fails on a host without them.
+
+Everything malformed is rejected with :class:`CatalogueError` naming the file, the rule id
+(or profile / waiver) and what is wrong, before any host is judged.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import datetime
+import os
+import re
+
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import REQUIRED_PARAMS
+
+__metaclass__ = type
+
+#: Collection root: rules/ and profiles/ live next to plugins/.
+COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+STATUSES = ("pass", "fail", "unknown", "waived", "not_applicable")
+SEVERITIES = ("critical", "high", "medium", "low", "info")
+
+#: area (file name) -> rule id prefix
+AREAS = (
+    ("cpu", "CPU"),
+    ("kernel", "KERNEL"),
+    ("numa", "NUMA"),
+    ("pcie", "PCI"),
+    ("iommu", "IOMMU"),
+    ("nvidia", "NVIDIA"),
+    ("lxc", "LXC"),
+)
+AREA_PREFIX = dict(AREAS)
+AREA_NAMES = tuple(name for name, unused_label in AREAS)
+#: facts subsystem each area reads first (used to explain a missing section)
+AREA_SUBSYSTEM = {"cpu": "cpu", "kernel": "kernel", "numa": "numa", "pcie": "pci",
+                  "iommu": "iommu", "nvidia": "nvidia", "lxc": "lxc"}
+
+#: Keys the remediate role maps to a fixing module; a rule naming anything else is rejected.
+FIX_ACTIONS = ("sysctl", "kernel_cmdline", "kernel_package", "cpu_power", "cpu_idle", "thp",
+               "pcie_tune", "nvidia_gpu", "nvidia_driver", "lxc_config", "manual")
+
+#: operator -> kind of operand it takes
+OPERATORS = {
+    "equals": "scalar",
+    "not_equals": "scalar",
+    "in": "list",
+    "not_in": "list",
+    "min": "number",
+    "max": "number",
+    "min_version": "version",
+    "min_kernel": "version",
+    "all_equal": "scalar",
+    "all_in": "list",
+    "empty": "flag",
+    "true": "flag",
+    "false": "flag",
+    "uniform": "flag",
+}
+
+#: Parameters whose value is one of a closed set.
+PARAM_CHOICES = {
+    "smt": ("on", "off", "any"),
+    "power_limit_policy": ("max", "default"),
+}
+
+RULE_REQUIRED = ("id", "title", "area", "severity", "rationale", "source", "query", "expect", "fix",
+                 "reboot_required")
+RULE_OPTIONAL = ("applies_when", "subjects", "subject", "detail", "unknown_reason", "pending_when",
+                 "label", "unit")
+PROFILE_KEYS = ("description", "extends", "priority", "match", "rules", "params")
+PROFILE_RULE_KEYS = ("areas", "include", "exclude")
+WAIVER_KEYS = ("rule", "hosts", "subjects", "reason", "expires")
+
+#: profile ``auto`` falls back to this one when no profile's ``match`` holds
+DEFAULT_PROFILE = "generic-nvidia-inference"
+
+_ID_RE = re.compile(r"^([A-Z]+)-(\d{3})$")
+_PARAM_IN_EXPR_RE = re.compile(r"(?<![.\w@])params\.([A-Za-z_][A-Za-z0-9_]*)")
+_NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
+_DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+
+class CatalogueError(Exception):
+    """A rule, profile, parameter or waiver is malformed; the message says where and what."""
+
+
+# -- helpers --------------------------------------------------------------------------
+
+def _jmespath():
+    try:
+        import jmespath  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        raise CatalogueError("the Python library jmespath is required on the controller to evaluate the "
+                             "baseline: pip install jmespath (into the Python that runs ansible-playbook)")
+    return jmespath
+
+
+def _yaml():
+    try:
+        import yaml  # pylint: disable=import-outside-toplevel
+    except ImportError:
+        raise CatalogueError("the Python library PyYAML is required on the controller to read the rule "
+                             "catalogue: pip install pyyaml")
+    return yaml
+
+
+def plain(value):
+    """A copy of ``value`` made of plain JSON types.
+
+    Facts arriving through Ansible may be str/dict subclasses (tagged or unsafe values);
+    jmespath's functions type-check by class name and would reject them.
+    """
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, dict):
+        return dict((str(k), plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        return [plain(v) for v in value]
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return value.isoformat()
+    return str(value)
+
+
+def _load_yaml(path):
+    yaml = _yaml()
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        with open(path, "rb") as handle:
+            return yaml.load(handle, Loader=loader)  # nosec: safe loader
+    except EnvironmentError as exc:
+        raise CatalogueError("%s: cannot read: %s" % (path, exc.strerror or exc))
+    except yaml.YAMLError as exc:
+        raise CatalogueError("%s: not valid YAML: %s" % (path, str(exc).replace("\n", " ")))
+
+
+def _rel(path, base):
+    try:
+        rel = os.path.relpath(path, base)
+    except ValueError:
+        return path
+    return path if rel.startswith("..") else rel
+
+
+class Expr:
+    """A compiled jmespath expression that remembers its text."""
+
+    def __init__(self, text, where):
+        if not isinstance(text, str) or not text.strip():
+            raise CatalogueError("%s: must be a non-empty jmespath expression string, got %r" % (where, text))
+        jmespath = _jmespath()
+        try:
+            self.compiled = jmespath.compile(text)
+        except jmespath.exceptions.JMESPathError as exc:
+            raise CatalogueError("%s: bad jmespath %r: %s" % (where, text, str(exc).replace("\n", " ")))
+        self.text = text
+        self.params = sorted(set(_PARAM_IN_EXPR_RE.findall(text)))
+
+    def search(self, data):
+        """Result of the expression; raises :class:`EvaluationError` for runtime type errors."""
+        jmespath = _jmespath()
+        try:
+            return self.compiled.search(data)
+        except jmespath.exceptions.JMESPathError as exc:
+            raise EvaluationError("cannot evaluate %s: %s" % (self.text, str(exc).replace("\n", " ")))
+
+    def __repr__(self):
+        return "Expr(%r)" % self.text
+
+
+class EvaluationError(Exception):
+    """A jmespath expression failed on this host's facts (becomes ``unknown``)."""
+
+
+# -- rules ----------------------------------------------------------------------------
+
+class Operand:
+    """An operator's value: a literal, ``{param: name}`` or ``{query: jmespath}``."""
+
+    def __init__(self, raw, where):
+        self.param = None
+        self.query = None
+        self.literal = None
+        if isinstance(raw, dict):
+            if set(raw) == {"param"}:
+                if not isinstance(raw["param"], str) or not raw["param"]:
+                    raise CatalogueError("%s: {param: ...} needs a parameter name, got %r" % (where, raw["param"]))
+                self.param = raw["param"]
+            elif set(raw) == {"query"}:
+                self.query = Expr(raw["query"], where + ".query")
+            else:
+                raise CatalogueError("%s: a mapping operand must be {param: <name>} or {query: <jmespath>}, got "
+                                     "keys %s" % (where, ", ".join(sorted(str(k) for k in raw))))
+        else:
+            self.literal = raw
+
+    @property
+    def dynamic(self):
+        return self.param is not None or self.query is not None
+
+    def resolve(self, params, scope):
+        if self.param is not None:
+            return params.get(self.param)
+        if self.query is not None:
+            return self.query.search(scope)
+        return self.literal
+
+    def describe(self):
+        if self.param is not None:
+            return "{param: %s}" % self.param
+        if self.query is not None:
+            return "{query: %s}" % self.query.text
+        return repr(self.literal)
+
+
+def _check_literal(op, kind, value, where):
+    if kind == "list":
+        if not isinstance(value, list):
+            raise CatalogueError("%s: operator %s needs a list, got %r" % (where, op, value))
+    elif kind == "number":
+        if isinstance(value, bool) or not isinstance(value, (int, float)):
+            raise CatalogueError("%s: operator %s needs a number, got %r" % (where, op, value))
+    elif kind == "version":
+        if not isinstance(value, str) or not re.match(r"^\d", value):
+            raise CatalogueError("%s: operator %s needs a version string such as '6.14' (quoted), got %r"
+                                 % (where, op, value))
+    elif kind == "flag":
+        if value is not True:
+            raise CatalogueError("%s: operator %s takes the value true, got %r" % (where, op, value))
+    elif kind == "scalar":
+        if isinstance(value, (list, dict)):
+            raise CatalogueError("%s: operator %s needs a single value, got %r" % (where, op, value))
+
+
+class Rule:
+    """One validated rule of the catalogue."""
+
+    def __init__(self, raw, path, index):
+        where = "%s: rule #%d" % (path, index + 1)
+        if not isinstance(raw, dict):
+            raise CatalogueError("%s: a rule must be a mapping, got %s" % (where, type(raw).__name__))
+        rid = raw.get("id")
+        if isinstance(rid, str):
+            where = "%s: rule %s" % (path, rid)
+        self.where = where
+        self.file = path
+        unknown = sorted(str(k) for k in raw if k not in RULE_REQUIRED + RULE_OPTIONAL)
+        if unknown:
+            raise CatalogueError("%s: unknown key(s) %s (allowed: %s)" % (
+                where, ", ".join(unknown), ", ".join(RULE_REQUIRED + RULE_OPTIONAL)))
+        missing = [k for k in RULE_REQUIRED if k not in raw]
+        if missing:
+            raise CatalogueError("%s: missing required key(s) %s" % (where, ", ".join(missing)))
+        for key in ("id", "title", "area", "severity", "rationale", "source"):
+            if not isinstance(raw[key], str) or not raw[key].strip():
+                raise CatalogueError("%s: %s must be a non-empty string, got %r" % (where, key, raw[key]))
+        self.id = raw["id"]
+        self.title = raw["title"].strip()
+        self.area = raw["area"]
+        if self.area not in AREA_PREFIX:
+            raise CatalogueError("%s: unknown area %r (known: %s)" % (where, self.area, ", ".join(AREA_NAMES)))
+        match = _ID_RE.match(self.id)
+        if not match or match.group(1) != AREA_PREFIX[self.area]:
+            raise CatalogueError("%s: id must look like %s-NNN for area %s" % (where, AREA_PREFIX[self.area], self.area))
+        self.severity = raw["severity"]
+        if self.severity not in SEVERITIES:
+            raise CatalogueError("%s: unknown severity %r (known: %s)" % (where, self.severity, ", ".join(SEVERITIES)))
+        self.rationale = " ".join(raw["rationale"].split())
+        self.source = raw["source"].strip()
+        if not re.match(r"^https://\S+$", self.source):
+            raise CatalogueError("%s: source must be an https:// URL of the authority, got %r" % (where, self.source))
+        if not isinstance(raw["reboot_required"], bool):
+            raise CatalogueError("%s: reboot_required must be true or false, got %r" % (where, raw["reboot_required"]))
+        self.reboot_required = raw["reboot_required"]
+
+        fix = raw["fix"]
+        if not isinstance(fix, dict) or set(fix) != {"action", "hint"}:
+            raise CatalogueError("%s: fix must be a mapping with exactly the keys action and hint, got %r" % (where, fix))
+        if fix["action"] not in FIX_ACTIONS:
+            raise CatalogueError("%s: unknown fix action %r (known: %s)" % (where, fix["action"], ", ".join(FIX_ACTIONS)))
+        if not isinstance(fix["hint"], str) or not fix["hint"].strip():
+            raise CatalogueError("%s: fix.hint must be a non-empty string" % where)
+        self.fix_action = fix["action"]
+        self.fix_hint = " ".join(fix["hint"].split())
+
+        def expr(key):
+            if raw.get(key) is None:
+                return None
+            return Expr(raw[key], "%s: %s" % (where, key))
+
+        self.applies_when = expr("applies_when")
+        self.subjects = expr("subjects")
+        self.subject = expr("subject")
+        if (self.subjects is None) != (self.subject is None):
+            raise CatalogueError("%s: subjects and subject go together (subjects lists the elements, subject "
+                                 "labels each one)" % where)
+        self.detail = expr("detail")
+        self.query = expr("query")
+        self.unknown_reason = expr("unknown_reason")
+        self.pending_when = expr("pending_when")
+        for key in ("label", "unit"):
+            if key in raw and not isinstance(raw[key], str):
+                raise CatalogueError("%s: %s must be a string, got %r" % (where, key, raw[key]))
+        self.label = raw.get("label") or self.title
+        self.unit = raw.get("unit") or ""
+
+        expect = raw["expect"]
+        if not isinstance(expect, dict) or len(expect) != 1:
+            raise CatalogueError("%s: expect must be a mapping with exactly one operator (%s), got %r" % (
+                where, ", ".join(OPERATORS), expect))
+        (op, value), = expect.items()
+        # YAML 1.1 reads a bare `true:` / `false:` key as a boolean.
+        if op is True:
+            op = "true"
+        elif op is False:
+            op = "false"
+        if op not in OPERATORS:
+            raise CatalogueError("%s: unknown operator %r (known: %s)" % (where, op, ", ".join(OPERATORS)))
+        self.op = op
+        self.operand = Operand(value, "%s: expect.%s" % (where, op))
+        if not self.operand.dynamic:
+            _check_literal(op, OPERATORS[op], value, "%s: expect" % where)
+        elif OPERATORS[op] == "flag":
+            raise CatalogueError("%s: operator %s takes the value true, not a reference" % (where, op))
+
+    def param_refs(self):
+        """Parameters this rule reads: operand references and ``params.X`` in expressions."""
+        refs = set()
+        if self.operand.param:
+            refs.add(self.operand.param)
+        for e in (self.applies_when, self.subjects, self.subject, self.detail, self.query,
+                  self.unknown_reason, self.pending_when, self.operand.query):
+            if e is not None:
+                refs.update(e.params)
+        return refs
+
+
+class Catalogue:
+    """Every rule (by id, in catalogue order) and every resolved profile."""
+
+    def __init__(self, rules, profiles, base_dir):
+        self.rules = rules
+        self.by_id = dict((r.id, r) for r in rules)
+        self.profiles = profiles
+        self.base_dir = base_dir
+
+    def profile(self, name):
+        if name not in self.profiles:
+            raise CatalogueError("unknown profile %r: known profiles are %s, or auto" % (
+                name, ", ".join(sorted(self.profiles))))
+        return self.profiles[name]
+
+
+def load_rules(base_dir):
+    """Every rule of ``<base_dir>/rules/<area>.yml``, validated, in area then file order."""
+    rules_dir = os.path.join(base_dir, "rules")
+    if not os.path.isdir(rules_dir):
+        raise CatalogueError("%s: rules directory missing" % rules_dir)
+    rules = []
+    seen = {}
+    for name in sorted(os.listdir(rules_dir)):
+        if not name.endswith((".yml", ".yaml")):
+            continue
+        path = os.path.join(rules_dir, name)
+        rel = _rel(path, base_dir)
+        area = name.rsplit(".", 1)[0]
+        if area not in AREA_PREFIX:
+            raise CatalogueError("%s: no such area %r (rule files are rules/<area>.yml for %s)" % (
+                rel, area, ", ".join(AREA_NAMES)))
+        data = _load_yaml(path)
+        if not isinstance(data, list) or not data:
+            raise CatalogueError("%s: must be a non-empty YAML list of rules" % rel)
+        for index, raw in enumerate(data):
+            rule = Rule(raw, rel, index)
+            if rule.area != area:
+                raise CatalogueError("%s: area %r does not match its file (rules/%s.yml holds area %s)" % (
+                    rule.where, rule.area, area, area))
+            if rule.id in seen:
+                raise CatalogueError("%s: duplicate id %s (already defined in %s)" % (rule.where, rule.id, seen[rule.id]))
+            seen[rule.id] = rel
+            rules.append(rule)
+    order = dict((a, i) for i, a in enumerate(AREA_NAMES))
+    rules.sort(key=lambda r: (order[r.area], r.id))
+    if not rules:
+        raise CatalogueError("%s: no rule files" % rules_dir)
+    return rules
+
+
+# -- parameters -------------------------------------------------------------------------
+
+def type_name(value):
+    if isinstance(value, bool):
+        return "bool"
+    if isinstance(value, (int, float)):
+        return "number"
+    if isinstance(value, str):
+        return "string"
+    if isinstance(value, list):
+        return "list"
+    if isinstance(value, dict):
+        return "mapping"
+    return "null" if value is None else type(value).__name__
+
+
+def _check_param_value(name, value, reference, where):
+    """``value`` must have the type of the profile's value ``reference`` (and be a valid choice)."""
+    value = plain(value)
+    if reference is not None and value is not None and type_name(value) != type_name(reference):
+        hint = " (quote it)" if type_name(reference) == "string" else ""
+        raise CatalogueError("%s: parameter %s must be a %s like %r, got %s %r%s" % (
+            where, name, type_name(reference), reference, type_name(value), value, hint))
+    if name in PARAM_CHOICES and value not in PARAM_CHOICES[name]:
+        raise CatalogueError("%s: parameter %s must be one of %s, got %r" % (
+            where, name, ", ".join(PARAM_CHOICES[name]), value))
+    if isinstance(value, dict) and isinstance(reference, dict):
+        for key, sub in value.items():
+            ref_sub = reference.get(key)
+            if ref_sub is None and reference:
+                ref_sub = next(iter(reference.values()))
+            if ref_sub is not None and sub is not None and type_name(sub) != type_name(ref_sub):
+                raise CatalogueError("%s: parameter %s.%s must be a %s like %r, got %r" % (
+                    where, name, key, type_name(ref_sub), ref_sub, sub))
+    return value
+
+
+def merge_params(base, overrides, where, ignore_unknown=False):
+    """``overrides`` over ``base``; mapping-valued parameters merge one level deep.
+
+    ``ignore_unknown`` drops names ``base`` does not know (an ``auto`` profile that
+    does not use a parameter another profile defines) instead of rejecting them.
+    """
+    if overrides is None:
+        overrides = {}
+    if not isinstance(overrides, dict):
+        raise CatalogueError("%s: parameters must be a mapping, got %s" % (where, type_name(overrides)))
+    merged = dict(base)
+    for name, value in overrides.items():
+        name = str(name)
+        if name not in base:
+            if ignore_unknown:
+                continue
+            raise CatalogueError("%s: unknown parameter %r (known: %s)" % (where, name, ", ".join(sorted(base))))
+        value = _check_param_value(name, value, base[name], where)
+        if isinstance(value, dict) and isinstance(base[name], dict):
+            combined = dict(base[name])
+            combined.update(value)
+            value = combined
+        merged[name] = value
+    return merged
+
+
+# -- profiles -----------------------------------------------------------------------------
+
+class Profile:
+    """A profile with ``extends`` resolved: rule ids selected and full parameters."""
+
+    def __init__(self, name, description, priority, match, rule_ids, params, file):
+        self.name = name
+        self.description = description
+        self.priority = priority
+        self.match = match
+        self.rule_ids = rule_ids
+        self.params = params
+        self.file = file
+
+
+def _id_list(value, where):
+    if value is None:
+        return []
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise CatalogueError("%s: must be a list of rule ids, got %r" % (where, value))
+    return list(value)
+
+
+def load_profiles(base_dir, rules):
+    """Every ``<base_dir>/profiles/<name>.yml``, validated and resolved against ``rules``."""
+    prof_dir = os.path.join(base_dir, "profiles")
+    if not os.path.isdir(prof_dir):
+        raise CatalogueError("%s: profiles directory missing" % prof_dir)
+    raw_profiles = {}
+    for fname in sorted(os.listdir(prof_dir)):
+        if not fname.endswith((".yml", ".yaml")):
+            continue
+        path = os.path.join(prof_dir, fname)
+        rel = _rel(path, base_dir)
+        name = fname.rsplit(".", 1)[0]
+        if not _NAME_RE.match(name):
+            raise CatalogueError("%s: profile names are lower case letters, digits and dashes" % rel)
+        data = _load_yaml(path)
+        where = "%s: profile %s" % (rel, name)
+        if not isinstance(data, dict):
+            raise CatalogueError("%s: must be a YAML mapping" % where)
+        unknown = sorted(str(k) for k in data if k not in PROFILE_KEYS)
+        if unknown:
+            raise CatalogueError("%s: unknown key(s) %s (allowed: %s)" % (where, ", ".join(unknown), ", ".join(PROFILE_KEYS)))
+        if not isinstance(data.get("description"), str) or not data["description"].strip():
+            raise CatalogueError("%s: description must be a non-empty string" % where)
+        raw_profiles[name] = (data, rel, where)
+
+    rule_ids = [r.id for r in rules]
+    known_ids = set(rule_ids)
+    resolved = {}
+
+    def resolve(name, chain):
+        if name in resolved:
+            return resolved[name]
+        data, rel, where = raw_profiles[name]
+        parent = None
+        if data.get("extends") is not None:
+            parent_name = data["extends"]
+            if parent_name not in raw_profiles:
+                raise CatalogueError("%s: extends unknown profile %r (known: %s)" % (
+                    where, parent_name, ", ".join(sorted(raw_profiles))))
+            if parent_name in chain:
+                raise CatalogueError("%s: extends cycle %s" % (where, " -> ".join(chain + [parent_name])))
+            parent = resolve(parent_name, chain + [parent_name])
+
+        priority = data.get("priority", parent.priority if parent else 0)
+        if isinstance(priority, bool) or not isinstance(priority, int):
+            raise CatalogueError("%s: priority must be an integer, got %r" % (where, priority))
+        match = Expr(data["match"], "%s: match" % where) if data.get("match") is not None else None
+
+        sel = data.get("rules") or {}
+        if not isinstance(sel, dict):
+            raise CatalogueError("%s: rules must be a mapping with areas/include/exclude" % where)
+        bad = sorted(str(k) for k in sel if k not in PROFILE_RULE_KEYS)
+        if bad:
+            raise CatalogueError("%s: rules: unknown key(s) %s (allowed: %s)" % (where, ", ".join(bad), ", ".join(PROFILE_RULE_KEYS)))
+        if "areas" in sel:
+            areas = sel["areas"]
+            if not isinstance(areas, list) or not all(a in AREA_PREFIX for a in areas):
+                raise CatalogueError("%s: rules.areas must be a list of areas among %s, got %r" % (
+                    where, ", ".join(AREA_NAMES), areas))
+        else:
+            areas = parent.areas if parent else []
+        include = _id_list(sel.get("include"), "%s: rules.include" % where)
+        exclude = _id_list(sel.get("exclude"), "%s: rules.exclude" % where)
+        for rid in include + exclude:
+            if rid not in known_ids:
+                raise CatalogueError("%s: rules: unknown rule id %r" % (where, rid))
+        both = sorted(set(include) & set(exclude))
+        if both:
+            raise CatalogueError("%s: rules: %s both included and excluded" % (where, ", ".join(both)))
+        p_include = set(parent.include) if parent else set()
+        p_exclude = set(parent.exclude) if parent else set()
+        inc = (p_include - set(exclude)) | set(include)
+        exc = (p_exclude - set(include)) | set(exclude)
+        selected = [r.id for r in rules if (r.area in areas or r.id in inc) and r.id not in exc]
+        if not selected:
+            raise CatalogueError("%s: selects no rule" % where)
+
+        params_raw = data.get("params") or {}
+        if not isinstance(params_raw, dict):
+            raise CatalogueError("%s: params must be a mapping" % where)
+        if parent:
+            params = merge_params(parent.params, params_raw, where)
+            # a child may also introduce new parameters
+        else:
+            params = {}
+            for pname, value in params_raw.items():
+                params[str(pname)] = _check_param_value(str(pname), value, None, where)
+        if parent:
+            for pname in params_raw:
+                if pname not in parent.params:
+                    params[str(pname)] = _check_param_value(str(pname), params_raw[pname], None, where)
+
+        missing = sorted(set(REQUIRED_PARAMS) - set(params))
+        if missing:
+            raise CatalogueError("%s: missing parameter(s) %s (needed to derive facts)" % (where, ", ".join(missing)))
+        by_id = dict((r.id, r) for r in rules)
+        for rid in selected:
+            for ref in sorted(by_id[rid].param_refs()):
+                if ref not in params:
+                    raise CatalogueError("%s: rule %s (%s) references unknown parameter %r (profile parameters: %s)" % (
+                        where, rid, by_id[rid].file, ref, ", ".join(sorted(params))))
+        profile = Profile(name, " ".join(data["description"].split()), priority, match, selected, params, rel)
+        profile.areas = areas
+        profile.include = sorted(inc)
+        profile.exclude = sorted(exc)
+        resolved[name] = profile
+        return profile
+
+    # some rules may be excluded by every profile: they still must reference only known parameters
+    # of some profile, which the per-profile check below covers for selected ones.
+    for name in sorted(raw_profiles):
+        resolve(name, [name])
+    if DEFAULT_PROFILE not in resolved:
+        raise CatalogueError("%s: the fallback profile %s is missing" % (prof_dir, DEFAULT_PROFILE))
+    return resolved
+
+
+_CACHE = {}
+
+
+def _stamp(base_dir):
+    stamp = []
+    for sub in ("rules", "profiles"):
+        d = os.path.join(base_dir, sub)
+        try:
+            for name in sorted(os.listdir(d)):
+                st = os.stat(os.path.join(d, name))
+                stamp.append((sub, name, st.st_mtime_ns, st.st_size))
+        except EnvironmentError:
+            stamp.append((sub, None))
+    return tuple(stamp)
+
+
+def load_catalogue(base_dir=None):
+    """The validated :class:`Catalogue` of ``base_dir`` (default: this collection)."""
+    base_dir = os.path.abspath(base_dir or COLLECTION_ROOT)
+    stamp = _stamp(base_dir)
+    cached = _CACHE.get(base_dir)
+    if cached and cached[0] == stamp:
+        return cached[1]
+    catalogue = _disk_cache(base_dir, stamp)
+    if catalogue is None:
+        rules = load_rules(base_dir)
+        profiles = load_profiles(base_dir, rules)
+        catalogue = Catalogue(rules, profiles, base_dir)
+        _disk_cache(base_dir, stamp, catalogue)
+    _CACHE[base_dir] = (stamp, catalogue)
+    return catalogue
+
+
+def _disk_cache(base_dir, stamp, catalogue=None):
+    """Read (or, given ``catalogue``, write) the parsed catalogue for this exact set of files.
+
+    Ansible runs every task of every host in a fresh worker process, so an in-process cache
+    alone would parse and validate the YAML once per host; the key covers the files' names,
+    sizes and mtimes, the directory and the Python version. The cache sits in the user's own
+    cache directory; any problem with it just means parsing again.
+    """
+    import hashlib  # pylint: disable=import-outside-toplevel
+    import pickle  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+
+    cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    key = hashlib.sha256(repr((base_dir, stamp, sys.version_info[:2], __file__)).encode("utf-8")).hexdigest()[:24]
+    path = os.path.join(cache_home, "gpuhost-baseline", "catalogue-%s.pickle" % key)
+    try:
+        if catalogue is None:
+            if not os.path.exists(path):
+                return None
+            with open(path, "rb") as handle:
+                loaded = pickle.load(handle)  # nosec: our own cache file, written below
+            return loaded if isinstance(loaded, Catalogue) else None
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        tmp = "%s.%d.tmp" % (path, os.getpid())
+        with open(tmp, "wb") as handle:
+            pickle.dump(catalogue, handle, protocol=2)
+        os.rename(tmp, path)
+    except Exception:  # pylint: disable=broad-except
+        return None
+    return None
+
+
+def select_profile(catalogue, name, facts):
+    """The profile called ``name``; ``auto``: the highest-priority profile whose ``match`` holds
+    on ``facts`` (ties by name), else :data:`DEFAULT_PROFILE`."""
+    if name is None or name == "auto":
+        facts = plain(facts or {})
+        candidates = sorted((p for p in catalogue.profiles.values() if p.match is not None),
+                            key=lambda p: (-p.priority, p.name))
+        for profile in candidates:
+            try:
+                if truthy(profile.match.search(facts)):
+                    return profile
+            except EvaluationError:
+                continue
+        return catalogue.profile(DEFAULT_PROFILE)
+    if not isinstance(name, str):
+        raise CatalogueError("profile must be a profile name or auto, got %r" % (name,))
+    return catalogue.profile(name)
+
+
+def resolve_profile(catalogue, name, facts=None, overrides=None):
+    """``(profile, effective params)`` with inventory ``overrides`` merged and checked."""
+    profile = select_profile(catalogue, name, facts)
+    overrides = plain(overrides or {})
+    auto = name is None or name == "auto"
+    if auto and isinstance(overrides, dict):
+        known = set()
+        for other in catalogue.profiles.values():
+            known.update(other.params)
+        unknown = sorted(k for k in overrides if k not in known)
+        if unknown:
+            raise CatalogueError("gpuhost_params: unknown parameter %r (known: %s)" % (
+                unknown[0], ", ".join(sorted(known))))
+    params = merge_params(profile.params, overrides, "gpuhost_params (profile %s)" % profile.name,
+                          ignore_unknown=auto)
+    return profile, params
+
+
+# -- waivers -------------------------------------------------------------------------------
+
+def parse_date(value, where):
+    if isinstance(value, datetime.datetime):
+        return value.date()
+    if isinstance(value, datetime.date):
+        return value
+    if isinstance(value, str) and _DATE_RE.match(value.strip()):
+        try:
+            return datetime.datetime.strptime(value.strip(), "%Y-%m-%d").date()
+        except ValueError:
+            pass
+    raise CatalogueError("%s: expires must be a date YYYY-MM-DD, got %r" % (where, value))
+
+
+def validate_waivers(waivers, catalogue):
+    """Normalised waivers: ``{rule, hosts, subjects, reason, expires (date)}``."""
+    if waivers is None:
+        return []
+    if not isinstance(waivers, list):
+        raise CatalogueError("gpuhost_waivers must be a list of {rule, hosts, subjects, reason, expires}, got %s"
+                             % type_name(plain(waivers)))
+    result = []
+    for index, raw in enumerate(waivers):
+        where = "gpuhost_waivers[%d]" % index
+        if not isinstance(raw, dict):
+            raise CatalogueError("%s: must be a mapping {rule, hosts, subjects, reason, expires}" % where)
+        rule = raw.get("rule")
+        if isinstance(rule, str):
+            where = "%s (rule %s)" % (where, rule)
+        unknown = sorted(str(k) for k in raw if k not in WAIVER_KEYS)
+        if unknown:
+            raise CatalogueError("%s: unknown key(s) %s (allowed: %s)" % (where, ", ".join(unknown), ", ".join(WAIVER_KEYS)))
+        for key in ("rule", "reason", "expires"):
+            if raw.get(key) in (None, ""):
+                raise CatalogueError("%s: %s is required" % (where, key))
+        if not isinstance(rule, str) or rule not in catalogue.by_id:
+            raise CatalogueError("%s: unknown rule id %r" % (where, rule))
+        if not isinstance(raw["reason"], str) or not raw["reason"].strip():
+            raise CatalogueError("%s: reason must be a non-empty string" % where)
+        hosts = raw.get("hosts")
+        if hosts is None:
+            hosts = ["*"]
+        if isinstance(hosts, str):
+            hosts = [hosts]
+        if not isinstance(hosts, list) or not hosts or not all(isinstance(h, str) and h for h in hosts):
+            raise CatalogueError("%s: hosts must be a list of host name patterns, got %r" % (where, raw.get("hosts")))
+        subjects = raw.get("subjects")
+        if subjects is not None:
+            if isinstance(subjects, (str, int)) and not isinstance(subjects, bool):
+                subjects = [subjects]
+            if not isinstance(subjects, list) or not subjects or \
+                    not all(isinstance(s, (str, int)) and not isinstance(s, bool) for s in subjects):
+                raise CatalogueError("%s: subjects must be a list of subject labels or patterns, got %r" % (
+                    where, raw.get("subjects")))
+            subjects = [str(s) for s in subjects]
+        result.append({
+            "rule": str(rule),
+            "hosts": [str(h) for h in hosts],
+            "subjects": subjects,
+            "reason": " ".join(str(raw["reason"]).split()),
+            "expires": parse_date(raw["expires"], where),
+        })
+    return result
+
+
+
+# -- comparisons -----------------------------------------------------------------------------
+
+
+def truthy(value):
+    # jmespath truthiness: false, null, empty string/list/dict are false; 0 is true.
+    if value is None or value is False:
+        return False
+    if isinstance(value, (str, list, dict)) and not value:
+        return False
+    return True
+
+
+def _resolve_auto_candidate(catalogue, name, params):
+    # Same checks as an auto run choosing ``name``: unknown-everywhere names already failed.
+    resolve_profile(catalogue, "auto", None, params)
+    profile = catalogue.profile(name)
+    return profile, merge_params(profile.params, plain(params or {}), "gpuhost_params (profile %s)" % name,
+                                 ignore_unknown=True)
+
+
+def validate(profile="auto", params=None, waivers=None, base_dir=None):
+    """Load and check everything a run needs before any host is contacted.
+
+    With ``profile: auto`` every profile's parameters are checked against ``params``
+    (the one chosen per host is only known from its facts).
+    """
+    catalogue = load_catalogue(base_dir)
+    if profile in (None, "auto"):
+        names = sorted(catalogue.profiles)
+    else:
+        names = [catalogue.profile(profile).name]
+    effective = {}
+    for name in names:
+        unused_profile, effective[name] = resolve_profile(catalogue, name, None, params) if profile not in (None, "auto") \
+            else _resolve_auto_candidate(catalogue, name, params)
+    validate_waivers(waivers, catalogue)
+    return {
+        "profiles": names,
+        "rules": len(catalogue.rules),
+        "params": effective,
+    }

@@ -1,0 +1,817 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Relations between facts that a jmespath query cannot express on its own.
+
+:func:`derive` returns a copy of the facts document with a ``derived`` key (every key is
+documented in ``docs/rules.md``): PCIe paths between peer GPUs and NICs (ACS, MaxPayload,
+AER), the NUMA placement of GPUs versus LXC container cpusets, kernel releases installed
+but not booted, running versus configured command line, and per-GPU values the NVIDIA
+rules compare. Pure functions of (facts, params): no I/O, never raises on odd facts;
+anything that cannot be worked out is ``None`` and, where useful, a ``reason`` says why.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import re
+
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import cmdline_value, compare_kernel_release
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pcie_paths import peer_bridges
+
+__metaclass__ = type
+
+#: parameters :func:`derive` reads; every profile must define them
+REQUIRED_PARAMS = ("idle_latency_max_us", "nic_min_link_width", "power_limit_policy", "nvidia_driver_min",
+                   "lxc_host_reserve_gib_per_node", "swappiness_max", "max_read_request_bytes_gpu",
+                   "max_read_request_bytes_nic")
+
+#: command-line keys the boot loader adds by itself: never in the configured line
+BOOTLOADER_KEYS = frozenset(("BOOT_IMAGE", "initrd", "ro", "rw", "root", "rootflags", "rootfstype", "boot"))
+
+VENDORS = {"0x10de": "NVIDIA", "0x15b3": "Mellanox", "0x8086": "Intel", "0x14e4": "Broadcom",
+           "0x1022": "AMD", "0x1002": "AMD", "0x1000": "Broadcom/LSI", "0x1077": "QLogic",
+           "0x1924": "Solarflare", "0x19e5": "Huawei", "0x1dd8": "Pensando", "0x8088": "Wangxun"}
+
+#: GPU architecture by marketing name (checked first) ...
+_GENERATION_NAMES = (
+    ("blackwell", re.compile(r"blackwell|\bG?B[12]\d\d\b|\bRTX 50\d\d|\bRTX PRO \d{4}\b", re.I)),
+    ("hopper", re.compile(r"\bG?H(100|200|800|20)\b", re.I)),
+    ("ada", re.compile(r"\bL40S?\b|\bL4\b|\bL20\b|\bRTX [0-9]+ Ada|\bRTX 40\d\d", re.I)),
+    ("ampere", re.compile(r"\bA(100|800|40|30|16|10|2)\b|\bRTX A\d{4}|\bRTX 30\d\d", re.I)),
+    ("turing", re.compile(r"\bT4\b|\bRTX [68]000\b|\bQuadro RTX|\bRTX 20\d\d|\bTITAN RTX", re.I)),
+    ("volta", re.compile(r"\bV100\b|\bTITAN V\b", re.I)),
+)
+#: ... then by PCI device id range of vendor 0x10de (high byte)
+_GENERATION_IDS = (
+    ("blackwell", (0x29, 0x2b, 0x2c, 0x2d, 0x2f)),
+    ("ada", (0x26, 0x27, 0x28)),
+    ("hopper", (0x23,)),
+    ("ampere", (0x20, 0x22, 0x24, 0x25)),
+    ("turing", (0x1e, 0x1f, 0x21)),
+)
+
+#: clocks event reasons that mean the hardware is protecting itself (nvidia-smi names
+#: with the ``clocks_event_reason_`` prefix removed)
+THROTTLE_REASONS = ("hw_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown", "sw_thermal_slowdown")
+
+_GPU_NODE_RE = re.compile(r"^/?dev/nvidia(\d+)$")
+_ALLOW_RE = re.compile(r"^\s*([abc])(?:\s+(\*|\d+):(\*|\d+))?(?:\s+[rwm]+)?\s*$")
+
+
+def _get(doc, *path):
+    cur = doc
+    for key in path:
+        if isinstance(cur, dict):
+            cur = cur.get(key)
+        elif isinstance(cur, list) and isinstance(key, int) and -len(cur) <= key < len(cur):
+            cur = cur[key]
+        else:
+            return None
+    return cur
+
+
+def _int(value):
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
+        return int(value.strip())
+    return None
+
+
+def parse_cpulist(text):
+    """``"0-3,8"`` -> ``{0, 1, 2, 3, 8}``; ``None`` for anything malformed."""
+    if isinstance(text, int) and not isinstance(text, bool):
+        return {text}
+    if not isinstance(text, str):
+        return None
+    result = set()
+    text = text.strip()
+    if not text:
+        return result
+    for part in text.split(","):
+        part = part.strip()
+        match = re.match(r"^(\d+)(?:-(\d+))?$", part)
+        if not match:
+            return None
+        lo = int(match.group(1))
+        hi = int(match.group(2)) if match.group(2) else lo
+        if hi < lo or hi - lo > 65536:
+            return None
+        result.update(range(lo, hi + 1))
+    return result
+
+
+def _cpulist_text(cpus):
+    cpus = sorted(cpus)
+    ranges = []
+    for cpu in cpus:
+        if ranges and cpu == ranges[-1][1] + 1:
+            ranges[-1][1] = cpu
+        else:
+            ranges.append([cpu, cpu])
+    return ",".join("%d" % a if a == b else "%d-%d" % (a, b) for a, b in ranges)
+
+
+# -- cpu ----------------------------------------------------------------------------------
+
+def _cpu(facts, params):
+    cpu = _get(facts, "cpu") or {}
+    vendor = cpu.get("vendor") if isinstance(cpu, dict) else None
+    family = _int(cpu.get("family")) if isinstance(cpu, dict) else None
+    if vendor is None:
+        amd_zen = None
+    elif vendor != "AuthenticAMD":
+        amd_zen = False
+    else:
+        amd_zen = None if family is None else family >= 0x19
+    active = _get(cpu, "smt", "active")
+    smt = None if not isinstance(active, bool) else ("on" if active else "off")
+
+    limit = params.get("idle_latency_max_us")
+    states = _get(cpu, "cpuidle", "states")
+    deep = None
+    if isinstance(states, list) and _int(limit) is not None:
+        deep = []
+        for state in states:
+            if not isinstance(state, dict):
+                deep = None
+                break
+            enabled = _int(state.get("enabled_cpus"))
+            latency = _int(state.get("latency_us"))
+            if enabled is None or latency is None:
+                deep = None
+                break
+            if latency > limit and enabled > 0:
+                disabled = _int(state.get("disabled_cpus")) or 0
+                deep.append("%s (exit latency %d us) enabled on %d of %d CPUs" % (
+                    state.get("name") or "state%s" % state.get("index"), latency, enabled, enabled + disabled))
+    boot = _cpu_boot(facts, limit, deep)
+    return {"amd_zen": amd_zen, "smt": smt, "deep_idle_enabled": deep,
+            "power_boot_problems": boot["problems"], "power_boot_reason": boot["reason"]}
+
+
+def _unit_state(section, unit_name):
+    """Why a fix module's boot unit does not run its script at boot; ``None`` when it does."""
+    unit = section.get("unit") if isinstance(section.get("unit"), dict) else {}
+    script = section.get("script") if isinstance(section.get("script"), dict) else {}
+    if not unit.get("present") and not script.get("present"):
+        return "no %s installed" % unit_name
+    if unit.get("masked"):
+        return "%s is masked" % unit_name
+    if not unit.get("present"):
+        return "%s is missing (its script %s is there)" % (unit_name, script.get("path"))
+    if not unit.get("runs_script"):
+        return "%s does not run %s" % (unit_name, script.get("path"))
+    if not section.get("enabled"):
+        return "%s is not enabled (no multi-user.target.wants entry)" % unit_name
+    if not script.get("present"):
+        return "%s is missing, so %s runs nothing" % (script.get("path"), unit_name)
+    if not script.get("managed"):
+        return "%s was not written by the module (no settings line)" % script.get("path")
+    return None
+
+
+def _cmdline_idle(configured, driver, states, limit):
+    """How the configured command line keeps idle states above ``limit`` off at boot, or ``None``.
+
+    Counted only when it really achieves the bound: ``idle=poll`` (no idle state at all);
+    ``cpuidle.off=1`` / ``idle=halt`` (cpuidle off, the CPU halts in HLT, the C1 of the state
+    table) when C1's exit latency is within the bound; ``processor.max_cstate=N`` under
+    ``acpi_idle`` and ``intel_idle.max_cstate=N`` (N >= 1) under ``intel_idle``, which register
+    only states 1..N (state 0 is POLL), when every state above the bound has a higher index.
+    ``intel_idle.max_cstate=0`` does not count: it turns intel_idle off and acpi_idle takes over
+    with the firmware's states. ``idle=nomwait`` bounds nothing.
+    """
+    idle = cmdline_value(configured, "idle")
+    if idle == "poll":
+        return "idle=poll"
+    deep = [_int(s.get("index")) for s in states if (_int(s.get("latency_us")) or 0) > limit]
+    shallow = [_int(s.get("latency_us")) for s in states if _int(s.get("index")) == 1]
+    if idle == "halt" or str(cmdline_value(configured, "cpuidle.off")) == "1":
+        if shallow and shallow[0] is not None and shallow[0] <= limit:
+            return "idle=halt" if idle == "halt" else "cpuidle.off=1"
+    for param, wanted_driver, minimum in (("processor.max_cstate", "acpi_idle", 0),
+                                          ("intel_idle.max_cstate", "intel_idle", 1)):
+        value = _int(cmdline_value(configured, param))
+        if value is None or value < minimum or driver != wanted_driver:
+            continue
+        highest = max(value, 1)
+        if all(index is not None and index > highest for index in deep):
+            return "%s=%d" % (param, value)
+    return None
+
+
+def _cpu_boot(facts, limit, deep_now):
+    """Whether governor performance and the idle-state bound are set again at boot."""
+    cpu = _get(facts, "cpu")
+    section = _get(facts, "persistence", "cpu_power")
+    if not isinstance(section, dict):
+        return {"problems": None, "reason": "persistence facts not gathered (host_facts gather: persistence)"}
+    if not isinstance(cpu, dict):
+        return {"problems": None, "reason": "cpu facts missing"}
+    configured = _get(facts, "kernel", "configured_cmdline", "params")
+    configured = configured if isinstance(configured, dict) else {}
+    settings = section.get("settings") if section.get("active") and isinstance(section.get("settings"), dict) else {}
+    unit_name = "gpuhost-cpu-power.service"
+    unit_state = _unit_state(section, unit_name)
+    problems = []
+
+    policies = _int(_get(cpu, "cpufreq", "policies"))
+    if policies:
+        governors = _get(cpu, "cpufreq", "governor")
+        running_ok = isinstance(governors, dict) and list(governors) == ["performance"]
+        if settings.get("governor") != "performance" and \
+                cmdline_value(configured, "cpufreq.default_governor") != "performance":
+            if unit_state:
+                why = unit_state
+            elif "governor" in settings:
+                why = "%s sets governor %s" % (unit_name, settings["governor"])
+            else:
+                why = "%s sets no governor" % unit_name
+            problems.append("governor performance is not set at boot: %s, and the configured kernel command line has "
+                            "no cpufreq.default_governor=performance%s" % (
+                                why, "; the running performance governor would be lost at reboot" if running_ok else ""))
+        elif not unit_state and cmdline_value(configured, "cpufreq.default_governor") != "performance":
+            udev = section.get("udev") if isinstance(section.get("udev"), dict) else {}
+            if not udev.get("modules"):
+                problems.append("governor performance may not survive a reboot: no udev rule runs %s when a cpufreq "
+                                "driver module loads (%s), and a driver loaded after %s ran (acpi-cpufreq usually "
+                                "is a module) starts with the kernel's default governor; run cpu_power again"
+                                % (_get(section, "script", "path"), udev.get("path") or "its rule file", unit_name))
+
+    states = _get(cpu, "cpuidle", "states")
+    if not isinstance(limit, int) or isinstance(limit, bool):
+        return {"problems": None, "reason": "parameter idle_latency_max_us is not set"}
+    if not isinstance(states, list):
+        return {"problems": None, "reason": "cpuidle states not readable"}
+    if states:
+        states = [s for s in states if isinstance(s, dict)]
+        above = [s for s in states if (_int(s.get("latency_us")) or 0) > limit]
+        bound = _int(settings.get("idle_latency_max_us"))
+        if (above and (bound is None or bound > limit)
+                and _cmdline_idle(configured, _get(cpu, "cpuidle", "driver"), states, limit) is None):
+            names = ", ".join("%s %d us" % (s.get("name") or "state%s" % s.get("index"), _int(s["latency_us"]))
+                              for s in above)
+            if unit_state:
+                why = unit_state
+            elif bound is not None:
+                why = "%s disables only states above %d us" % (unit_name, bound)
+            else:
+                why = "%s sets no idle-state bound" % unit_name
+            lost = "; they are disabled now, which would be lost at reboot" if deep_now == [] else ""
+            problems.append("idle states above %d us (%s) are not disabled at boot: %s, and the configured kernel "
+                            "command line has no idle=poll, cpuidle.off=1, processor.max_cstate= or "
+                            "intel_idle.max_cstate= that excludes them%s" % (limit, names, why, lost))
+    return {"problems": problems, "reason": None}
+
+
+# -- kernel -------------------------------------------------------------------------------
+
+def _fmt_param(key, value):
+    return key if value is True else "%s=%s" % (key, value)
+
+
+def _kernel(facts, params):
+    kernel = _get(facts, "kernel") or {}
+    release = kernel.get("release") if isinstance(kernel, dict) else None
+    installed = kernel.get("installed") if isinstance(kernel, dict) else None
+    newer = None
+    pending_upgrade = None
+    if isinstance(release, str) and isinstance(installed, list):
+        newer = [r for r in installed if isinstance(r, str) and compare_kernel_release(r, release) == 1]
+        minimum = params.get("kernel_min")
+        meeting = [r for r in newer if isinstance(minimum, str) and (compare_kernel_release(r, minimum) or -1) >= 0]
+        if meeting:
+            pending_upgrade = "%s is installed, reboot into it" % meeting[-1]
+    newer_note = ("%s installed, not booted" % ", ".join(newer)) if newer else None
+
+    running = _get(kernel, "cmdline", "params")
+    configured = _get(kernel, "configured_cmdline", "params")
+    diff = only_configured = None
+    if isinstance(running, dict) and isinstance(configured, dict):
+        diff, only_configured = [], []
+        for key in sorted(set(running) | set(configured)):
+            in_run, in_conf = key in running, key in configured
+            if in_run and in_conf:
+                if running[key] != configured[key]:
+                    diff.append("%s: running %s, configured %s" % (
+                        key, _fmt_param(key, running[key]), _fmt_param(key, configured[key])))
+                    only_configured.append(_fmt_param(key, configured[key]))
+            elif key in BOOTLOADER_KEYS:
+                continue
+            elif in_run:
+                diff.append("%s only in the running cmdline" % _fmt_param(key, running[key]))
+            else:
+                diff.append("%s only in the configured cmdline" % _fmt_param(key, configured[key]))
+                only_configured.append(_fmt_param(key, configured[key]))
+    cmdline_pending = ("%s configured, reboot to apply" % ", ".join(only_configured)) if only_configured else None
+    return {"newer_installed": newer, "newer_installed_note": newer_note, "pending_upgrade": pending_upgrade,
+            "cmdline_diff": diff, "cmdline_pending": cmdline_pending, "sysctl_boot": _sysctl_boot(facts, params)}
+
+
+#: sysctl name -> key in ``kernel.sysctl``
+SYSCTL_KEYS = (("kernel.numa_balancing", "numa_balancing"), ("vm.zone_reclaim_mode", "zone_reclaim_mode"),
+               ("vm.swappiness", "swappiness"))
+
+
+def _kernel_default(name, facts):
+    """``(value, text)`` the kernel starts with when nothing sets ``name``; value ``None`` when unknown."""
+    if name == "kernel.numa_balancing":
+        nodes = _int(_get(facts, "numa", "node_count"))
+        if nodes is None:
+            return None, "the kernel default (1 on a host with several NUMA nodes, 0 on one; node count unknown)"
+        # mm/mempolicy.c turns balancing on only with more than one node online
+        default = 1 if nodes > 1 else 0
+        return default, ("the kernel default %d (on a %d-node host, with CONFIG_NUMA_BALANCING_DEFAULT_ENABLED=y "
+                         "as in Debian, Ubuntu, Proxmox and RHEL kernels)" % (default, nodes))
+    if name == "vm.zone_reclaim_mode":
+        return 0, "the kernel default 0"
+    return 60, "the kernel default 60"
+
+
+def _boot_cmdline_value(name, configured):
+    """``(value text, parameter)`` the configured command line gives sysctl ``name``, or ``(None, None)``.
+
+    ``sysctl.<name>=`` (kernel 5.8+, '.' or '/' as separator) is applied just before init and
+    so overrides ``numa_balancing=enable|disable`` (applied earlier in boot).
+    """
+    found = (None, None)
+    if name == "kernel.numa_balancing":
+        value = cmdline_value(configured, "numa_balancing")
+        if value in ("enable", "disable"):
+            found = ("1" if value == "enable" else "0", "numa_balancing=%s" % value)
+    for key, value in configured.items():
+        if key.startswith("sysctl.") and key[len("sysctl."):].replace("/", ".") == name and value is not True:
+            found = (str(value), "%s=%s" % (key, value))
+    return found
+
+
+def _sysctl_wanted(value, maximum):
+    """swappiness may be at most ``maximum``; the other managed sysctls (``maximum`` None) must be 0."""
+    return value == 0 if maximum is None else value <= maximum
+
+
+def _sysctl_boot(facts, params):
+    """Per sysctl the fix modules manage: the value after a reboot, where it comes from, and
+    the problems when it is not what the profile wants (``derived.kernel.sysctl_boot``)."""
+    persisted = _get(facts, "kernel", "sysctl_persisted")
+    running = _get(facts, "kernel", "sysctl")
+    configured = _get(facts, "kernel", "configured_cmdline", "params")
+    configured = configured if isinstance(configured, dict) else {}
+    result = {}
+    for name, short in SYSCTL_KEYS:
+        item = {"running": _int(_get(running, short)), "boot": None, "source": None, "problems": None, "reason": None}
+        result[short] = item
+        if not isinstance(persisted, dict):
+            item["reason"] = "kernel.sysctl_persisted missing (the kernel facts were not gathered or failed)"
+            continue
+        entry = persisted.get(name) if isinstance(persisted.get(name), dict) else None
+        cmd_value, cmd_param = _boot_cmdline_value(name, configured)
+        if entry is not None:
+            text, source = entry.get("value"), "%s sets %s = %s" % (entry.get("file"), name, entry.get("value"))
+        elif cmd_value is not None:
+            text, source = cmd_value, "the configured kernel command line sets %s" % cmd_param
+        else:
+            default, why = _kernel_default(name, facts)
+            text = None if default is None else str(default)
+            source = "nothing sets it at boot (no sysctl.d file%s), so %s applies" % (
+                ", no sysctl.%s= or numa_balancing= on the configured kernel command line" % name
+                if name == "kernel.numa_balancing" else ", no sysctl.%s= on the configured kernel command line" % name,
+                why)
+        item["source"] = source
+        boot = _int(text)
+        item["boot"] = boot
+        if short == "swappiness":
+            limit = params.get("swappiness_max")
+            if _int(limit) is None:
+                item["reason"] = "parameter swappiness_max is not set"
+                continue
+            want, maximum = "at most %d" % limit, limit
+        else:
+            want, maximum = "0", None
+        if text is None:
+            item["reason"] = "value of %s after a reboot unknown: %s" % (name, source)
+            continue
+        if boot is None:
+            item["problems"] = ["%s: %r is not an integer, so systemd-sysctl rejects it and the boot value is the "
+                                "kernel's own" % (source, text)]
+            continue
+        if _sysctl_wanted(boot, maximum):
+            item["problems"] = []
+            continue
+        lost = "; the running value %d would be lost at reboot" % item["running"] \
+            if item["running"] is not None and _sysctl_wanted(item["running"], maximum) else ""
+        item["problems"] = ["%s would be %d after a reboot, wanted %s: %s%s" % (name, boot, want, source, lost)]
+    return result
+
+
+# -- pcie ---------------------------------------------------------------------------------
+
+def _devices(facts):
+    devices = _get(facts, "pci", "devices")
+    if not isinstance(devices, list):
+        return None
+    return [d for d in devices if isinstance(d, dict) and isinstance(d.get("address"), str)]
+
+
+def _gpu_names(facts):
+    names = {}
+    for gpu in _get(facts, "nvidia", "gpus") or []:
+        if isinstance(gpu, dict) and isinstance(gpu.get("bus_id"), str) and gpu.get("name"):
+            names[gpu["bus_id"].lower()] = str(gpu["name"])
+    return names
+
+
+def _label(device, gpu_names):
+    address = device.get("address")
+    kind = device.get("kind")
+    if kind == "gpu" and address in gpu_names:
+        return gpu_names[address]
+    vendor_id = device.get("vendor_id")
+    vendor = VENDORS.get(str(vendor_id).lower(), vendor_id) if vendor_id else "vendor ?"
+    ident = "%s %s" % (vendor, device.get("device_id") or "device ?")
+    port = _get(device, "pcie", "port_type")
+    if kind == "bridge":
+        return "%s bridge%s" % (ident, " (%s)" % port.replace("_", " ") if port else "")
+    return "%s %s" % (ident, {"gpu": "GPU", "nic": "NIC", "nvme": "NVMe"}.get(kind, "device"))
+
+
+def _with_label(device, gpu_names):
+    item = dict(device)
+    item["label"] = _label(device, gpu_names)
+    return item
+
+
+def _is_data_nic(device, min_width):
+    if device.get("kind") != "nic":
+        return False
+    width = _get(device, "pcie", "link_cap_width")
+    # a NIC whose width cannot be read stays in, so its unknowns are reported
+    return width is None or not isinstance(min_width, int) or width >= min_width
+
+
+def _redirects(device):
+    if device.get("error") and device.get("acs") is None:
+        return None
+    ctl = _get(device, "acs", "ctl")
+    if device.get("acs") is None:
+        return []
+    if not isinstance(ctl, dict):
+        return None
+    return [bit for bit in ("request_redirect", "completion_redirect") if ctl.get(bit)]
+
+
+def _idle_gpus(facts):
+    """Bus ids of GPUs nvidia-smi reports idle (they lower their link speed then)."""
+    idle = set()
+    for gpu in _get(facts, "nvidia", "gpus") or []:
+        reasons = _get(gpu, "clocks_event_reasons", "active")
+        if isinstance(reasons, list) and "gpu_idle" in reasons and isinstance(gpu.get("bus_id"), str):
+            idle.add(gpu["bus_id"].lower())
+    return idle
+
+
+def _pcie_boot(dev, boot, want):
+    """``boot_max_read_request``, ``boot_problems`` and ``boot_reason`` of one GPU or NIC: the
+    MaxReadReq the pcie_tune boot script sets and why it does not hold after a reboot."""
+    result = {"boot_max_read_request": None, "boot_problems": None, "boot_reason": None}
+    if not isinstance(boot, dict):
+        result["boot_reason"] = "persistence facts not gathered (host_facts gather: persistence)"
+        return result
+    devices = boot.get("devices") if isinstance(boot.get("devices"), dict) else {}
+    entry = devices.get(dev.get("address"))
+    value = _int(entry.get("max_read_request")) if isinstance(entry, dict) else None
+    result["boot_max_read_request"] = value
+    if _int(want) is None:
+        result["boot_reason"] = "parameter max_read_request_bytes_%s is not set" % dev.get("kind")
+        return result
+    script = _get(boot, "script", "path") or "the pcie_tune boot script"
+    if value is None and not _get(boot, "script", "present"):
+        problem = "no boot-time MaxReadReq (%s is not installed)" % script
+    elif value is None:
+        problem = "no boot-time MaxReadReq (no entry for it in %s)" % script
+    elif value < want:
+        problem = "the boot script %s sets MaxReadReq %d B, below %d B" % (script, value, want)
+    else:
+        state = _unit_state(boot, "gpuhost-pcie.service")
+        problem = None if state is None else "%s sets MaxReadReq %d B but %s, so it does not run at boot" % (
+            script, value, state)
+    running = _int(_get(dev, "pcie", "max_read_request"))
+    if problem and running is not None and running >= want:
+        problem += "; the running %d B would be lost at reboot" % running
+    result["boot_problems"] = [problem] if problem else []
+    return result
+
+
+def _pcie(facts, params):
+    devices = _devices(facts)
+    if devices is None:
+        return {"gpus": None, "nics": None, "peer_devices": None, "acs_bridges": None, "mps_paths": None,
+                "aer": None}
+    names = _gpu_names(facts)
+    by_addr = dict((d["address"], d) for d in devices)
+    gpus = [_with_label(d, names) for d in devices if d.get("kind") == "gpu"]
+    idle = _idle_gpus(facts)
+    for gpu in gpus:
+        gpu["idle"] = gpu["address"] in idle
+    nics = [_with_label(d, names) for d in devices if _is_data_nic(d, params.get("nic_min_link_width"))]
+    for nic in nics:
+        nic["idle"] = False
+    peers = gpus + nics
+    boot = _get(facts, "persistence", "pcie")
+    for dev in peers:
+        dev.update(_pcie_boot(dev, boot, params.get("max_read_request_bytes_%s" % dev.get("kind"))))
+
+    # ACS: bridges traversed between every GPU pair and every GPU-NIC pair (facts/pcie_paths.py)
+    bridges, unresolved = peer_bridges(gpus, nics, by_addr)
+    acs = []
+    for addr in sorted(bridges):
+        bridge = by_addr.get(addr)
+        behind = sorted(bridges[addr])
+        item = {
+            "address": addr,
+            "label": _label(bridge, names) if bridge else "bridge not in pci.devices",
+            "port_type": _get(bridge, "pcie", "port_type") if bridge else None,
+            "redirects": _redirects(bridge) if bridge else None,
+            "peers": behind,
+            "peers_label": ", ".join("%s %s" % (by_addr[p].get("kind", "device").upper(), p) for p in behind),
+            "reason": (bridge.get("error") if bridge else "%s is on a peer path but missing from pci.devices" % addr),
+        }
+        acs.append(item)
+    for addr in unresolved:
+        acs.append({"address": addr, "label": _label(by_addr[addr], names), "port_type": None, "redirects": None,
+                    "peers": [], "peers_label": "",
+                    "reason": "upstream path of %s unknown (sysfs device link not resolved)" % addr})
+
+    # MaxPayload along each peer's path from its root port
+    mps = []
+    for dev in peers:
+        chain = dev.get("upstream")
+        item = {"address": dev["address"], "label": dev["label"], "path": None, "mismatches": None, "reason": None}
+        if not isinstance(chain, list):
+            item["reason"] = "upstream path unknown (sysfs device link not resolved)"
+            mps.append(item)
+            continue
+        path = []
+        for addr in chain + [dev["address"]]:
+            node = by_addr.get(addr)
+            value = _get(node, "pcie", "max_payload") if node else None
+            if value is None:
+                why = (node or {}).get("error") or "no PCI Express capability data"
+                item["reason"] = "MaxPayload of %s unknown: %s" % (addr, why)
+                path = None
+                break
+            path.append({"address": addr, "max_payload": value})
+        if path is not None:
+            item["path"] = path
+            values = set(p["max_payload"] for p in path)
+            item["mismatches"] = [] if len(values) <= 1 else \
+                ["%s %s B" % (p["address"], p["max_payload"]) for p in path]
+        mps.append(item)
+
+    # AER on peers and the bridges above them
+    interest = []
+    for dev in peers:
+        for addr in (dev.get("upstream") or []) + [dev["address"]]:
+            if addr not in interest and addr in by_addr:
+                interest.append(addr)
+    aer = []
+    for addr in sorted(interest):
+        dev = by_addr[addr]
+        info = dev.get("aer")
+        if info is None and not dev.get("error"):
+            continue  # no AER reporting on this device: nothing to count
+        item = {"address": addr, "label": _label(dev, names), "errors": None, "reason": dev.get("error")}
+        counters = _get(info, "counters")
+        if isinstance(counters, dict):
+            errors = []
+            complete = True
+            for group in ("fatal", "nonfatal"):
+                values = counters.get(group)
+                if not isinstance(values, dict) or not values:
+                    complete = False
+                    continue
+                for name in sorted(values):
+                    count = _int(values[name])
+                    if count:
+                        errors.append("%s %s=%d" % (group, name, count))
+            if errors or complete:
+                item["errors"] = errors
+            else:
+                item["reason"] = "AER counter files aer_dev_fatal/aer_dev_nonfatal missing"
+        aer.append(item)
+    return {"gpus": gpus, "nics": nics, "peer_devices": peers,
+            "acs_bridges": acs, "mps_paths": mps, "aer": aer}
+
+
+# -- nvidia -------------------------------------------------------------------------------
+
+def gpu_generation(name, device_id=None):
+    """``blackwell``, ``hopper``, ``ada``, ``ampere``, ``turing``, ``volta`` or ``None``."""
+    if isinstance(name, str):
+        for gen, pattern in _GENERATION_NAMES:
+            if pattern.search(name):
+                return gen
+    if isinstance(device_id, str):
+        try:
+            value = int(device_id, 16)
+        except ValueError:
+            return None
+        high = (value >> 8) & 0xff
+        for gen, highs in _GENERATION_IDS:
+            if high in highs:
+                return gen
+    return None
+
+
+def _nvidia(facts, params, by_addr):
+    nvidia = _get(facts, "nvidia")
+    if not isinstance(nvidia, dict):
+        return {"present": None, "gpus": None, "has_blackwell": None, "ecc_modes": None}
+    driver = nvidia.get("driver_version") or _get(nvidia, "module", "version")
+    minimums = params.get("nvidia_driver_min") if isinstance(params.get("nvidia_driver_min"), dict) else {}
+    policy = params.get("power_limit_policy")
+    gpus = []
+    for gpu in nvidia.get("gpus") or []:
+        if not isinstance(gpu, dict):
+            continue
+        bus = gpu.get("bus_id")
+        pci = by_addr.get(bus) if isinstance(bus, str) else None
+        generation = gpu_generation(gpu.get("name"), (pci or {}).get("device_id"))
+        power = gpu.get("power") if isinstance(gpu.get("power"), dict) else {}
+        ecc = gpu.get("ecc") if isinstance(gpu.get("ecc"), dict) else {}
+        reasons = _get(gpu, "clocks_event_reasons", "active")
+        node = (pci or {}).get("numa_node")
+        if not isinstance(node, int) or isinstance(node, bool) or node < 0:
+            node = _int(_get(gpu, "topology", "numa_affinity"))
+        target = power.get("max_w") if policy == "max" else power.get("default_w") if policy == "default" else None
+        gpus.append({
+            "index": gpu.get("index"),
+            "bus_id": bus,
+            "name": gpu.get("name"),
+            "label": "GPU%s %s" % (gpu.get("index"), gpu.get("name") or ""),
+            "generation": generation,
+            "driver_version": driver,
+            "driver_min": minimums.get(generation or "default", minimums.get("default")),
+            "persistence": gpu.get("persistence"),
+            "ecc_current": ecc.get("current"),
+            "ecc_pending": ecc.get("pending"),
+            "ecc_pending_matches": None if ecc.get("current") is None or ecc.get("pending") is None
+            else ecc.get("current") == ecc.get("pending"),
+            "power_limit_w": power.get("limit_w"),
+            "power_target_w": target,
+            "throttle_active": None if not isinstance(reasons, list) else [r for r in reasons if r in THROTTLE_REASONS],
+            "width_current": _get(gpu, "pcie", "width_current"),
+            "width_max": _get(gpu, "pcie", "width_max"),
+            "numa_node": node,
+        })
+    modes = {}
+    for gpu in gpus:
+        if gpu["ecc_current"] is None:
+            modes = None
+            break
+        modes[gpu["ecc_current"]] = modes.get(gpu["ecc_current"], 0) + 1
+    if not gpus:
+        modes = None
+    present = nvidia.get("present")
+    has_bw = any(g["generation"] == "blackwell" for g in gpus)
+    if not gpus:
+        # no nvidia-smi data: fall back to PCI ids so Blackwell rules still apply
+        has_bw = any(d.get("kind") == "gpu" and str(d.get("vendor_id")).lower() == "0x10de" and
+                     gpu_generation(None, d.get("device_id")) == "blackwell" for d in by_addr.values())
+    return {"present": present, "gpus": gpus, "has_blackwell": has_bw, "ecc_modes": modes}
+
+
+# -- lxc ----------------------------------------------------------------------------------
+
+def _allows(devices_allow, major):
+    """Whether ``lxc.cgroup2.devices.allow`` entries grant character major ``major``."""
+    for entry in devices_allow:
+        match = _ALLOW_RE.match(str(entry))
+        if not match:
+            continue
+        kind, maj = match.group(1), match.group(2)
+        if kind == "a" or (kind == "c" and (maj is None or maj == "*" or int(maj) == major)):
+            return True
+    return False
+
+
+def _nodes_cpus(facts):
+    result = {}
+    for node in _get(facts, "numa", "nodes") or []:
+        if isinstance(node, dict) and isinstance(node.get("id"), int):
+            result[node["id"]] = parse_cpulist(node.get("cpulist"))
+    return result
+
+
+def _lxc(facts, params, gpus_by_index):
+    lxc = _get(facts, "lxc")
+    if not isinstance(lxc, dict):
+        return {"containers": None, "gpu_containers": None, "host_memory_mib": None, "memory_limit_mib": None}
+    nodes = [n for n in _get(facts, "numa", "nodes") or [] if isinstance(n, dict)]
+    totals = [_int(n.get("mem_total_kb")) for n in nodes]
+    host_mib = None if not totals or any(t is None for t in totals) else sum(totals) // 1024
+    reserve = params.get("lxc_host_reserve_gib_per_node")
+    limit = None
+    if host_mib is not None and isinstance(reserve, (int, float)) and not isinstance(reserve, bool):
+        limit = int(host_mib - reserve * 1024 * len([t for t in totals if t]))
+    uvm = _int(lxc.get("nvidia_uvm_major"))
+    node_cpus = _nodes_cpus(facts)
+    containers = []
+    for ct in lxc.get("containers") or []:
+        if not isinstance(ct, dict):
+            continue
+        allow = [str(a) for a in ct.get("devices_allow") or []]
+        sources = []
+        for mount in ct.get("mounts") or []:
+            if isinstance(mount, dict) and mount.get("source"):
+                sources.append(str(mount["source"]))
+        sources += [str(e) for e in ct.get("dev_entries") or [] if e]
+        nodes_present = set(s if s.startswith("/") else "/" + s for s in sources)
+        minors = sorted(set(int(m.group(1)) for m in (_GPU_NODE_RE.match(s) for s in nodes_present) if m))
+        holds = bool(minors) or any(n in nodes_present for n in ("/dev/nvidiactl", "/dev/nvidia-uvm")) or \
+            any(re.match(r"^\s*c\s+195:", a) for a in allow)
+        item = {"id": ct.get("id"), "label": "CT %s" % ct.get("id"), "holds_gpus": holds, "gpu_minors": minors,
+                "memory_mib": ct.get("memory_mib"), "memory_limit_mib": limit,
+                "missing_majors": None, "missing_nodes": None, "gpu_numa_nodes": None,
+                "numa_pinning_problems": None, "reason": None}
+        if holds:
+            missing = []
+            if not _allows(allow, 195):
+                missing.append("195 (nvidia)")
+            if uvm is not None and not _allows(allow, uvm):
+                missing.append("%d (nvidia-uvm, live major)" % uvm)
+            if uvm is None and not missing:
+                item["reason"] = "live nvidia-uvm major unknown: /proc/devices has no nvidia-uvm (module not loaded?)"
+                missing = None
+            item["missing_majors"] = missing
+            item["missing_nodes"] = [n for n in ("/dev/nvidiactl", "/dev/nvidia-uvm") if n not in nodes_present] + \
+                ([] if minors else ["/dev/nvidia<N> (no GPU device node)"])
+            gpu_nodes = set()
+            for minor in minors:
+                gpu = gpus_by_index.get(minor)
+                node = gpu.get("numa_node") if gpu else None
+                if node is None:
+                    gpu_nodes = None
+                    item["reason"] = item["reason"] or "NUMA node of /dev/nvidia%d unknown" % minor
+                    break
+                gpu_nodes.add(node)
+            if gpu_nodes is not None and minors:
+                item["gpu_numa_nodes"] = sorted(gpu_nodes)
+                item["numa_pinning_problems"] = _pinning_problems(ct, gpu_nodes, node_cpus)
+            elif not minors:
+                item["reason"] = item["reason"] or "no /dev/nvidia<N> mounted: no GPU to pin to"
+        containers.append(item)
+    return {"containers": containers, "gpu_containers": [c for c in containers if c["holds_gpus"]],
+            "host_memory_mib": host_mib, "memory_limit_mib": limit}
+
+
+def _pinning_problems(ct, gpu_nodes, node_cpus):
+    problems = []
+    allowed = set()
+    for node in gpu_nodes:
+        cpus = node_cpus.get(node)
+        if cpus is None:
+            return None
+        allowed |= cpus
+    wanted = ",".join(str(n) for n in sorted(gpu_nodes))
+    cpuset = ct.get("cpuset")
+    if not cpuset:
+        problems.append("no lxc.cgroup2.cpuset.cpus (GPU node(s) %s)" % wanted)
+    else:
+        cpus = parse_cpulist(cpuset)
+        if cpus is None:
+            problems.append("cpuset %r unreadable" % cpuset)
+        elif cpus - allowed:
+            problems.append("cpus %s outside GPU node(s) %s" % (_cpulist_text(cpus - allowed), wanted))
+    mems = ct.get("cpuset_mems")
+    if mems in (None, ""):
+        problems.append("no lxc.cgroup2.cpuset.mems (GPU node(s) %s)" % wanted)
+    else:
+        nodes = parse_cpulist(mems)
+        if nodes is None:
+            problems.append("cpuset.mems %r unreadable" % mems)
+        elif nodes - set(gpu_nodes):
+            problems.append("mems %s not GPU node(s) %s" % (_cpulist_text(nodes - set(gpu_nodes)), wanted))
+    return problems
+
+
+def derive(facts, params):
+    """A shallow copy of ``facts`` with the ``derived`` key added."""
+    facts = facts if isinstance(facts, dict) else {}
+    params = params if isinstance(params, dict) else {}
+    doc = dict(facts)
+    devices = _devices(facts) or []
+    by_addr = dict((d["address"], d) for d in devices)
+    nvidia = _nvidia(facts, params, by_addr)
+    gpus_by_index = dict((g["index"], g) for g in nvidia["gpus"] or [] if isinstance(g.get("index"), int))
+    doc["derived"] = {
+        "cpu": _cpu(facts, params),
+        "kernel": _kernel(facts, params),
+        "pcie": _pcie(facts, params),
+        "nvidia": nvidia,
+        "lxc": _lxc(facts, params, gpus_by_index),
+    }
+    return doc

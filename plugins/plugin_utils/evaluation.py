@@ -1,0 +1,524 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one evaluator: a host's facts judged against its profile's rules.
+
+Controller side only (``baseline_evaluate`` action plugin). :func:`evaluate` takes the facts
+document of one host, picks and resolves its profile from :mod:`catalogue`, adds the
+relations of :mod:`derive`, runs every selected rule and returns the findings (pass / fail /
+unknown / waived / not_applicable) with the summary, the fix plan and the pending items.
+:func:`host_report` turns them into the host's part of ``report.json``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import datetime
+import fnmatch
+import re
+
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import (
+    AREA_SUBSYSTEM, OPERATORS, STATUSES, CatalogueError, EvaluationError, load_catalogue, parse_date, plain,
+    resolve_profile, truthy, type_name, validate_waivers,
+)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import derive
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import compare_kernel_release
+
+__metaclass__ = type
+
+
+_VERSION_RE = re.compile(r"^\s*v?(\d+(?:\.\d+)*)")
+
+
+def compare_versions(a, b):
+    """``-1``/``0``/``1`` comparing dotted numeric versions (``570.133.07`` < ``575``,
+    ``12.8`` < ``12.10``); missing components count as 0. ``None`` when either is not a version."""
+    def key(value):
+        if isinstance(value, bool) or value is None:
+            return None
+        if isinstance(value, (int, float)):
+            value = str(value)
+        if not isinstance(value, str):
+            return None
+        match = _VERSION_RE.match(value)
+        if not match:
+            return None
+        return [int(part) for part in match.group(1).split(".")]
+    ka, kb = key(a), key(b)
+    if ka is None or kb is None:
+        return None
+    width = max(len(ka), len(kb))
+    ka += [0] * (width - len(ka))
+    kb += [0] * (width - len(kb))
+    return (ka > kb) - (ka < kb)
+
+
+def _is_number(value):
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _fmt(value, unit=""):
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, float):
+        text = ("%.2f" % value).rstrip("0").rstrip(".")
+        return text + unit
+    if _is_number(value):
+        return "%d%s" % (value, unit)
+    if isinstance(value, dict):
+        if not value:
+            return "none"
+        return ", ".join("%s (%s)" % (k, _fmt(v)) for k, v in value.items())
+    if isinstance(value, list):
+        if not value:
+            return "none"
+        return ", ".join(_fmt(v, unit) for v in value)
+    return "%s%s" % (value, unit)
+
+
+def _members(value):
+    """Values of a list, or the keys of a dict of counts (``{"performance": 128}``)."""
+    if isinstance(value, dict):
+        return list(value.keys())
+    if isinstance(value, list):
+        return value
+    return None
+
+
+def _judge(op, observed, expected, unit, label):
+    """``(passed, message)``; ``passed`` None means the observation cannot be judged."""
+    u = (" " + unit) if unit and not unit.startswith(" ") else unit
+    obs = _fmt(observed, u)
+    exp = _fmt(expected, u)
+    if op == "equals":
+        ok = observed == expected
+        return ok, "%s is %s" % (label, obs) if ok else "%s is %s, expected %s" % (label, obs, exp)
+    if op == "not_equals":
+        ok = observed != expected
+        return ok, "%s is %s" % (label, obs) if ok else "%s is %s, must not be" % (label, obs)
+    if op in ("in", "not_in"):
+        if not isinstance(expected, list):
+            return None, "expected value %s is not a list" % exp
+        inside = observed in expected
+        if op == "in":
+            return inside, "%s is %s" % (label, obs) if inside else "%s is %s, expected one of %s" % (label, obs, exp)
+        return not inside, "%s is %s" % (label, obs) if not inside else "%s is %s, must not be one of %s" % (label, obs, exp)
+    if op in ("min", "max"):
+        if not _is_number(observed):
+            return None, "%s is %r, not a number" % (label, observed)
+        if not _is_number(expected):
+            return None, "limit %r for %s is not a number" % (expected, label)
+        if op == "min":
+            ok = observed >= expected
+            return ok, "%s %s %s %s" % (label, obs, ">=" if ok else "<", exp)
+        ok = observed <= expected
+        return ok, "%s %s %s %s" % (label, obs, "<=" if ok else ">", exp)
+    if op in ("min_version", "min_kernel"):
+        cmp = compare_kernel_release(observed, expected) if op == "min_kernel" else compare_versions(observed, expected)
+        if cmp is None:
+            return None, "cannot compare %s %s with %s" % (label, obs, exp)
+        ok = cmp >= 0
+        return ok, "%s %s %s %s" % (label, obs, "is at least" if ok else "is older than", exp)
+    if op in ("all_equal", "all_in"):
+        members = _members(observed)
+        if members is None:
+            return None, "%s is %s, not a list or counts per value" % (label, obs)
+        if not members:
+            return None, "%s has no values" % label
+        if op == "all_equal":
+            ok = all(m == expected for m in members)
+            return ok, "%s all %s" % (label, exp) if ok else "%s not all %s: %s" % (label, exp, obs)
+        if not isinstance(expected, list):
+            return None, "expected value %s is not a list" % exp
+        bad = [m for m in members if m not in expected]
+        return not bad, "%s is %s" % (label, obs) if not bad else "%s is %s, expected only %s" % (label, obs, exp)
+    if op == "uniform":
+        members = _members(observed)
+        if members is None:
+            return None, "%s is %s, not a list or counts per value" % (label, obs)
+        ok = len(set(_fmt(m) for m in members)) <= 1
+        return ok, "%s uniform: %s" % (label, obs) if ok else "%s not uniform: %s" % (label, obs)
+    if op == "empty":
+        if not isinstance(observed, (list, dict)):
+            return None, "%s is %s, not a list" % (label, obs)
+        return not observed, "%s: none" % label if not observed else "%s: %s" % (label, obs)
+    if op in ("true", "false"):
+        if not isinstance(observed, bool):
+            return None, "%s is %s, not true or false" % (label, obs)
+        ok = observed is (op == "true")
+        return ok, "%s is %s" % (label, obs)
+    return None, "unknown operator %s" % op
+
+
+# -- evaluation ------------------------------------------------------------------------------
+
+def _finding(rule, status, subject, expected, observed, message, pending=False, waiver=None):
+    return {
+        "id": rule.id,
+        "title": rule.title,
+        "area": rule.area,
+        "severity": rule.severity,
+        "status": status,
+        "subject": subject,
+        "expected": expected,
+        "observed": observed,
+        "message": message,
+        "fix": rule.fix_hint,
+        "reboot_required": rule.reboot_required,
+        "rationale": rule.rationale,
+        "source": rule.source,
+        "fix_action": rule.fix_action,
+        "pending": pending,
+        "waiver": waiver,
+    }
+
+
+# What a finding copies from its rule: the same on every host, so a host's part of the report
+# leaves it out (``compact_findings``) and the report puts it back from the catalogue
+# (``expand_findings``): a third less for every worker to send to the controller.
+RULE_TEXT_FIELDS = ("title", "area", "severity", "fix", "reboot_required", "rationale", "source", "fix_action")
+
+
+def compact_findings(findings):
+    """``findings`` without the fields copied from their rule (``RULE_TEXT_FIELDS``)."""
+    return [dict((k, v) for k, v in f.items() if k not in RULE_TEXT_FIELDS) if isinstance(f, dict) else f
+            for f in findings or []]
+
+
+def expand_findings(findings, catalogue=None):
+    """``findings`` with the fields of their rule put back where absent (inverse of
+    ``compact_findings``); a finding whose id is not in the catalogue is returned as it is."""
+    catalogue = catalogue or load_catalogue()
+    out = []
+    for finding in findings or []:
+        rule = catalogue.by_id.get(finding.get("id")) if isinstance(finding, dict) else None
+        if rule is not None and any(k not in finding for k in RULE_TEXT_FIELDS):
+            full = _finding(rule, None, None, None, None, None)
+            finding = dict((k, finding[k] if k in finding else full[k])
+                           for k in list(full) + [k for k in finding if k not in full])
+        out.append(finding)
+    return out
+
+
+def _missing_reason(rule, doc):
+    """Why a null observation is null, when the rule does not say: a subsystem not gathered
+    or broken beats the generic 'no data'."""
+    subsystem = AREA_SUBSYSTEM[rule.area]
+    query_root = rule.query.text.split(".", 1)[0].split("[", 1)[0]
+    if query_root in ("kernel", "cpu", "numa", "pci", "iommu", "nvidia", "lxc"):
+        subsystem = query_root
+    if subsystem not in doc:
+        return "the %s facts were not gathered (host_facts option gather)" % subsystem
+    if doc.get(subsystem) is None:
+        reasons = [e.get("reason") for e in doc.get("errors") or []
+                   if isinstance(e, dict) and e.get("subsystem") == subsystem and e.get("reason")]
+        return "gathering %s failed%s" % (subsystem, (": " + reasons[0]) if reasons else "")
+    return None
+
+
+def _subject_label(value):
+    if value is None:
+        return None
+    if isinstance(value, (dict, list)):
+        return _fmt(value)
+    return _fmt(value)
+
+
+def _evaluate_one(rule, doc, scope, params, subject, detail):
+    suffix = ""
+    if subject is not None:
+        suffix = " on %s" % subject
+        if detail:
+            suffix += " (%s)" % detail
+    try:
+        observed = rule.query.search(scope)
+        expected = rule.operand.resolve(params, scope)
+    except EvaluationError as exc:
+        return _finding(rule, "unknown", subject, None, None, str(exc) + suffix)
+    if observed is None:
+        reason = _missing_reason(rule, doc) if subject is None else None
+        if not reason and rule.unknown_reason is not None:
+            try:
+                reason = rule.unknown_reason.search(scope)
+            except EvaluationError:
+                reason = None
+            if isinstance(reason, list):
+                reason = "; ".join(_fmt(r) for r in reason if r) or None
+            elif reason is not None and not isinstance(reason, str):
+                reason = _fmt(reason)
+        if not reason:
+            reason = "no data: %s is null" % rule.query.text
+        return _finding(rule, "unknown", subject, expected, None, "%s unknown: %s%s" % (rule.label, reason, suffix))
+    if expected is None and OPERATORS[rule.op] != "flag":
+        what = rule.operand.describe()
+        return _finding(rule, "unknown", subject, None, observed,
+                        "%s: expected value %s is null%s" % (rule.label, what, suffix))
+    if OPERATORS[rule.op] == "flag":
+        expected = {"empty": [], "true": True, "false": False, "uniform": "uniform"}[rule.op]
+    passed, message = _judge(rule.op, observed, expected, rule.unit, rule.label)
+    if passed is None:
+        return _finding(rule, "unknown", subject, expected, observed, message + suffix)
+    status = "pass" if passed else "fail"
+    finding = _finding(rule, status, subject, expected, observed, message + suffix)
+    if not passed and rule.pending_when is not None:
+        try:
+            pending = rule.pending_when.search(scope)
+        except EvaluationError:
+            pending = None
+        if truthy(pending):
+            finding["pending"] = True
+            note = pending if isinstance(pending, str) else \
+                _fmt(pending) if isinstance(pending, list) else "configured, takes effect after a reboot"
+            finding["message"] += "; pending: %s" % note
+    return finding
+
+
+def _evaluate_rule(rule, doc, params):
+    if rule.applies_when is not None:
+        try:
+            applies = rule.applies_when.search(doc)
+        except EvaluationError as exc:
+            return [_finding(rule, "unknown", None, None, None, str(exc))]
+        if applies is None and _missing_reason(rule, doc):
+            # null because the facts the condition reads are missing, not because it is false
+            return [_finding(rule, "unknown", None, None, None,
+                             "%s unknown: %s" % (rule.label, _missing_reason(rule, doc)))]
+        if not truthy(applies):
+            return [_finding(rule, "not_applicable", None, None, None,
+                             "not applicable: %s is %s" % (rule.applies_when.text, _fmt(applies)))]
+    if rule.subjects is None:
+        return [_evaluate_one(rule, doc, doc, params, None, None)]
+    try:
+        elements = rule.subjects.search(doc)
+    except EvaluationError as exc:
+        return [_finding(rule, "unknown", None, None, None, str(exc))]
+    if elements is None:
+        reason = _missing_reason(rule, doc) or "no data: %s is null" % rule.subjects.text
+        return [_finding(rule, "unknown", None, None, None, "%s unknown: %s" % (rule.label, reason))]
+    if not isinstance(elements, list):
+        return [_finding(rule, "unknown", None, None, None,
+                         "%s: %s is not a list" % (rule.label, rule.subjects.text))]
+    if not elements:
+        return [_finding(rule, "not_applicable", None, None, None,
+                         "not applicable: no subjects (%s is empty)" % rule.subjects.text)]
+    findings = []
+    for index, element in enumerate(elements):
+        try:
+            subject = _subject_label(rule.subject.search(element))
+        except EvaluationError:
+            subject = None
+        if subject is None:
+            subject = "#%d" % index
+        detail = None
+        if rule.detail is not None:
+            try:
+                detail = rule.detail.search(element)
+            except EvaluationError:
+                detail = None
+            detail = _fmt(detail) if detail not in (None, "", []) else None
+        findings.append(_evaluate_one(rule, doc, element, params, subject, detail))
+    return findings
+
+
+def _waiver_for(waivers, rule_id, host, subject):
+    """The first matching waiver still valid, else the first matching expired one (or None)."""
+    expired = None
+    for waiver in waivers:
+        if waiver["rule"] != rule_id:
+            continue
+        if not any(fnmatch.fnmatchcase(host or "", pat) for pat in waiver["hosts"]):
+            continue
+        if waiver["subjects"] is not None:
+            if subject is None or not any(fnmatch.fnmatchcase(str(subject), pat) for pat in waiver["subjects"]):
+                continue
+        if not waiver.get("_expired"):
+            return waiver
+        if expired is None:
+            expired = waiver
+    return expired
+
+
+def _apply_waiver(finding, waivers, host, today):
+    if finding["status"] != "fail":
+        return finding
+    waiver = _waiver_for(waivers, finding["id"], host, finding["subject"])
+    if waiver is None:
+        return finding
+    shown = {
+        "reason": waiver["reason"],
+        "expires": waiver["expires"].isoformat(),
+        "hosts": list(waiver["hosts"]),
+        "subjects": list(waiver["subjects"]) if waiver["subjects"] is not None else None,
+        "expired": bool(waiver["_expired"]),
+    }
+    finding["waiver"] = shown
+    if waiver["_expired"]:
+        finding["message"] = "waiver expired %s: %s; %s" % (shown["expires"], waiver["reason"], finding["message"])
+    else:
+        finding["status"] = "waived"
+        finding["message"] = "waived until %s: %s; %s" % (shown["expires"], waiver["reason"], finding["message"])
+    return finding
+
+
+def summarize(findings):
+    summary = dict((s, 0) for s in STATUSES)
+    for finding in findings:
+        summary[finding["status"]] = summary.get(finding["status"], 0) + 1
+    return summary
+
+
+def failing_lines(findings):
+    """One short line per failing finding (what the audit role prints)."""
+    lines = []
+    for f in findings:
+        if f["status"] != "fail":
+            continue
+        lines.append("%s [%s] %s%s%s" % (
+            f["id"], f["severity"], f["message"],
+            " [fix needs reboot]" if f["reboot_required"] and not f["pending"] else "",
+            " [pending]" if f["pending"] else ""))
+    return lines
+
+
+def fix_plan(findings, facts=None):
+    """What the remediate role acts on: per ``fix.action``, each failing rule id with its failing
+    subjects (host-wide findings add none). Waived findings are not fixed. With ``facts``, the
+    ``pcie_mrrs`` entry splits the devices whose MaxReadReq rules fail (now or at boot) by kind, since
+    GPUs and NICs have separate parameters."""
+    plan = {}
+    for f in findings:
+        if f["status"] != "fail":
+            continue
+        subjects = plan.setdefault(f.get("fix_action") or "manual", {}).setdefault(f["id"], [])
+        if f.get("subject") is not None and f["subject"] not in subjects:
+            subjects.append(f["subject"])
+    if isinstance(facts, dict):
+        devices = (facts.get("pci") or {}).get("devices") if isinstance(facts.get("pci"), dict) else None
+        kinds = dict((d.get("address"), d.get("kind")) for d in devices or [] if isinstance(d, dict))
+        mrrs = {"gpu": [], "nic": []}
+        pcie = plan.get("pcie_tune", {})
+        for rule in ("PCI-001", "PCI-002", "PCI-008"):
+            for address in pcie.get(rule, []):
+                kind = kinds.get(address)
+                if kind in mrrs and address not in mrrs[kind]:
+                    mrrs[kind].append(address)
+        plan["pcie_mrrs"] = mrrs
+    return plan
+
+
+#: Why a failing finding is left for people after remediation, per fix action.
+_NOT_AUTOMATIC = {
+    "manual": "manual",
+    "lxc_config": "manual (container configuration on the Proxmox host)",
+    "nvidia_driver": "manual (driver installation)",
+    "kernel_package": "needs a kernel package: set gpuhost_kernel_package and run with --tags kernel_package",
+    "thp": "manual (transparent hugepages policy)",
+}
+
+
+def pending_items(findings, fixed_actions=None):
+    """What is still open after fixing, one entry per failing finding, with why:
+    ``kind`` is ``reboot`` (configured, waits for a reboot), ``opt-in`` (a fix exists but is off
+    by policy), ``manual`` (no automatic fix) or ``not-fixed`` (the fix ran but the check still fails)."""
+    items = []
+    for f in findings:
+        if f["status"] != "fail":
+            continue
+        action = f.get("fix_action") or "manual"
+        if f.get("pending"):
+            kind, why = "reboot", "pending a reboot"
+        elif f["id"] == "PCI-006":
+            kind, why = "opt-in", "opt-in: set gpuhost_fix_acs=true (weakens device isolation; not on hosts passing devices to VMs)"
+        elif action in _NOT_AUTOMATIC:
+            kind, why = "manual", _NOT_AUTOMATIC[action]
+        else:
+            kind, why = "not-fixed", "still failing after the %s fix" % action
+        items.append({"id": f["id"], "subject": f.get("subject"), "kind": kind,
+                      "message": "%s: %s (%s)" % (why, f.get("message") or f.get("title"), f.get("fix") or "")})
+    return items
+
+
+def host_report(facts, outcome, before=None, note=None, failure=None):
+    """This host's part of the report (the input of ``baseline_report``) from its facts and evaluation.
+
+    ``failure`` (why work on the host did not complete) makes its state ``failed`` with that
+    message, findings kept."""
+    numa = facts.get("numa") if isinstance(facts.get("numa"), dict) else {}
+    errors = facts.get("errors")
+    part = {
+        "state": "audited",
+        "hostname": facts.get("hostname"),
+        "findings": compact_findings(outcome["findings"]),
+        "profile": outcome["profile"],
+        "numa": numa.get("nodes") or [],
+        "facts_errors": len(errors) if isinstance(errors, list) else 0,
+    }
+    if before is not None:
+        part["before"] = {"findings": compact_findings(before)}
+        part["pending"] = outcome["pending_items"]
+    if note:
+        part["message"] = note
+    if failure:
+        part["state"] = "failed"
+        part["message"] = "%s; %s" % (failure, note) if note else failure
+    return part
+
+
+def busy_gpus(facts):
+    """GPUs with compute processes, for the maintenance guard: ``[{"index", "bus_id", "processes"}]``."""
+    busy = []
+    nvidia = facts.get("nvidia") if isinstance(facts, dict) else None
+    gpus = nvidia.get("gpus") if isinstance(nvidia, dict) else None
+    # facts come from hosts: a malformed section is no GPU, never a traceback
+    for gpu in gpus if isinstance(gpus, list) else []:
+        processes = gpu.get("processes") if isinstance(gpu, dict) else None
+        procs = [p for p in processes if isinstance(p, dict)] if isinstance(processes, list) else []
+        if procs:
+            busy.append({"index": gpu.get("index"), "bus_id": gpu.get("bus_id"),
+                         "processes": ["%s (pid %s)" % (p.get("name"), p.get("pid")) for p in procs]})
+    return busy
+
+
+def _today(today):
+    if today is None:
+        return datetime.date.today()
+    return parse_date(today, "today")
+
+
+def evaluate(facts, profile="auto", params=None, waivers=None, host=None, today=None, base_dir=None,
+             catalogue=None):
+    """Judge one host's facts document.
+
+    Returns ``{"findings", "summary", "profile", "params", "failing", "failing_ids", "fix_plan",
+    "busy_gpus"}``. Raises
+    :class:`CatalogueError` for a malformed catalogue, profile name, parameter or waiver.
+    """
+    catalogue = catalogue or load_catalogue(base_dir)
+    if not isinstance(facts, dict):
+        raise CatalogueError("facts must be the gpuhost facts mapping (ansible_facts.gpuhost), got %s"
+                             % type_name(plain(facts)))
+    facts = plain(facts)
+    chosen, effective = resolve_profile(catalogue, profile, facts, params)
+    checked = validate_waivers(waivers, catalogue)
+    day = _today(today)
+    for waiver in checked:
+        waiver["_expired"] = waiver["expires"] < day
+    doc = derive(facts, effective)
+    doc["params"] = effective
+    findings = []
+    for rid in chosen.rule_ids:
+        for finding in _evaluate_rule(catalogue.by_id[rid], doc, effective):
+            findings.append(_apply_waiver(finding, checked, host, day))
+    return {
+        "findings": findings,
+        "summary": summarize(findings),
+        "profile": chosen.name,
+        "params": effective,
+        "failing": failing_lines(findings),
+        "failing_ids": sorted(set(f["id"] for f in findings if f["status"] == "fail")),
+        "fix_plan": fix_plan(findings, facts),
+        "busy_gpus": busy_gpus(facts),
+        "pending_items": pending_items(findings),
+    }
+

@@ -1,0 +1,310 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Build ``report.json`` from evaluated findings (schema in ``docs/report.md``).
+
+Controller side. ``build_report`` checks every host's findings against the report
+contract and assembles the document; ``views.py`` renders and writes it.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import datetime
+import json
+import math
+
+__metaclass__ = type
+
+SCHEMA = 1
+
+#: Finding statuses, in the order summaries list them.
+STATUSES = ("pass", "fail", "unknown", "waived", "not_applicable")
+
+#: Worst first: the status a matrix cell shows when a rule has several subjects.
+STATUS_WORST_FIRST = ("fail", "unknown", "waived", "pass", "not_applicable")
+
+STATUS_LABELS = {
+    "pass": "pass",
+    "fail": "fail",
+    "unknown": "unknown",
+    "waived": "waived",
+    "not_applicable": "n/a",
+}
+
+#: Value of ``gpuhost_baseline_rule_status``; 0 is the one to alert on.
+PROM_STATUS_VALUES = {
+    "fail": 0,
+    "pass": 1,
+    "waived": 2,
+    "not_applicable": 3,
+    "unknown": -1,
+}
+
+#: Severity rank: higher is worse. ``info`` findings never trip ``fail_on``.
+SEVERITY_RANK = {"info": 0, "low": 1, "medium": 2, "high": 3, "critical": 4}
+
+HOST_STATES = ("audited", "unreachable", "failed")
+
+#: format name -> file name written by ``write_reports``.
+FORMAT_FILES = (
+    ("json", "report.json"),
+    ("md", "report.md"),
+    ("html", "report.html"),
+    ("junit", "junit.xml"),
+    ("prom", "metrics.prom"),
+)
+FORMATS = tuple(name for name, dummy in FORMAT_FILES)
+
+FINDING_KEYS = (
+    "id", "title", "area", "severity", "status", "subject", "expected", "observed",
+    "message", "rationale", "source", "fix", "reboot_required",
+)
+
+
+class ReportError(ValueError):
+    """The input handed to ``build_report`` breaks the findings contract."""
+
+
+# ---------------------------------------------------------------------------
+# building report.json
+# ---------------------------------------------------------------------------
+
+def _plain(value):
+    """Return ``value`` as plain JSON types (Ansible hands us str/dict subclasses)."""
+    if value is None or isinstance(value, bool):
+        return value
+    if isinstance(value, int):
+        return int(value)
+    if isinstance(value, float):
+        # NaN/inf are not JSON: keep them readable instead of producing an invalid document.
+        if math.isnan(value) or math.isinf(value):
+            return str(value)
+        return float(value)
+    if isinstance(value, str):
+        return str(value)
+    if isinstance(value, bytes):
+        return value.decode("utf-8", "replace")
+    if isinstance(value, dict):
+        return dict((str(k), _plain(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple, set, frozenset)):
+        items = [_plain(v) for v in value]
+        if isinstance(value, (set, frozenset)):
+            items.sort(key=lambda v: json.dumps(v, sort_keys=True))
+        return items
+    if isinstance(value, (datetime.date, datetime.datetime)):
+        return value.isoformat()
+    return str(value)
+
+
+def summarize(findings):
+    """Count findings per status (all five keys, zero included)."""
+    summary = dict((status, 0) for status in STATUSES)
+    for finding in findings:
+        summary[finding["status"]] = summary.get(finding["status"], 0) + 1
+    return summary
+
+
+def _normalize_finding(host, finding, where):
+    if not isinstance(finding, dict):
+        raise ReportError("host %s: %s entry is %s, not a finding mapping" % (host, where, type(finding).__name__))
+    plain = _plain(finding)
+    rule_id = plain.get("id")
+    if not rule_id or not isinstance(rule_id, str):
+        raise ReportError("host %s: a %s entry has no rule id: %s" % (host, where, json.dumps(plain, sort_keys=True)[:200]))
+    status = plain.get("status")
+    if status not in STATUSES:
+        raise ReportError(
+            "host %s, rule %s: status %r is not one of %s; the evaluator must produce one of them"
+            % (host, rule_id, status, ", ".join(STATUSES))
+        )
+    out = {}
+    for key in FINDING_KEYS:
+        out[key] = plain.get(key)
+    out["reboot_required"] = bool(out["reboot_required"])
+    if out["area"] is None:
+        out["area"] = rule_id.split("-", 1)[0].lower()
+    if out["title"] is None:
+        out["title"] = rule_id
+    if out["subject"] is not None and not isinstance(out["subject"], str):
+        out["subject"] = str(out["subject"])
+    # Keys the evaluator adds beyond the contract (waiver, params...) travel along.
+    for key in sorted(plain):
+        if key not in out:
+            out[key] = plain[key]
+    return out
+
+
+def _normalize_numa(nodes):
+    if not isinstance(nodes, list):
+        return []
+    out = []
+    for index, node in enumerate(nodes):
+        if not isinstance(node, dict):
+            continue
+        total = node.get("mem_total_kb")
+        free = node.get("mem_free_kb")
+        total = total if isinstance(total, (int, float)) and not isinstance(total, bool) else None
+        free = free if isinstance(free, (int, float)) and not isinstance(free, bool) else None
+        pct = node.get("free_pct")
+        if not isinstance(pct, (int, float)) or isinstance(pct, bool):
+            pct = round(100.0 * free / total, 2) if total and free is not None else None
+        node_id = node.get("id", index)
+        out.append({
+            "id": _plain(node_id),
+            "mem_total_kb": _plain(total),
+            "mem_free_kb": _plain(free),
+            "free_pct": _plain(pct),
+        })
+    return out
+
+
+def _normalize_pending(pending):
+    if pending is None:
+        return []
+    if not isinstance(pending, (list, tuple)):
+        pending = [pending]
+    out = []
+    for item in pending:
+        item = _plain(item)
+        out.append(item if isinstance(item, dict) else {"message": str(item)})
+    return out
+
+
+def _pending_from_findings(findings):
+    """The evaluator marks a finding ``pending`` when its fix is configured but waits for a reboot."""
+    return [{"id": f["id"], "subject": f.get("subject"), "message": f.get("message") or f.get("title")}
+            for f in findings if f.get("pending") is True]
+
+
+def _count_errors(value):
+    if isinstance(value, bool):
+        return int(value)
+    if isinstance(value, int):
+        return value
+    if isinstance(value, (list, tuple, dict)):
+        return len(value)
+    return 0
+
+
+def _normalize_host(name, data, default_profile):
+    if not isinstance(data, dict):
+        raise ReportError("host %s: expected a mapping with findings, got %s" % (name, type(data).__name__))
+    findings = data.get("findings") or []
+    if not isinstance(findings, (list, tuple)):
+        raise ReportError("host %s: findings must be a list, got %s" % (name, type(findings).__name__))
+    findings = [_normalize_finding(name, f, "findings") for f in findings]
+    state = data.get("state") or "audited"
+    if state not in HOST_STATES:
+        raise ReportError("host %s: state %r is not one of %s" % (name, state, ", ".join(HOST_STATES)))
+    host = {
+        "state": state,
+        "message": _plain(data.get("message")) or None,
+        "profile": _plain(data.get("profile")) or default_profile,
+        "summary": summarize(findings),
+        "findings": findings,
+        "numa": _normalize_numa(_plain(data.get("numa"))),
+        "facts_errors": _count_errors(data.get("facts_errors")),
+        "pending": _normalize_pending(data.get("pending")) if data.get("pending") is not None
+        else _pending_from_findings(findings),
+    }
+    before = data.get("before")
+    if before is not None:
+        if isinstance(before, dict):
+            before = before.get("findings") or []
+        if not isinstance(before, (list, tuple)):
+            raise ReportError("host %s: before must be a list of findings" % name)
+        before = [_normalize_finding(name, f, "before") for f in before]
+        host["before"] = {"summary": summarize(before), "findings": before}
+    return host
+
+
+def _fail_by_severity(hosts):
+    counts = dict((sev, 0) for sev in sorted(SEVERITY_RANK, key=SEVERITY_RANK.get, reverse=True))
+    for host in hosts.values():
+        for finding in host["findings"]:
+            if finding["status"] == "fail":
+                sev = finding.get("severity") or "unknown"
+                counts[sev] = counts.get(sev, 0) + 1
+    return counts
+
+
+def _totals(hosts):
+    totals = {"hosts": len(hosts)}
+    for state in HOST_STATES:
+        totals[state] = sum(1 for h in hosts.values() if h["state"] == state)
+    for status in STATUSES:
+        totals[status] = sum(h["summary"][status] for h in hosts.values())
+    totals["hosts_failing"] = sum(1 for h in hosts.values() if h["summary"]["fail"])
+    totals["reboot_required"] = sum(
+        1 for h in hosts.values() if any(f["reboot_required"] and f["status"] == "fail" for f in h["findings"])
+    )
+    totals["fail_by_severity"] = _fail_by_severity(hosts)
+    return totals
+
+
+def _generated_text(generated):
+    if generated is None:
+        generated = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    if isinstance(generated, datetime.datetime):
+        if generated.tzinfo is None:
+            generated = generated.replace(tzinfo=datetime.timezone.utc)
+        return generated.isoformat()
+    return str(generated)
+
+
+def build_report(hosts, profile=None, generated=None, collection_version=None):
+    """Return the report.json document for ``hosts``.
+
+    ``hosts`` maps inventory_hostname -> ``{"findings", "profile", "numa", "facts_errors",
+    "state", "message", "before", "pending"}`` (all but findings optional). Summaries are
+    recomputed from the findings so they can never disagree with them. Raises
+    :class:`ReportError` when a finding breaks the contract (unknown status, no rule id).
+    """
+    if hosts is None:
+        hosts = {}
+    if not isinstance(hosts, dict):
+        raise ReportError("hosts must map inventory_hostname to findings, got %s" % type(hosts).__name__)
+    default_profile = _plain(profile) or None
+    out_hosts = {}
+    for name in sorted(hosts, key=str):
+        out_hosts[str(name)] = _normalize_host(str(name), hosts[name], default_profile)
+    profiles = sorted(set(h["profile"] for h in out_hosts.values() if h["profile"]))
+    if len(profiles) == 1:
+        top_profile = profiles[0]
+    elif len(profiles) > 1:
+        top_profile = "mixed"
+    else:
+        top_profile = default_profile or "unknown"
+    return {
+        "schema": SCHEMA,
+        "generated": _generated_text(generated),
+        "collection_version": _plain(collection_version) or "unknown",
+        "profile": top_profile,
+        "totals": _totals(out_hosts),
+        "hosts": out_hosts,
+    }
+
+
+def failing_at_or_above(report, severity):
+    """``[(host, finding)]`` failing with a severity ranked at or above ``severity``."""
+    threshold = SEVERITY_RANK[severity]
+    out = []
+    for name, host in report["hosts"].items():
+        for finding in host["findings"]:
+            rank = SEVERITY_RANK.get(finding.get("severity"), SEVERITY_RANK["critical"])
+            if finding["status"] == "fail" and rank >= threshold:
+                out.append((name, finding))
+    return out
+
+
+#: Options of the ``baseline_report`` action plugin, shared with its documentation module.
+ARGUMENT_SPEC = dict(
+    report_dir=dict(type="path", required=True),
+    hosts=dict(type="dict", required=True),
+    profile=dict(type="str"),
+    formats=dict(type="list", elements="str", default=list(FORMATS), choices=list(FORMATS)),
+    template_dir=dict(type="path"),
+    collection_version=dict(type="str"),
+    generated=dict(type="str"),
+    fail_on=dict(type="str", default="none", choices=["critical", "high", "medium", "low", "none"]),
+)

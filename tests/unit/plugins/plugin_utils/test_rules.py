@@ -1,0 +1,644 @@
+"""The evaluator: operators, unknown/not_applicable paths, waivers, profiles, parameters,
+rejection of malformed catalogues, and the action plugins run through ansible-playbook."""
+import datetime
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+
+import pytest
+
+from helpers.baseline_facts import GPU0, GPU1, device, healthy_facts
+
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+TODAY = "2026-06-01"
+
+
+def evaluate(facts=None, **kwargs):
+    kwargs.setdefault("host", "gpu01")
+    kwargs.setdefault("today", TODAY)
+    kwargs.setdefault("params", {"smt": "on"})
+    return evaluation.evaluate(healthy_facts() if facts is None else facts, **kwargs)
+
+
+def of(result, rule_id):
+    return [f for f in result["findings"] if f["id"] == rule_id]
+
+
+# -- comparisons -------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("a, b, expected", [
+    ("570.133.07", "575", -1),
+    ("575.57.08", "575", 1),
+    ("575", "575.0.0", 0),
+    ("12.8", "12.10", -1),
+    ("12.10", "12.8", 1),
+    ("13.0", "12.9", 1),
+    ("v1.2", "1.2", 0),
+    (12.8, "12.8", 0),
+    ("N/A", "12.8", None),
+    (None, "1", None),
+    (True, "1", None),
+])
+def test_compare_versions(a, b, expected):
+    assert evaluation.compare_versions(a, b) == expected
+
+
+@pytest.mark.parametrize("op, observed, expected, passed", [
+    ("equals", 0, 0, True), ("equals", 1, 0, False),
+    ("not_equals", "x", "y", True), ("not_equals", "y", "y", False),
+    ("in", "madvise", ["always", "madvise"], True), ("in", "never", ["always", "madvise"], False),
+    ("not_in", "a", ["b"], True), ("not_in", "b", ["b"], False),
+    ("min", 4096, 4096, True), ("min", 512, 4096, False), ("min", 8.6, 5, True),
+    ("max", 10, 10, True), ("max", 60, 10, False),
+    ("min_version", "575.57.08", "570.124.06", True), ("min_version", "565.57.01", "570.124.06", False),
+    ("min_kernel", "6.14.8-2-pve", "6.14", True), ("min_kernel", "6.8.12-4-pve", "6.14", False),
+    ("min_kernel", "5.14.0-503.el9.x86_64", "5.14.0-427.el9", True),
+    ("all_equal", {"performance": 128}, "performance", True), ("all_equal", {"performance": 1, "powersave": 1}, "performance", False),
+    ("all_equal", ["a", "a"], "a", True),
+    ("all_in", {"amd-pstate-epp": 4}, ["amd-pstate", "amd-pstate-epp"], True), ("all_in", {"acpi-cpufreq": 4}, ["amd-pstate"], False),
+    ("uniform", {"Enabled": 8}, "uniform", True), ("uniform", {"Enabled": 7, "Disabled": 1}, "uniform", False),
+    ("empty", [], [], True), ("empty", ["C2"], [], False), ("empty", {}, [], True),
+    ("true", True, True, True), ("true", False, True, False), ("false", False, False, True),
+])
+def test_operators(op, observed, expected, passed):
+    assert evaluation._judge(op, observed, expected, "", "x")[0] is passed
+
+
+@pytest.mark.parametrize("op, observed, expected", [
+    ("min", "512", 4096),            # a string is not a number
+    ("min", True, 1),                # nor is a boolean
+    ("min_kernel", "garbage", "6.14"),
+    ("min_version", "N/A", "12.8"),
+    ("all_equal", {}, "performance"),  # nothing to judge
+    ("all_equal", "performance", "performance"),
+    ("empty", "x", []),
+    ("true", "yes", True),
+])
+def test_operators_cannot_judge_wrong_types(op, observed, expected):
+    assert evaluation._judge(op, observed, expected, "", "x")[0] is None
+
+
+# -- statuses ----------------------------------------------------------------------------------
+
+def test_unknown_surfaces_the_device_error():
+    facts = healthy_facts()
+    dev = device(facts, GPU0)
+    dev.update(pcie=None, acs=None, aer=None,
+               error="config space is 64 bytes: capabilities need root; run with become: true")
+    result = evaluate(facts)
+    (f,) = [f for f in of(result, "PCI-001") if f["subject"] == GPU0]
+    assert f["status"] == "unknown"
+    assert "config space is 64 bytes: capabilities need root; run with become: true" in f["message"]
+    assert f["observed"] is None
+    assert [x["status"] for x in of(result, "PCI-001") if x["subject"] == GPU1] == ["pass"]
+    assert "fail" not in set(x["status"] for x in result["findings"] if x["subject"] == GPU0)
+
+
+def test_unknown_default_reason_names_the_query():
+    facts = healthy_facts()
+    facts["kernel"]["sysctl"]["numa_balancing"] = None
+    (f,) = of(evaluate(facts), "NUMA-001")
+    assert f["status"] == "unknown"
+    assert f["message"] == "kernel.numa_balancing unknown: no data: kernel.sysctl.numa_balancing is null"
+
+
+def test_subsystem_not_gathered_is_unknown_not_not_applicable():
+    facts = healthy_facts()
+    del facts["nvidia"]
+    result = evaluate(facts)
+    (f,) = of(result, "NVIDIA-004")
+    assert f["status"] == "unknown"
+    assert "nvidia facts were not gathered" in f["message"]
+
+
+def test_subsystem_that_crashed_reports_the_error():
+    facts = healthy_facts()
+    facts["cpu"] = None
+    facts["errors"] = [{"subsystem": "cpu", "path": "/snap", "reason": "internal error while gathering cpu: boom"}]
+    (f,) = of(evaluate(facts), "CPU-005")
+    assert f["status"] == "unknown"
+    assert "gathering cpu failed: internal error while gathering cpu: boom" in f["message"]
+
+
+def test_jmespath_type_errors_on_odd_facts_give_unknown():
+    facts = healthy_facts()
+    facts["cpu"]["cpufreq"]["driver"] = "not-a-mapping"
+    facts["cpu"]["amd_pstate"]["status"] = None
+    result = evaluate(facts)
+    (driver,) = of(result, "CPU-001")
+    (mode,) = of(result, "CPU-002")
+    assert driver["status"] == "unknown" and mode["status"] == "unknown"
+
+
+def test_empty_subject_list_is_not_applicable():
+    facts = healthy_facts()
+    facts["lxc"]["containers"] = []
+    (f,) = of(evaluate(facts), "LXC-001")
+    assert f["status"] == "not_applicable"
+    assert "no subjects" in f["message"]
+
+
+def test_pending_flag_when_newer_kernel_is_installed():
+    facts = healthy_facts()
+    facts["kernel"]["release"] = "6.8.12-4-pve"
+    result = evaluate(facts)
+    (k1,) = of(result, "KERNEL-001")
+    (k6,) = of(result, "KERNEL-006")
+    assert k1["status"] == "fail" and k1["pending"] is True
+    assert k1["message"].endswith("pending: 6.14.8-2-pve is installed, reboot into it")
+    assert k6["status"] == "fail" and k6["pending"] is True
+    assert any("[pending]" in line for line in result["failing"])
+
+
+def test_not_pending_without_a_fix_in_place():
+    facts = healthy_facts()
+    facts["kernel"]["release"] = "6.8.12-4-pve"
+    facts["kernel"]["installed"] = ["6.8.12-4-pve"]
+    (k1,) = of(evaluate(facts), "KERNEL-001")
+    assert k1["status"] == "fail" and k1["pending"] is False
+
+
+def test_summary_counts_every_status():
+    result = evaluate(params={})
+    assert set(result["summary"]) == {"pass", "fail", "unknown", "waived", "not_applicable"}
+    assert sum(result["summary"].values()) == len(result["findings"])
+    assert result["summary"]["not_applicable"] == 1  # CPU-007 with smt: any
+
+
+def test_findings_have_the_report_keys():
+    keys = {"id", "title", "area", "severity", "status", "subject", "expected", "observed", "message", "fix",
+            "reboot_required", "rationale", "source", "fix_action", "pending", "waiver"}
+    for f in evaluate()["findings"]:
+        assert set(f) == keys
+        json.dumps(f)
+
+
+def test_host_report_leaves_rule_text_out_and_expand_puts_it_back():
+    facts = healthy_facts()
+    result = evaluate(facts)
+    part = evaluation.host_report(facts, result, before=result["findings"])
+    for f in part["findings"] + part["before"]["findings"]:
+        assert not set(evaluation.RULE_TEXT_FIELDS) & set(f)
+        assert {"id", "status", "subject", "expected", "observed", "message", "pending", "waiver"} <= set(f)
+    assert len(json.dumps(part)) < len(json.dumps(result["findings"]))
+    expanded = evaluation.expand_findings(part["findings"])
+    assert expanded == result["findings"]
+    assert [list(f) for f in expanded] == [list(f) for f in result["findings"]]  # same key order
+
+
+def test_expand_keeps_what_it_cannot_or_need_not_fill():
+    full = evaluate()["findings"][0]
+    custom = dict(full, title="site title")
+    odd = {"id": "SITE-999", "status": "fail"}
+    out = evaluation.expand_findings([custom, odd, "garbage"])
+    assert out[0]["title"] == "site title"
+    assert out[1:] == [odd, "garbage"]
+    assert evaluation.compact_findings(None) == []
+
+
+# -- waivers -----------------------------------------------------------------------------------
+
+def _low_free_node1():
+    facts = healthy_facts()
+    facts["numa"]["nodes"][0]["free_pct"] = 1.0
+    facts["numa"]["nodes"][1]["free_pct"] = 2.0
+    return facts
+
+
+def test_valid_waiver_keeps_the_finding_visible():
+    waiver = {"rule": "NUMA-003", "reason": "model cache", "expires": "2026-12-31"}
+    result = evaluate(_low_free_node1(), waivers=[waiver])
+    statuses = [(f["subject"], f["status"]) for f in of(result, "NUMA-003")]
+    assert statuses == [("node0", "waived"), ("node1", "waived")]
+    f = of(result, "NUMA-003")[0]
+    assert f["waiver"] == {"reason": "model cache", "expires": "2026-12-31", "hosts": ["*"], "subjects": None,
+                           "expired": False}
+    assert f["message"].startswith("waived until 2026-12-31: model cache; free memory 1 % < 5 %")
+    assert result["summary"]["waived"] == 2
+
+
+def test_waiver_is_valid_through_its_expiry_day():
+    waiver = {"rule": "NUMA-003", "reason": "r", "expires": TODAY}
+    assert set(f["status"] for f in of(evaluate(_low_free_node1(), waivers=[waiver]), "NUMA-003")) == {"waived"}
+
+
+def test_expired_waiver_is_a_fail_and_says_so():
+    waiver = {"rule": "NUMA-003", "reason": "until the DIMM swap", "expires": datetime.date(2026, 1, 31)}
+    result = evaluate(_low_free_node1(), waivers=[waiver])
+    for f in of(result, "NUMA-003"):
+        assert f["status"] == "fail"
+        assert f["message"].startswith("waiver expired 2026-01-31: until the DIMM swap; free memory")
+        assert f["waiver"]["expired"] is True
+
+
+def test_subject_scoped_waiver():
+    waiver = {"rule": "NUMA-003", "subjects": ["node1"], "reason": "r", "expires": "2026-12-31"}
+    statuses = dict((f["subject"], f["status"]) for f in of(evaluate(_low_free_node1(), waivers=[waiver]), "NUMA-003"))
+    assert statuses == {"node0": "fail", "node1": "waived"}
+
+
+def test_host_scoped_waiver():
+    waiver = {"rule": "NUMA-003", "hosts": ["gpu1*"], "reason": "r", "expires": "2026-12-31"}
+    assert set(f["status"] for f in of(evaluate(_low_free_node1(), waivers=[waiver]), "NUMA-003")) == {"fail"}
+    result = evaluate(_low_free_node1(), waivers=[waiver], host="gpu12")
+    assert set(f["status"] for f in of(result, "NUMA-003")) == {"waived"}
+
+
+def test_waiver_does_not_touch_passing_findings():
+    waiver = {"rule": "NUMA-001", "reason": "r", "expires": "2026-12-31"}
+    (f,) = of(evaluate(waivers=[waiver]), "NUMA-001")
+    assert f["status"] == "pass" and f["waiver"] is None
+
+
+def test_valid_waiver_wins_over_an_expired_one():
+    waivers = [{"rule": "NUMA-003", "reason": "old", "expires": "2025-01-01"},
+               {"rule": "NUMA-003", "reason": "new", "expires": "2026-12-31"}]
+    f = of(evaluate(_low_free_node1(), waivers=waivers), "NUMA-003")[0]
+    assert f["status"] == "waived" and f["waiver"]["reason"] == "new"
+
+
+# -- profiles and parameters ---------------------------------------------------------------------
+
+def test_auto_selects_amd_profile_for_epyc_with_nvidia():
+    assert evaluate()["profile"] == "amd-epyc-nvidia"
+
+
+def test_auto_falls_back_to_generic_for_intel():
+    facts = healthy_facts()
+    facts["cpu"].update(vendor="GenuineIntel", family=6)
+    result = evaluate(facts)
+    assert result["profile"] == "generic-nvidia-inference"
+    assert not of(result, "CPU-001")
+
+
+def test_auto_needs_nvidia_for_the_amd_profile():
+    facts = healthy_facts()
+    facts["nvidia"]["present"] = False
+    facts["pci"]["devices"] = [d for d in facts["pci"]["devices"] if d["kind"] != "gpu"]
+    assert evaluate(facts)["profile"] == "generic-nvidia-inference"
+
+
+def test_auto_selects_amd_profile_from_pci_ids_without_driver():
+    facts = healthy_facts()
+    facts["nvidia"]["present"] = None
+    assert evaluate(facts)["profile"] == "amd-epyc-nvidia"
+
+
+def test_profile_by_name_and_unknown_name():
+    assert evaluate(profile="generic-nvidia-inference")["profile"] == "generic-nvidia-inference"
+    with pytest.raises(CatalogueError, match=r"unknown profile 'epyc': known profiles are "
+                                             r"amd-epyc-nvidia, generic-nvidia-inference, or auto"):
+        evaluate(profile="epyc")
+
+
+def test_parameter_override_changes_the_outcome():
+    (f,) = of(evaluate(params={"kernel_min": "6.15"}), "KERNEL-001")
+    assert f["status"] == "fail" and f["expected"] == "6.15"
+    result = evaluate(params={"max_read_request_bytes_gpu": 8192})
+    assert set(f["status"] for f in of(result, "PCI-001")) == {"fail"}
+    assert result["params"]["max_read_request_bytes_gpu"] == 8192
+    assert result["params"]["kernel_min"] == "6.14"
+
+
+def test_mapping_parameter_merges_one_level():
+    result = evaluate(params={"nvidia_driver_min": {"blackwell": "580.65.06"}})
+    assert result["params"]["nvidia_driver_min"]["hopper"] == "535.54.03"
+    assert set(f["status"] for f in of(result, "NVIDIA-001")) == {"fail"}
+
+
+def test_power_limit_policy_default():
+    facts = healthy_facts()
+    facts["nvidia"]["gpus"][0]["power"].update(limit_w=500.0, default_w=500.0)
+    statuses = [f["status"] for f in of(evaluate(facts), "NVIDIA-007")]
+    assert statuses == ["fail", "pass"]
+    statuses = [f["status"] for f in of(evaluate(facts, params={"power_limit_policy": "default"}), "NVIDIA-007")]
+    assert statuses == ["pass", "pass"]
+
+
+def test_iommu_passthrough_false_makes_iommu_rules_not_applicable():
+    result = evaluate(params={"iommu_passthrough": False})
+    assert [f["status"] for f in of(result, "IOMMU-001") + of(result, "IOMMU-002")] == ["not_applicable"] * 2
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"kernel_mni": "6.14"}, r"gpuhost_params.*: unknown parameter 'kernel_mni' \(known: .*kernel_min"),
+    ({"kernel_min": 6.14}, r"parameter kernel_min must be a string like '[0-9.]+', got number 6.14 \(quote it\)"),
+    ({"smt": "maybe"}, r"parameter smt must be one of on, off, any, got 'maybe'"),
+    ({"iommu_passthrough": "yes"}, r"parameter iommu_passthrough must be a bool"),
+    ({"nvidia_driver_min": {"blackwell": 575}}, r"parameter nvidia_driver_min.blackwell must be a string"),
+    ("notamapping", r"parameters must be a mapping"),
+])
+def test_bad_parameters_rejected(params, message):
+    with pytest.raises(CatalogueError, match=message):
+        evaluate(params=params, profile="amd-epyc-nvidia")
+    with pytest.raises(CatalogueError, match=message):
+        catalogue.validate(params=params)
+
+
+@pytest.mark.parametrize("waiver, message", [
+    ({"rule": "PCI-999", "reason": "r", "expires": "2026-01-01"}, r"gpuhost_waivers\[0\] \(rule PCI-999\): unknown rule id 'PCI-999'"),
+    ({"rule": "PCI-001", "reason": "r", "expires": "31.01.2026"}, r"\(rule PCI-001\): expires must be a date YYYY-MM-DD, got '31.01.2026'"),
+    ({"rule": "PCI-001", "reason": "r", "expires": "2026-02-30"}, r"expires must be a date YYYY-MM-DD, got '2026-02-30'"),
+    ({"rule": "PCI-001", "expires": "2026-01-01"}, r"\(rule PCI-001\): reason is required"),
+    ({"rule": "PCI-001", "reason": "r"}, r"expires is required"),
+    ({"rule": "PCI-001", "reason": "r", "expires": "2026-01-01", "host": "x"}, r"unknown key\(s\) host"),
+    ({"rule": "PCI-001", "reason": "r", "expires": "2026-01-01", "hosts": [1]}, r"hosts must be a list of host name patterns"),
+    ("PCI-001", r"gpuhost_waivers\[0\]: must be a mapping"),
+])
+def test_bad_waivers_rejected(waiver, message):
+    with pytest.raises(CatalogueError, match=message):
+        evaluate(waivers=[waiver])
+    with pytest.raises(CatalogueError, match=message):
+        catalogue.validate(waivers=[waiver])
+
+
+def test_validate_returns_profiles_and_params():
+    out = catalogue.validate()
+    assert out["profiles"] == ["amd-epyc-nvidia", "generic-nvidia-inference"]
+    assert out["rules"] == len(catalogue.load_catalogue().rules)
+    assert out["params"]["amd-epyc-nvidia"]["kernel_min"] == "6.14"
+    assert catalogue.validate(profile="generic-nvidia-inference")["profiles"] == ["generic-nvidia-inference"]
+
+
+# -- malformed catalogues --------------------------------------------------------------------------
+
+@pytest.fixture
+def tree(tmp_path):
+    shutil.copytree(os.path.join(REPO, "rules"), str(tmp_path / "rules"))
+    shutil.copytree(os.path.join(REPO, "profiles"), str(tmp_path / "profiles"))
+    return tmp_path
+
+
+def _edit(path, old, new):
+    text = path.read_text()
+    assert old in text, old
+    path.write_text(text.replace(old, new, 1))
+
+
+def _load(tree):
+    return catalogue.load_catalogue(str(tree))
+
+
+def test_copied_catalogue_loads(tree):
+    assert len(_load(tree).rules) == len(catalogue.load_catalogue().rules)
+
+
+@pytest.mark.parametrize("file, old, new, message", [
+    ("rules/pcie.yml", "    min: {param: max_read_request_bytes_gpu}", "    at_least: 4096",
+     r"rules/pcie.yml: rule PCI-001: unknown operator 'at_least' \(known: equals, "),
+    ("rules/pcie.yml", "  query: pcie.max_read_request\n  unknown_reason: error\n  expect:\n    min: {param: max_read_request_bytes_gpu}",
+     "  query: pcie.max_read_request[\n  unknown_reason: error\n  expect:\n    min: {param: max_read_request_bytes_gpu}",
+     r"rules/pcie.yml: rule PCI-001: query: bad jmespath 'pcie.max_read_request\['"),
+    ("rules/pcie.yml", "- id: PCI-002", "- id: PCI-001",
+     r"rules/pcie.yml: rule PCI-001: duplicate id PCI-001 \(already defined in rules/pcie.yml\)"),
+    ("rules/pcie.yml", "{param: max_read_request_bytes_gpu}", "{param: max_read_request_gpu}",
+     r"profiles/generic-nvidia-inference.yml: profile generic-nvidia-inference: rule PCI-001 \(rules/pcie.yml\) "
+     r"references unknown parameter 'max_read_request_gpu'"),
+    ("rules/cpu.yml", "applies_when: \"params.smt != 'any'\"", "applies_when: \"params.smtx != 'any'\"",
+     r"rule CPU-007 \(rules/cpu.yml\) references unknown parameter 'smtx'"),
+    ("rules/pcie.yml", "  severity: high\n  label: MaxReadReq", "  severity: urgent\n  label: MaxReadReq",
+     r"rules/pcie.yml: rule PCI-001: unknown severity 'urgent'"),
+    ("rules/pcie.yml", "- id: PCI-001", "- id: NUMA-901", r"rule NUMA-901: id must look like PCI-NNN for area pcie"),
+    ("rules/pcie.yml", "  title: GPU MaxReadReq at least max_read_request_bytes_gpu\n",
+     "", r"rules/pcie.yml: rule PCI-001: missing required key\(s\) title"),
+    ("rules/pcie.yml", "    action: pcie_tune\n    hint: raise MaxReadReq in the Device Control",
+     "    action: setpci\n    hint: raise MaxReadReq in the Device Control", r"rule PCI-001: unknown fix action 'setpci'"),
+    ("rules/pcie.yml", "  title: GPU MaxReadReq at least max_read_request_bytes_gpu\n",
+     "  title: GPU MaxReadReq at least max_read_request_bytes_gpu\n  severty: high\n",
+     r"rule PCI-001: unknown key\(s\) severty"),
+    ("rules/pcie.yml", "    min: {param: max_read_request_bytes_gpu}", "    min: '4096'", r"rule PCI-001: expect: operator min needs a number"),
+    ("rules/kernel.yml", "    min_kernel: {param: kernel_min}", "    min_kernel: 6.14",
+     r"rule KERNEL-001: expect: operator min_kernel needs a version string such as '6.14' \(quoted\)"),
+    ("rules/pcie.yml", "  reboot_required: false", "  reboot_required: maybe", r"rule PCI-001: reboot_required must be true or false"),
+    ("rules/pcie.yml", "  source: https://enterprise", "  source: see the vendor guide #", r"rule PCI-001: source must be an https:// URL"),
+    ("rules/pcie.yml", "- id: PCI-001", "- id: PCI-001\n  - broken", r"rules/pcie.yml: not valid YAML"),
+    ("profiles/amd-epyc-nvidia.yml", "extends: generic-nvidia-inference", "extends: generic",
+     r"profiles/amd-epyc-nvidia.yml: profile amd-epyc-nvidia: extends unknown profile 'generic'"),
+    ("profiles/amd-epyc-nvidia.yml", "include: [CPU-001, CPU-002]", "include: [CPU-001, CPU-099]",
+     r"profile amd-epyc-nvidia: rules: unknown rule id 'CPU-099'"),
+    ("profiles/amd-epyc-nvidia.yml", "kernel_min: \"6.14\"", "kernel_min: 6.14",
+     r"profile amd-epyc-nvidia: parameter kernel_min must be a string like '5.14', got number 6.14 \(quote it\)"),
+    ("profiles/amd-epyc-nvidia.yml", "priority: 100", "priority: high", r"priority must be an integer"),
+    ("profiles/amd-epyc-nvidia.yml", "match: >-", "matches: >-", r"profile amd-epyc-nvidia: unknown key\(s\) matches"),
+    ("profiles/amd-epyc-nvidia.yml", "cpu.vendor == 'AuthenticAMD'", "cpu.vendor === 'AuthenticAMD'",
+     r"profile amd-epyc-nvidia: match: bad jmespath"),
+    ("profiles/generic-nvidia-inference.yml", "priority: 0", "priority: 0\nextends: amd-epyc-nvidia",
+     r"extends cycle"),
+    ("profiles/generic-nvidia-inference.yml", "  idle_latency_max_us: 100\n", "",
+     r"profile generic-nvidia-inference: missing parameter\(s\) idle_latency_max_us"),
+])
+def test_malformed_catalogue_rejected(tree, file, old, new, message):
+    _edit(tree / file, old, new)
+    with pytest.raises(CatalogueError, match=message):
+        _load(tree)
+
+
+def test_rule_file_of_unknown_area_rejected(tree):
+    (tree / "rules" / "gpu.yml").write_text("- id: GPU-001\n")
+    with pytest.raises(CatalogueError, match=r"rules/gpu.yml: no such area 'gpu'"):
+        _load(tree)
+
+
+def test_rule_in_wrong_file_rejected(tree):
+    text = (tree / "rules" / "iommu.yml").read_text()
+    (tree / "rules" / "numa.yml").write_text((tree / "rules" / "numa.yml").read_text() + text.split("\n", 1)[1])
+    with pytest.raises(CatalogueError, match=r"rules/numa.yml: rule IOMMU-001: area 'iommu' does not match its file"):
+        _load(tree)
+
+
+def test_fallback_profile_required(tree):
+    os.rename(str(tree / "profiles" / "generic-nvidia-inference.yml"), str(tree / "profiles" / "generic.yml"))
+    _edit(tree / "profiles" / "amd-epyc-nvidia.yml", "extends: generic-nvidia-inference", "extends: generic")
+    with pytest.raises(CatalogueError, match=r"the fallback profile generic-nvidia-inference is missing"):
+        _load(tree)
+
+
+def test_operator_written_as_yaml_boolean_key(tree):
+    # `true: true` in YAML is a boolean key; it still means the operator "true"
+    catalogue = _load(tree)
+    assert catalogue.by_id["CPU-005"].op == "true"
+
+
+def test_catalogue_is_cached_until_a_file_changes(tree):
+    first = _load(tree)
+    assert _load(tree) is first
+    path = tree / "rules" / "pcie.yml"
+    _edit(path, "title: GPU MaxReadReq at least", "title: GPU MaxReadReq >=")
+    st = os.stat(str(path))
+    os.utime(str(path), ns=(st.st_atime_ns, st.st_mtime_ns + 10 ** 9))
+    assert _load(tree).by_id["PCI-001"].title.startswith("GPU MaxReadReq >=")
+
+
+def test_missing_jmespath_gives_a_clear_error(monkeypatch):
+    monkeypatch.setitem(sys.modules, "jmespath", None)
+    with pytest.raises(CatalogueError, match=r"jmespath is required on the controller"):
+        catalogue._jmespath()
+
+
+def test_module_utils_import_needs_no_third_party_library():
+    # the module_utils import sanity test imports the file without jmespath/yaml available
+    code = ("import sys; sys.modules['jmespath'] = None; sys.modules['yaml'] = None; "
+            "sys.path.insert(0, %r); "
+            "import ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue as r; print(r.DEFAULT_PROFILE)"
+            % os.path.join(REPO, "build", "collections"))
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == "generic-nvidia-inference"
+
+
+# -- the action plugins through ansible-playbook ----------------------------------------------------
+
+def _playbook(tmp_path, tasks):
+    playbook = tmp_path / "play.yml"
+    playbook.write_text(textwrap.dedent("""\
+        - hosts: localhost
+          connection: local
+          gather_facts: false
+          tasks:
+        """) + textwrap.indent(textwrap.dedent(tasks), "    "))
+    env = dict(os.environ)
+    env.update(ANSIBLE_COLLECTIONS_PATH=os.path.join(REPO, "build", "collections"),
+               ANSIBLE_CONFIG=os.path.join(REPO, "ansible.cfg"), ANSIBLE_NOCOLOR="1",
+               ANSIBLE_LOCALHOST_WARNING="0", ANSIBLE_INVENTORY_UNPARSED_WARNING="0")
+    return subprocess.run([os.path.join(os.path.dirname(sys.executable), "ansible-playbook"), "-i", "localhost,",
+                           "-e", "ansible_python_interpreter=%s" % sys.executable, str(playbook)],
+                          capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300, check=False)
+
+
+def test_action_plugin_in_a_playbook(tmp_path):
+    facts = healthy_facts()
+    facts["kernel"]["sysctl"]["numa_balancing"] = 1
+    (tmp_path / "facts.json").write_text(json.dumps(facts))
+    out = _playbook(tmp_path, """\
+        - name: Validate
+          gpuhost.baseline.baseline_validate:
+            params: {smt: "on"}
+        - name: Evaluate
+          gpuhost.baseline.baseline_evaluate:
+            facts: "{{ lookup('ansible.builtin.file', 'facts.json') | from_json }}"
+            params: {smt: "on"}
+            waivers:
+              - rule: PCI-001
+                reason: r
+                expires: 2030-01-01
+            today: "2026-06-01"
+          register: baseline
+        - name: Keep the result
+          ansible.builtin.copy:
+            content: "{{ baseline | to_json }}"
+            dest: "{{ playbook_dir }}/result.json"
+            mode: "0644"
+        """)
+    assert out.returncode == 0, out.stdout + out.stderr
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert result["changed"] is False
+    assert result["profile"] == "amd-epyc-nvidia"
+    fails = [f for f in result["findings"] if f["status"] == "fail"]
+    assert [(f["id"], f["observed"], f["expected"]) for f in fails] == [("NUMA-001", 1, 0)]
+    assert result["summary"]["fail"] == 1
+    assert result["failing"] == ["NUMA-001 [high] kernel.numa_balancing is 1, expected 0"]
+
+
+def test_validate_action_fails_before_any_host_with_the_reason(tmp_path):
+    out = _playbook(tmp_path, """\
+        - name: Validate
+          gpuhost.baseline.baseline_validate:
+            waivers:
+              - rule: PCI-001
+                reason: r
+                expires: "2026-13-01"
+        """)
+    assert out.returncode != 0
+    assert "invalid baseline configuration: gpuhost_waivers[0] (rule PCI-001): expires must be a date YYYY-MM-DD" \
+        in out.stdout + out.stderr
+
+
+def test_evaluate_action_rejects_an_unknown_profile(tmp_path):
+    out = _playbook(tmp_path, """\
+        - name: Evaluate
+          gpuhost.baseline.baseline_evaluate:
+            facts: {schema: 1}
+            profile: nope
+        """)
+    assert out.returncode != 0
+    assert "baseline evaluation of localhost: unknown profile 'nope'" in out.stdout + out.stderr
+
+
+def test_fix_plan_groups_failing_subjects_by_action_and_skips_waived():
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import fix_plan
+
+    def f(rid, status, subject, action):
+        return {"id": rid, "status": status, "subject": subject, "fix_action": action}
+
+    plan = fix_plan([f("PCI-001", "fail", "0000:43:00.0", "pcie_tune"), f("PCI-001", "fail", "0000:44:00.0", "pcie_tune"),
+                     f("PCI-001", "pass", "0000:45:00.0", "pcie_tune"), f("NUMA-001", "fail", None, "sysctl"),
+                     f("CPU-003", "waived", None, "cpu_power")])
+    assert plan == {"pcie_tune": {"PCI-001": ["0000:43:00.0", "0000:44:00.0"]}, "sysctl": {"NUMA-001": []}}
+
+
+def test_busy_gpus_lists_compute_processes_and_tolerates_garbage():
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import busy_gpus
+
+    facts = {"nvidia": {"gpus": [{"index": 0, "bus_id": "0000:43:00.0",
+                                  "processes": [{"pid": 7, "name": "python3"}]},
+                                 {"index": 1, "bus_id": "0000:44:00.0", "processes": []},
+                                 {"index": 2, "processes": None}]}}
+    assert busy_gpus(facts) == [{"index": 0, "bus_id": "0000:43:00.0", "processes": ["python3 (pid 7)"]}]
+    assert busy_gpus({"nvidia": None}) == [] and busy_gpus(None) == []
+    # malformed sections (what test_derive's fuzzing feeds evaluate) give no GPU, not a traceback
+    assert busy_gpus({"nvidia": [None]}) == [] and busy_gpus({"nvidia": {"gpus": {"0": {}}}}) == []
+    assert busy_gpus({"nvidia": {"gpus": [None, "gpu0", {"index": 3, "processes": 5}]}}) == []
+
+
+def test_pending_items_say_why_each_failure_is_still_open():
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import pending_items
+
+    def f(rid, action, pending=False, status="fail"):
+        return {"id": rid, "status": status, "subject": None, "fix_action": action, "pending": pending,
+                "message": "m", "fix": "h"}
+
+    kinds = [(i["id"], i["kind"]) for i in pending_items([
+        f("CPU-001", "kernel_cmdline", pending=True), f("PCI-006", "pcie_tune"), f("NUMA-003", "manual"),
+        f("LXC-001", "lxc_config"), f("NUMA-001", "sysctl"), f("NUMA-002", "sysctl", status="pass")])]
+    assert kinds == [("CPU-001", "reboot"), ("PCI-006", "opt-in"), ("NUMA-003", "manual"), ("LXC-001", "manual"),
+                     ("NUMA-001", "not-fixed")]
+
+
+def test_fix_plan_splits_maxreadreq_devices_by_kind():
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import fix_plan
+
+    facts = {"pci": {"devices": [{"address": "0000:43:00.0", "kind": "gpu"}, {"address": "0000:49:00.0", "kind": "nic"},
+                                 {"address": "0000:44:00.0", "kind": "gpu"}]}}
+    findings = [{"id": "PCI-001", "status": "fail", "subject": "0000:43:00.0", "fix_action": "pcie_tune"},
+                {"id": "PCI-008", "status": "fail", "subject": "0000:44:00.0", "fix_action": "pcie_tune"},
+                {"id": "PCI-008", "status": "fail", "subject": "0000:49:00.0", "fix_action": "pcie_tune"},
+                {"id": "PCI-008", "status": "fail", "subject": "0000:43:00.0", "fix_action": "pcie_tune"}]
+    assert fix_plan(findings, facts)["pcie_mrrs"] == {"gpu": ["0000:43:00.0", "0000:44:00.0"], "nic": ["0000:49:00.0"]}
+    assert fix_plan(findings, {"pci": None})["pcie_mrrs"] == {"gpu": [], "nic": []}
+
+
+def test_catalogue_disk_cache_follows_the_files(tmp_path, monkeypatch):
+    import os
+    import shutil
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    base = tmp_path / "coll"
+    for sub in ("rules", "profiles"):
+        shutil.copytree(os.path.join(catalogue.COLLECTION_ROOT, sub), str(base / sub))
+    first = catalogue.load_catalogue(str(base))
+    assert os.listdir(str(tmp_path / "cache" / "gpuhost-baseline"))
+    catalogue._CACHE.clear()
+    assert catalogue.load_catalogue(str(base)).by_id["NUMA-001"].title == first.by_id["NUMA-001"].title
+    path = base / "rules" / "numa.yml"
+    text = path.read_text().replace("automatic NUMA balancing disabled", "automatic NUMA balancing off", 1)
+    path.write_text(text + "\n")
+    catalogue._CACHE.clear()
+    assert catalogue.load_catalogue(str(base)).by_id["NUMA-001"].title == "automatic NUMA balancing off"
