@@ -25,6 +25,8 @@ py=$venv/bin/python
 die() { printf 'sanity.sh: ERROR: %s\n' "$*" >&2; exit 2; }
 
 [ -x "$ansible_test" ] || die "$ansible_test not found: create the virtualenv first (make venv)"
+# ansible-test only warns and skips its shellcheck test when the tool is missing: refuse instead
+command -v shellcheck >/dev/null 2>&1 || die "shellcheck not found: install it (Debian package shellcheck, make test-deps)"
 [ -z "${PIP_CERT:-}" ] && [ -f /etc/ssl/certs/ca-certificates.crt ] && export PIP_CERT=/etc/ssl/certs/ca-certificates.crt
 
 # --- 1. the get-pip stand-in, under the name this ansible-test asks for -----------------
@@ -45,6 +47,7 @@ EOF
 [[ $pip_version =~ ^[0-9]+(\.[0-9]+)*$ ]] || die "unexpected pip version '$pip_version' from ansible-test"
 
 bootstrap_src=$("$py" -c 'import ansible_test, os; print(os.path.join(os.path.dirname(ansible_test.__file__), "_util/target/setup/requirements.py"))')
+# shellcheck disable=SC2088  # the tilde is part of the literal text looked for in ansible-test's source
 grep -q "~/.ansible/test/cache/get_pip_%s.py' % pip_version.replace(\".\", \"_\")" "$bootstrap_src" \
   || die "ansible-test no longer caches get-pip as ~/.ansible/test/cache/get_pip_<version>.py (checked $bootstrap_src): update tools/sanity.sh for the new name"
 

@@ -51,6 +51,7 @@ phase "harness tests" "$venv/bin/pytest" -q -m vm tests/vm
 
 if compgen -G "molecule/*/molecule.yml" >/dev/null; then
     # each scenario step's time goes into the phase table too (tests/vm/step_times.py)
+    # shellcheck disable=SC2016  # $0/$1 expand in the inner bash, from the arguments after the script
     phase "molecule test --all" bash -o pipefail -c \
         'molecule test --all 2>&1 | "$0" "$1" "$GPUHOST_VM_TIMINGS"' "$venv/bin/python" "$repo/tests/vm/step_times.py"
 else

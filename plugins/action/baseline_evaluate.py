@@ -36,6 +36,7 @@ class ActionModule(ActionBase):
             profile=dict(type="str", default="auto"),
             params=dict(type="dict", default={}),
             waivers=dict(type="list", elements="raw", default=[]),
+            waiver_files=dict(type="list", elements="path", default=[]),
             host=dict(type="str"),
             today=dict(type="raw"),
         ))
@@ -58,7 +59,8 @@ class ActionModule(ActionBase):
                 result["ansible_facts"] = {"gpuhost": facts}
         try:
             outcome = evaluate(facts, profile=args["profile"], params=args["params"],
-                               waivers=args["waivers"], host=host, today=args["today"])
+                               waivers=args["waivers"], host=host, today=args["today"],
+                               waiver_files=args["waiver_files"])
         except CatalogueError as exc:
             # fail the task, but keep a report entry so the other hosts' reports are still written
             message = "baseline evaluation of %s: %s" % (host, exc)

@@ -84,6 +84,15 @@ options:
     type: list
     elements: raw
     default: []
+  waiver_files:
+    description:
+      - YAML files on the controller, each holding a list of waivers in the format of O(waivers) (inventory
+        variable C(gpuhost_waiver_files)); their waivers are added to O(waivers).
+      - Each file is checked against C(schemas/waivers.schema.json) of the collection; an error names the file,
+        the waiver and the field.
+    type: list
+    elements: path
+    default: []
   host:
     description:
       - Host name waivers are matched against. Defaults to C(inventory_hostname).
@@ -271,6 +280,7 @@ def main():
             profile=dict(type="str", default="auto"),
             params=dict(type="dict", default={}),
             waivers=dict(type="list", elements="raw", default=[]),
+            waiver_files=dict(type="list", elements="path", default=[]),
             host=dict(type="str"),
             today=dict(type="raw"),
         ),

@@ -56,9 +56,9 @@ options:
     default: [json, md, html, junit, prom]
   template_dir:
     description:
-      - Directory of site templates searched before the bundled C(templates/) of the collection:
+      - Directory of site templates, searched before the bundled C(templates/) of the collection;
         C(report.html.j2) and C(report.md.j2) there replace the bundled views by name.
-      - A site template may C({% extends "gpuhost/report.html.j2" %}) and replace the blocks C(style),
+      - A site template may extend C(gpuhost/report.html.j2) and replace the blocks C(style),
         C(summary), C(matrix), C(hosts) and C(footer). HTML templates are autoescaped.
       - A missing directory, or a template that does not parse or render, fails the task naming the template.
     type: path

@@ -38,10 +38,17 @@ options:
     type: list
     elements: raw
     default: []
+  waiver_files:
+    description:
+      - Waiver files (inventory variable C(gpuhost_waiver_files)); see M(gpuhost.baseline.baseline_evaluate).
+    type: list
+    elements: path
+    default: []
   hosts:
     description:
-      - Validate the inputs of each of these inventory hosts instead of O(profile), O(params) and O(waivers) - their
-        C(gpuhost_profile), C(gpuhost_params) and C(gpuhost_waivers) variables, with the same defaults. Run it once
+      - Validate the inputs of each of these inventory hosts instead of O(profile), O(params), O(waivers) and
+        O(waiver_files) - their C(gpuhost_profile), C(gpuhost_params), C(gpuhost_waivers) and C(gpuhost_waiver_files)
+        variables, with the same defaults. Run it once
         (C(run_once)) with V(ansible_play_hosts_all) so the whole fleet is checked before any host is contacted;
         hosts sharing the same inputs are validated once. The error names the first host whose inputs are wrong.
     type: list
@@ -88,6 +95,7 @@ def main():
             profile=dict(type="str", default="auto"),
             params=dict(type="dict", default={}),
             waivers=dict(type="list", elements="raw", default=[]),
+            waiver_files=dict(type="list", elements="path", default=[]),
             hosts=dict(type="list", elements="str"),
         ),
         supports_check_mode=True,

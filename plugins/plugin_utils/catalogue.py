@@ -23,6 +23,7 @@ import os
 import re
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import REQUIRED_PARAMS
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import SchemaError, check as check_schema
 
 __metaclass__ = type
 
@@ -76,13 +77,6 @@ PARAM_CHOICES = {
     "power_limit_policy": ("max", "default"),
 }
 
-RULE_REQUIRED = ("id", "title", "area", "severity", "rationale", "source", "query", "expect", "fix",
-                 "reboot_required")
-RULE_OPTIONAL = ("applies_when", "subjects", "subject", "detail", "unknown_reason", "pending_when",
-                 "label", "unit")
-PROFILE_KEYS = ("description", "extends", "priority", "match", "rules", "params")
-PROFILE_RULE_KEYS = ("areas", "include", "exclude")
-WAIVER_KEYS = ("rule", "hosts", "subjects", "reason", "expires")
 
 #: profile ``auto`` falls back to this one when no profile's ``match`` holds
 DEFAULT_PROFILE = "generic-nvidia-inference"
@@ -231,25 +225,6 @@ class Operand:
         return repr(self.literal)
 
 
-def _check_literal(op, kind, value, where):
-    if kind == "list":
-        if not isinstance(value, list):
-            raise CatalogueError("%s: operator %s needs a list, got %r" % (where, op, value))
-    elif kind == "number":
-        if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise CatalogueError("%s: operator %s needs a number, got %r" % (where, op, value))
-    elif kind == "version":
-        if not isinstance(value, str) or not re.match(r"^\d", value):
-            raise CatalogueError("%s: operator %s needs a version string such as '6.14' (quoted), got %r"
-                                 % (where, op, value))
-    elif kind == "flag":
-        if value is not True:
-            raise CatalogueError("%s: operator %s takes the value true, got %r" % (where, op, value))
-    elif kind == "scalar":
-        if isinstance(value, (list, dict)):
-            raise CatalogueError("%s: operator %s needs a single value, got %r" % (where, op, value))
-
-
 class Rule:
     """One validated rule of the catalogue."""
 
@@ -262,42 +237,19 @@ class Rule:
             where = "%s: rule %s" % (path, rid)
         self.where = where
         self.file = path
-        unknown = sorted(str(k) for k in raw if k not in RULE_REQUIRED + RULE_OPTIONAL)
-        if unknown:
-            raise CatalogueError("%s: unknown key(s) %s (allowed: %s)" % (
-                where, ", ".join(unknown), ", ".join(RULE_REQUIRED + RULE_OPTIONAL)))
-        missing = [k for k in RULE_REQUIRED if k not in raw]
-        if missing:
-            raise CatalogueError("%s: missing required key(s) %s" % (where, ", ".join(missing)))
-        for key in ("id", "title", "area", "severity", "rationale", "source"):
-            if not isinstance(raw[key], str) or not raw[key].strip():
-                raise CatalogueError("%s: %s must be a non-empty string, got %r" % (where, key, raw[key]))
+        # the structure was checked against schemas/rules.schema.json (load_rules); what follows
+        # is what a schema cannot say
         self.id = raw["id"]
         self.title = raw["title"].strip()
         self.area = raw["area"]
-        if self.area not in AREA_PREFIX:
-            raise CatalogueError("%s: unknown area %r (known: %s)" % (where, self.area, ", ".join(AREA_NAMES)))
         match = _ID_RE.match(self.id)
         if not match or match.group(1) != AREA_PREFIX[self.area]:
             raise CatalogueError("%s: id must look like %s-NNN for area %s" % (where, AREA_PREFIX[self.area], self.area))
         self.severity = raw["severity"]
-        if self.severity not in SEVERITIES:
-            raise CatalogueError("%s: unknown severity %r (known: %s)" % (where, self.severity, ", ".join(SEVERITIES)))
         self.rationale = " ".join(raw["rationale"].split())
         self.source = raw["source"].strip()
-        if not re.match(r"^https://\S+$", self.source):
-            raise CatalogueError("%s: source must be an https:// URL of the authority, got %r" % (where, self.source))
-        if not isinstance(raw["reboot_required"], bool):
-            raise CatalogueError("%s: reboot_required must be true or false, got %r" % (where, raw["reboot_required"]))
         self.reboot_required = raw["reboot_required"]
-
         fix = raw["fix"]
-        if not isinstance(fix, dict) or set(fix) != {"action", "hint"}:
-            raise CatalogueError("%s: fix must be a mapping with exactly the keys action and hint, got %r" % (where, fix))
-        if fix["action"] not in FIX_ACTIONS:
-            raise CatalogueError("%s: unknown fix action %r (known: %s)" % (where, fix["action"], ", ".join(FIX_ACTIONS)))
-        if not isinstance(fix["hint"], str) or not fix["hint"].strip():
-            raise CatalogueError("%s: fix.hint must be a non-empty string" % where)
         self.fix_action = fix["action"]
         self.fix_hint = " ".join(fix["hint"].split())
 
@@ -309,37 +261,21 @@ class Rule:
         self.applies_when = expr("applies_when")
         self.subjects = expr("subjects")
         self.subject = expr("subject")
-        if (self.subjects is None) != (self.subject is None):
-            raise CatalogueError("%s: subjects and subject go together (subjects lists the elements, subject "
-                                 "labels each one)" % where)
         self.detail = expr("detail")
         self.query = expr("query")
         self.unknown_reason = expr("unknown_reason")
         self.pending_when = expr("pending_when")
-        for key in ("label", "unit"):
-            if key in raw and not isinstance(raw[key], str):
-                raise CatalogueError("%s: %s must be a string, got %r" % (where, key, raw[key]))
         self.label = raw.get("label") or self.title
         self.unit = raw.get("unit") or ""
 
-        expect = raw["expect"]
-        if not isinstance(expect, dict) or len(expect) != 1:
-            raise CatalogueError("%s: expect must be a mapping with exactly one operator (%s), got %r" % (
-                where, ", ".join(OPERATORS), expect))
-        (op, value), = expect.items()
-        # YAML 1.1 reads a bare `true:` / `false:` key as a boolean.
+        (op, value), = raw["expect"].items()
+        # YAML 1.1 reads a bare `true:` / `false:` key as a boolean (the schema saw it as the string).
         if op is True:
             op = "true"
         elif op is False:
             op = "false"
-        if op not in OPERATORS:
-            raise CatalogueError("%s: unknown operator %r (known: %s)" % (where, op, ", ".join(OPERATORS)))
         self.op = op
         self.operand = Operand(value, "%s: expect.%s" % (where, op))
-        if not self.operand.dynamic:
-            _check_literal(op, OPERATORS[op], value, "%s: expect" % where)
-        elif OPERATORS[op] == "flag":
-            raise CatalogueError("%s: operator %s takes the value true, not a reference" % (where, op))
 
     def param_refs(self):
         """Parameters this rule reads: operand references and ``params.X`` in expressions."""
@@ -369,6 +305,29 @@ class Catalogue:
         return self.profiles[name]
 
 
+def _item_where(base, noun, items, index):
+    """Where item ``index`` of the list ``items`` is: ``base: rule CPU-001``, ``base: waiver #2
+    (rule PCI-001)``, or for an inventory variable (``noun`` None) ``base[1] (rule PCI-001)``."""
+    item = items[index] if isinstance(items, list) and index is not None and index < len(items) else None
+    ident = item.get("id") if noun == "rule" and isinstance(item, dict) else None
+    if isinstance(ident, str):
+        return "%s: %s %s" % (base, noun, ident)
+    where = "%s[%d]" % (base, index) if noun is None else "%s: %s #%d" % (base, noun, index + 1)
+    rule = item.get("rule") if isinstance(item, dict) else None
+    return "%s (rule %s)" % (where, rule) if isinstance(rule, str) else where
+
+
+def _check_file(kind, data, where, noun=None, items=True):
+    """``data`` (one loaded file, or an inventory variable) against ``schemas/<kind>``; a
+    :class:`CatalogueError` naming ``where``, the item (rule id, waiver number) and the field."""
+    try:
+        check_schema(kind, data, items=items)
+    except SchemaError as exc:
+        if exc.index is not None:
+            where = _item_where(where, noun, data, exc.index)
+        raise CatalogueError("%s: %s" % (where, exc))
+
+
 def load_rules(base_dir):
     """Every rule of ``<base_dir>/rules/<area>.yml``, validated, in area then file order."""
     rules_dir = os.path.join(base_dir, "rules")
@@ -386,8 +345,7 @@ def load_rules(base_dir):
             raise CatalogueError("%s: no such area %r (rule files are rules/<area>.yml for %s)" % (
                 rel, area, ", ".join(AREA_NAMES)))
         data = _load_yaml(path)
-        if not isinstance(data, list) or not data:
-            raise CatalogueError("%s: must be a non-empty YAML list of rules" % rel)
+        _check_file("rules", data, rel, "rule")
         for index, raw in enumerate(data):
             rule = Rule(raw, rel, index)
             if rule.area != area:
@@ -482,14 +440,6 @@ class Profile:
         self.file = file
 
 
-def _id_list(value, where):
-    if value is None:
-        return []
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise CatalogueError("%s: must be a list of rule ids, got %r" % (where, value))
-    return list(value)
-
-
 def load_profiles(base_dir, rules):
     """Every ``<base_dir>/profiles/<name>.yml``, validated and resolved against ``rules``."""
     prof_dir = os.path.join(base_dir, "profiles")
@@ -506,13 +456,7 @@ def load_profiles(base_dir, rules):
             raise CatalogueError("%s: profile names are lower case letters, digits and dashes" % rel)
         data = _load_yaml(path)
         where = "%s: profile %s" % (rel, name)
-        if not isinstance(data, dict):
-            raise CatalogueError("%s: must be a YAML mapping" % where)
-        unknown = sorted(str(k) for k in data if k not in PROFILE_KEYS)
-        if unknown:
-            raise CatalogueError("%s: unknown key(s) %s (allowed: %s)" % (where, ", ".join(unknown), ", ".join(PROFILE_KEYS)))
-        if not isinstance(data.get("description"), str) or not data["description"].strip():
-            raise CatalogueError("%s: description must be a non-empty string" % where)
+        _check_file("profile", data, where, items=False)
         raw_profiles[name] = (data, rel, where)
 
     rule_ids = [r.id for r in rules]
@@ -534,25 +478,12 @@ def load_profiles(base_dir, rules):
             parent = resolve(parent_name, chain + [parent_name])
 
         priority = data.get("priority", parent.priority if parent else 0)
-        if isinstance(priority, bool) or not isinstance(priority, int):
-            raise CatalogueError("%s: priority must be an integer, got %r" % (where, priority))
         match = Expr(data["match"], "%s: match" % where) if data.get("match") is not None else None
 
         sel = data.get("rules") or {}
-        if not isinstance(sel, dict):
-            raise CatalogueError("%s: rules must be a mapping with areas/include/exclude" % where)
-        bad = sorted(str(k) for k in sel if k not in PROFILE_RULE_KEYS)
-        if bad:
-            raise CatalogueError("%s: rules: unknown key(s) %s (allowed: %s)" % (where, ", ".join(bad), ", ".join(PROFILE_RULE_KEYS)))
-        if "areas" in sel:
-            areas = sel["areas"]
-            if not isinstance(areas, list) or not all(a in AREA_PREFIX for a in areas):
-                raise CatalogueError("%s: rules.areas must be a list of areas among %s, got %r" % (
-                    where, ", ".join(AREA_NAMES), areas))
-        else:
-            areas = parent.areas if parent else []
-        include = _id_list(sel.get("include"), "%s: rules.include" % where)
-        exclude = _id_list(sel.get("exclude"), "%s: rules.exclude" % where)
+        areas = sel["areas"] if "areas" in sel else (parent.areas if parent else [])
+        include = list(sel.get("include") or [])
+        exclude = list(sel.get("exclude") or [])
         for rid in include + exclude:
             if rid not in known_ids:
                 raise CatalogueError("%s: rules: unknown rule id %r" % (where, rid))
@@ -568,8 +499,6 @@ def load_profiles(base_dir, rules):
             raise CatalogueError("%s: selects no rule" % where)
 
         params_raw = data.get("params") or {}
-        if not isinstance(params_raw, dict):
-            raise CatalogueError("%s: params must be a mapping" % where)
         if parent:
             params = merge_params(parent.params, params_raw, where)
             # a child may also introduce new parameters
@@ -724,56 +653,52 @@ def parse_date(value, where):
     raise CatalogueError("%s: expires must be a date YYYY-MM-DD, got %r" % (where, value))
 
 
-def validate_waivers(waivers, catalogue):
-    """Normalised waivers: ``{rule, hosts, subjects, reason, expires (date)}``."""
+def load_waiver_files(paths):
+    """``[(waiver, where)]`` from YAML files each holding a waiver list (``gpuhost_waiver_files``),
+    every file checked against ``schemas/waivers.schema.json``."""
+    items = []
+    for path in paths or []:
+        if not isinstance(path, str) or not path:
+            raise CatalogueError("gpuhost_waiver_files must be a list of YAML file paths, got %r" % (path,))
+        data = _load_yaml(path)
+        if data is None:
+            data = []  # an empty file waives nothing
+        _check_file("waivers", data, path, "waiver")
+        items.extend((raw, _item_where(path, "waiver", data, index)) for index, raw in enumerate(data))
+    return items
+
+
+def validate_waivers(waivers, catalogue, files=None):
+    """Normalised waivers ``{rule, hosts, subjects, reason, expires (date)}`` of the inventory
+    list ``waivers`` and the waiver ``files``; the structure is checked against
+    ``schemas/waivers.schema.json``, the rule ids and dates here."""
     if waivers is None:
-        return []
-    if not isinstance(waivers, list):
-        raise CatalogueError("gpuhost_waivers must be a list of {rule, hosts, subjects, reason, expires}, got %s"
-                             % type_name(plain(waivers)))
+        waivers = []
+    waivers = plain(waivers)
+    _check_file("waivers", waivers, "gpuhost_waivers")
+    items = [(raw, _item_where("gpuhost_waivers", None, waivers, index)) for index, raw in enumerate(waivers)]
+    items += load_waiver_files(files)
     result = []
-    for index, raw in enumerate(waivers):
-        where = "gpuhost_waivers[%d]" % index
-        if not isinstance(raw, dict):
-            raise CatalogueError("%s: must be a mapping {rule, hosts, subjects, reason, expires}" % where)
-        rule = raw.get("rule")
-        if isinstance(rule, str):
-            where = "%s (rule %s)" % (where, rule)
-        unknown = sorted(str(k) for k in raw if k not in WAIVER_KEYS)
-        if unknown:
-            raise CatalogueError("%s: unknown key(s) %s (allowed: %s)" % (where, ", ".join(unknown), ", ".join(WAIVER_KEYS)))
-        for key in ("rule", "reason", "expires"):
-            if raw.get(key) in (None, ""):
-                raise CatalogueError("%s: %s is required" % (where, key))
-        if not isinstance(rule, str) or rule not in catalogue.by_id:
+    for raw, where in items:
+        rule = raw["rule"]
+        if rule not in catalogue.by_id:
             raise CatalogueError("%s: unknown rule id %r" % (where, rule))
-        if not isinstance(raw["reason"], str) or not raw["reason"].strip():
-            raise CatalogueError("%s: reason must be a non-empty string" % where)
         hosts = raw.get("hosts")
         if hosts is None:
             hosts = ["*"]
         if isinstance(hosts, str):
             hosts = [hosts]
-        if not isinstance(hosts, list) or not hosts or not all(isinstance(h, str) and h for h in hosts):
-            raise CatalogueError("%s: hosts must be a list of host name patterns, got %r" % (where, raw.get("hosts")))
         subjects = raw.get("subjects")
-        if subjects is not None:
-            if isinstance(subjects, (str, int)) and not isinstance(subjects, bool):
-                subjects = [subjects]
-            if not isinstance(subjects, list) or not subjects or \
-                    not all(isinstance(s, (str, int)) and not isinstance(s, bool) for s in subjects):
-                raise CatalogueError("%s: subjects must be a list of subject labels or patterns, got %r" % (
-                    where, raw.get("subjects")))
-            subjects = [str(s) for s in subjects]
+        if subjects is not None and not isinstance(subjects, list):
+            subjects = [subjects]
         result.append({
             "rule": str(rule),
             "hosts": [str(h) for h in hosts],
-            "subjects": subjects,
+            "subjects": None if subjects is None else [str(s) for s in subjects],
             "reason": " ".join(str(raw["reason"]).split()),
             "expires": parse_date(raw["expires"], where),
         })
     return result
-
 
 
 # -- comparisons -----------------------------------------------------------------------------
@@ -796,7 +721,7 @@ def _resolve_auto_candidate(catalogue, name, params):
                                  ignore_unknown=True)
 
 
-def validate(profile="auto", params=None, waivers=None, base_dir=None):
+def validate(profile="auto", params=None, waivers=None, base_dir=None, waiver_files=None):
     """Load and check everything a run needs before any host is contacted.
 
     With ``profile: auto`` every profile's parameters are checked against ``params``
@@ -811,7 +736,7 @@ def validate(profile="auto", params=None, waivers=None, base_dir=None):
     for name in names:
         unused_profile, effective[name] = resolve_profile(catalogue, name, None, params) if profile not in (None, "auto") \
             else _resolve_auto_candidate(catalogue, name, params)
-    validate_waivers(waivers, catalogue)
+    validate_waivers(waivers, catalogue, waiver_files)
     return {
         "profiles": names,
         "rules": len(catalogue.rules),

@@ -487,7 +487,7 @@ def _today(today):
 
 
 def evaluate(facts, profile="auto", params=None, waivers=None, host=None, today=None, base_dir=None,
-             catalogue=None):
+             catalogue=None, waiver_files=None):
     """Judge one host's facts document.
 
     Returns ``{"findings", "summary", "profile", "params", "failing", "failing_ids", "fix_plan",
@@ -500,7 +500,7 @@ def evaluate(facts, profile="auto", params=None, waivers=None, host=None, today=
                              % type_name(plain(facts)))
     facts = plain(facts)
     chosen, effective = resolve_profile(catalogue, profile, facts, params)
-    checked = validate_waivers(waivers, catalogue)
+    checked = validate_waivers(waivers, catalogue, waiver_files)
     day = _today(today)
     for waiver in checked:
         waiver["_expired"] = waiver["expires"] < day
@@ -521,4 +521,3 @@ def evaluate(facts, profile="auto", params=None, waivers=None, host=None, today=
         "busy_gpus": busy_gpus(facts),
         "pending_items": pending_items(findings),
     }
-

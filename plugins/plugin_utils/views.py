@@ -219,16 +219,17 @@ def render_template(fmt, report, template_dir=None, **context):
     import jinja2  # pylint: disable=import-outside-toplevel
 
     name = TEMPLATES[fmt]
-    where = "template %s%s" % (name, " (site directory %s, then the bundled templates)" % template_dir
-                               if template_dir else "")
+    where = "template %s" % name
+    if template_dir:
+        where += " (site directory %s, then the bundled templates)" % template_dir
     if template_dir and not os.path.isdir(template_dir):
         raise ReportError("report template directory %s does not exist or is not a directory "
                           "(gpuhost_report_templates)" % template_dir)
     try:
         return template_environment(template_dir).get_template(name).render(report=report, **context)
     except jinja2.TemplateSyntaxError as exc:
-        raise ReportError("%s: syntax error in %s line %s: %s" % (where, exc.filename or exc.name, exc.lineno,
-                                                                    exc.message))
+        raise ReportError("%s: syntax error in %s line %s: %s"
+                          % (where, exc.filename or exc.name, exc.lineno, exc.message))
     except jinja2.TemplateNotFound as exc:
         raise ReportError("%s: template %s not found" % (where, exc.name))
     except jinja2.TemplateError as exc:
@@ -251,17 +252,18 @@ def _numa_chart(nodes):
     for i, node in enumerate(nodes):
         y = 2 + i * (bar_h + gap)
         total, free, pct = node["mem_total_kb"], node["mem_free_kb"], node["free_pct"]
-        bar = {"id": node["id"], "total": total, "x": label_w, "y": y, "h": bar_h, "w": width, "text_y": y + 12,
-               "label_x": label_w + width + 6}
+        node_bar = {"id": node["id"], "total": total, "x": label_w, "y": y, "h": bar_h, "w": width,
+                    "text_y": y + 12, "label_x": label_w + width + 6}
         if total:
             full = width * total / largest
             free_w = full * max(0.0, min(1.0, (free or 0) / float(total)))
-            bar.update(used_w="%.1f" % (full - free_w), free_x="%.1f" % (label_w + full - free_w),
-                       free_w="%.1f" % free_w, used_text=_kib(total - (free or 0)), free_text=_kib(free),
-                       label="%s%% free (%s of %s)" % ("?" if pct is None else ("%.1f" % pct), _kib(free), _kib(total)))
+            node_bar.update(
+                used_w="%.1f" % (full - free_w), free_x="%.1f" % (label_w + full - free_w), free_w="%.1f" % free_w,
+                used_text=_kib(total - (free or 0)), free_text=_kib(free),
+                label="%s%% free (%s of %s)" % ("?" if pct is None else ("%.1f" % pct), _kib(free), _kib(total)))
         else:
-            bar["label"] = "no memory reported"
-        bars.append(bar)
+            node_bar["label"] = "no memory reported"
+        bars.append(node_bar)
     return {"width": label_w + width + text_w, "height": len(nodes) * (bar_h + gap) + 4, "bars": bars}
 
 

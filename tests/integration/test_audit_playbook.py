@@ -166,3 +166,26 @@ def test_one_hosts_bad_waiver_is_named_and_stops_the_fleet(snapshot_trees, tmp_p
     out = stdout_of(runner)
     assert runner.rc != 0 and "host demo-intel" in out and "2099-13-45" in out
     assert not (tmp_path / "r").exists()
+
+
+def test_waiver_files_waive_and_a_malformed_one_is_named_before_any_host(snapshot_trees, tmp_path):
+    good = tmp_path / "waivers.yml"
+    good.write_text("# yaml-language-server: $schema=../schemas/waivers.schema.json\n"
+                    "- rule: NUMA-001\n  hosts: [demo-incident]\n  reason: model load test until Friday\n"
+                    "  expires: 2099-01-01\n")
+    inventory = fleet(dict(incident=snapshot_trees["incident"]), live=False)
+    runner = run_playbook(tmp_path, "audit.yml", inventory, cmdline="--check",
+                          extravars={"gpuhost_report_dir": str(tmp_path / "r"), "gpuhost_waiver_files": [str(good)]})
+    assert runner.rc == 0, stdout_of(runner)
+    host = json.loads((tmp_path / "r" / "report.json").read_text())["hosts"]["demo-incident"]
+    assert statuses(host, "NUMA-001") == ["waived"]
+
+    bad = tmp_path / "bad-waivers.yml"
+    bad.write_text("- rule: NUMA-001\n  reason: fine\n  expires: 2099-01-01\n"
+                   "- rule: PCI-001\n  reason: fine\n  expires: next week\n")
+    runner = run_playbook(tmp_path, "audit.yml", inventory, cmdline="--check",
+                          extravars={"gpuhost_report_dir": str(tmp_path / "r2"), "gpuhost_waiver_files": [str(bad)]})
+    out = stdout_of(runner)
+    assert runner.rc != 0
+    assert "%s: waiver #2 (rule PCI-001): expires must be a date YYYY-MM-DD, got 'next week'" % bad in out
+    assert not (tmp_path / "r2").exists()

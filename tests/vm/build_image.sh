@@ -38,7 +38,7 @@ rootfs=$work/rootfs
 cleanup() {
     # debootstrap leaves /proc and /sys mounted when it fails half-way.
     for m in proc sys dev/pts dev; do
-        mountpoint -q "$rootfs/$m" 2>/dev/null && umount -l "$rootfs/$m" || true
+        if mountpoint -q "$rootfs/$m" 2>/dev/null; then umount -l "$rootfs/$m" || true; fi
     done
     rm -rf "$work"
 }
@@ -107,13 +107,16 @@ UseDNS no
 EOF
 passwd -R "$rootfs" -l root >/dev/null 2>&1 || chroot "$rootfs" passwd -l root >/dev/null
 
+# shellcheck disable=SC2016  # ${Package} is dpkg-query's format, not a shell expansion
 chroot "$rootfs" dpkg-query -W -f='${Package} ${Version}\n' >"$work/manifest.txt"
 rm -rf "$rootfs"/var/cache/apt/archives/*.deb "$rootfs"/var/lib/apt/lists/* "$rootfs"/var/log/*.log
 
 echo "== kernel and initrd"
-kernel=$(ls "$rootfs"/boot/vmlinuz-* 2>/dev/null | sort -V | tail -n 1)
-initrd=$(ls "$rootfs"/boot/initrd.img-* 2>/dev/null | sort -V | tail -n 1)
-[ -n "$kernel" ] && [ -n "$initrd" ] || die "no /boot/vmlinuz-* or /boot/initrd.img-* in the guest: linux-image-amd64 or initramfs-tools did not install"
+kernel=$(find "$rootfs/boot" -maxdepth 1 -name 'vmlinuz-*' 2>/dev/null | sort -V | tail -n 1)
+initrd=$(find "$rootfs/boot" -maxdepth 1 -name 'initrd.img-*' 2>/dev/null | sort -V | tail -n 1)
+if [ -z "$kernel" ] || [ -z "$initrd" ]; then
+    die "no /boot/vmlinuz-* or /boot/initrd.img-* in the guest: linux-image-amd64 or initramfs-tools did not install"
+fi
 cp "$kernel" "$work/vmlinuz"
 cp "$initrd" "$work/initrd.img"
 basename "$kernel" >>"$work/manifest.txt"

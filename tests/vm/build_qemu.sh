@@ -29,6 +29,7 @@ for p in $deps; do dpkg -s "$p" >/dev/null 2>&1 || missing="$missing $p"; done
 if [ -n "$missing" ]; then
     [ "$(id -u)" = 0 ] || die "missing build dependencies:$missing (apt-get install them as root)"
     echo "== apt-get install$missing"
+    # shellcheck disable=SC2086  # $missing is a space-separated list of package names, split on purpose
     DEBIAN_FRONTEND=noninteractive apt-get install -y -q -o DPkg::Lock::Timeout=900 --no-install-recommends $missing >/dev/null \
         || die "apt-get install$missing failed"
 fi

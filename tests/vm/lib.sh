@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Shared by build_image.sh and build_qemu.sh (sourced, not run).
 # Both build only from the Debian mirror this machine's apt already uses, so the
 # VM builds need no network beyond what apt has.

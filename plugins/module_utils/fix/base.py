@@ -100,6 +100,46 @@ def errno_hint(exc):
     return str(exc)
 
 
+def _write_in_place(real, data):
+    """One ``write()`` of ``data`` into an existing kernel attribute (no O_CREAT: a missing
+    attribute is an error, not a new file)."""
+    fd = os.open(real, os.O_WRONLY | os.O_TRUNC)
+    try:
+        os.write(fd, data)
+    finally:
+        os.close(fd)
+
+
+def _replace_file(module, real, data):
+    """``data`` into a temporary file beside ``real``, synced, then renamed over it by
+    ``module.atomic_move``: a reader (or a crash) sees the old file or the new one."""
+    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(real), suffix=".tmp", dir=os.path.dirname(real))
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+        module.atomic_move(tmp, real)
+    finally:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+
+
+def _replace_link(real, target):
+    """Create or replace the symlink ``real`` -> ``target`` by renaming a new link over it."""
+    tmp = os.path.join(os.path.dirname(real), ".%s.tmp%d" % (os.path.basename(real), os.getpid()))
+    if os.path.lexists(tmp):
+        os.unlink(tmp)
+    os.symlink(target, tmp)
+    os.rename(tmp, real)
+
+
+def _make_parent(real):
+    directory = os.path.dirname(real)
+    if not os.path.isdir(directory):
+        os.makedirs(directory, 0o755)
+
+
 class Host:
     """Reads and writes of one task on the live host (``root='/'``) or a snapshot copy.
 
@@ -158,15 +198,9 @@ class Host:
     # -- writes ------------------------------------------------------------------------------
     def write_attr(self, host_path, value):
         """Write a kernel attribute in place (sysfs/procfs take one ``write()``)."""
-        real = self.path(host_path)
         old = self.read_file(host_path)
         try:
-            # no O_CREAT: a missing attribute is an error, not a new file
-            fd = os.open(real, os.O_WRONLY | os.O_TRUNC)
-            try:
-                os.write(fd, (value + "\n").encode("ascii"))
-            finally:
-                os.close(fd)
+            _write_in_place(self.path(host_path), (value + "\n").encode("ascii"))
         except EnvironmentError as exc:
             raise FixError("cannot write %r to %s: %s" % (value, host_path, errno_hint(exc)),
                            path=host_path, errno=errno.errorcode.get(exc.errno))
@@ -180,25 +214,14 @@ class Host:
         the old file or the new one, never a mix. Missing parent directories are created.
         """
         real = self.path(host_path)
-        directory = os.path.dirname(real)
         old = self.read_file(host_path)
         backup_file = None
         try:
-            if not os.path.isdir(directory):
-                os.makedirs(directory, 0o755)
+            _make_parent(real)
             if old is not None and self.backup:
                 backup_file = self.module.backup_local(real)
                 self.backups[host_path] = backup_file
-            fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(real), suffix=".tmp", dir=directory)
-            try:
-                with os.fdopen(fd, "wb") as handle:
-                    handle.write(data)
-                    handle.flush()
-                    os.fsync(handle.fileno())
-                self.module.atomic_move(tmp, real)
-            finally:
-                if os.path.exists(tmp):
-                    os.unlink(tmp)
+            _replace_file(self.module, real, data)
             if mode is not None:
                 os.chmod(real, mode)
         except Exception as exc:  # atomic_move raises plain Exception
@@ -213,14 +236,8 @@ class Host:
         real = self.path(host_path)
         old = self.readlink(host_path)
         try:
-            directory = os.path.dirname(real)
-            if not os.path.isdir(directory):
-                os.makedirs(directory, 0o755)
-            tmp = os.path.join(directory, ".%s.tmp%d" % (os.path.basename(real), os.getpid()))
-            if os.path.lexists(tmp):
-                os.unlink(tmp)
-            os.symlink(target, tmp)
-            os.rename(tmp, real)
+            _make_parent(real)
+            _replace_link(real, target)
         except EnvironmentError as exc:
             raise FixError("cannot create the link %s: %s" % (host_path, errno_hint(exc)), path=host_path)
         self._journal.append(("link", host_path, old))
@@ -252,33 +269,24 @@ class Host:
         failed = []
         while self._journal:
             kind, host_path, old = self._journal.pop()
-            real = self.path(host_path)
             try:
-                if kind == "attr":
-                    if old is not None:
-                        fd = os.open(real, os.O_WRONLY | os.O_TRUNC)
-                        try:
-                            os.write(fd, old)
-                        finally:
-                            os.close(fd)
-                elif kind == "file":
-                    if old is None:
-                        os.unlink(real)
-                    else:
-                        fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(real), suffix=".tmp",
-                                                   dir=os.path.dirname(real))
-                        with os.fdopen(fd, "wb") as handle:
-                            handle.write(old)
-                        self.module.atomic_move(tmp, real)
-                else:
-                    if old is None:
-                        os.unlink(real)
-                    else:
-                        os.unlink(real)
-                        os.symlink(old, real)
+                self._undo(kind, self.path(host_path), old)
             except Exception:  # best effort: report what is left, never mask the first error
                 failed.append(host_path)
         return failed
+
+    def _undo(self, kind, real, old):
+        """Put back one journal entry: an attribute's old value, a file's old content, a link's
+        old target; a file or link that did not exist is removed."""
+        if kind == "attr":
+            if old is not None:
+                _write_in_place(real, old)
+        elif old is None:
+            os.unlink(real)
+        elif kind == "file":
+            _replace_file(self.module, real, old)
+        else:
+            _replace_link(real, old)
 
 
 def fail_with_rollback(host, error):

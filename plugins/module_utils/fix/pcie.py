@@ -533,36 +533,37 @@ def _bridge_report(address, write):
     }
 
 
-def apply(host, params, diff=False):
-    """Decide and (outside check mode) act; returns the module result (see the module's RETURN)."""
-    max_read_request = params.get("max_read_request")
-    max_payload = params.get("max_payload")
-    acs_disable = params.get("acs_redirect") == "disable"
-    selectors = params.get("addresses") or params.get("vendor") or params.get("kinds")
-    for name, value in (("max_read_request", max_read_request), ("max_payload", max_payload)):
-        if value is not None and value not in SIZES:
-            raise FixError("%s must be one of %s bytes, got %s" % (name, ", ".join(str(s) for s in SIZES), value))
-    if max_read_request is None and max_payload is None and not acs_disable:
+def _request(params):
+    """The checked request of a task: sizes, selectors, ACS mode and bridge list."""
+    req = {
+        "max_read_request": params.get("max_read_request"),
+        "max_payload": params.get("max_payload"),
+        "acs_disable": params.get("acs_redirect") == "disable",
+        "selectors": params.get("addresses") or params.get("vendor") or params.get("kinds"),
+    }
+    for name in ("max_read_request", "max_payload"):
+        if req[name] is not None and req[name] not in SIZES:
+            raise FixError("%s must be one of %s bytes, got %s" % (name, ", ".join(str(s) for s in SIZES), req[name]))
+    sizes = req["max_read_request"] is not None or req["max_payload"] is not None
+    if not sizes and not req["acs_disable"]:
         raise FixError("nothing to do: set max_read_request, max_payload or acs_redirect: disable")
-    if (max_read_request is not None or max_payload is not None) and not selectors:
+    if sizes and not req["selectors"]:
         raise FixError("max_read_request/max_payload need devices: select them with addresses, vendor or kinds")
-    if selectors and max_read_request is None and max_payload is None:
+    if req["selectors"] and not sizes:
         raise FixError("addresses/vendor/kinds select devices for max_read_request or max_payload, and neither is set")
     acs_list = params.get("acs_bridges") or ["auto"]
-    acs_auto = acs_list == ["auto"]
-    if acs_disable and not acs_auto:
-        acs_list = _addresses(acs_list, "acs_bridges")
+    req["acs_auto"] = acs_list == ["auto"]
+    req["acs_list"] = _addresses(acs_list, "acs_bridges") if req["acs_disable"] and not req["acs_auto"] else acs_list
+    return req
 
-    devices = _inventory(host)
-    by_address = dict((dev["address"], dev) for dev in devices)
+
+def _plan_devices(host, devices, params, req):
+    """``(inventory, writes, skipped)``: the Device Control writes of the selected devices, every
+    read and check done before the first write (MaxPayload checked along each path)."""
     selected = select_devices(devices, params.get("addresses"), params.get("vendor"), params.get("kinds")) \
-        if selectors else []
+        if req["selectors"] else []
     explicit = set(_addresses(params.get("addresses"), "addresses"))
-
-    # every read and check happens here, before the first write
-    inventory = {}
-    writes = {}
-    skipped = []
+    inventory, writes, skipped = {}, {}, []
     for dev in selected:
         data = _read_config(host, dev["address"])
         parsed, cap = express_registers(dev["address"], data, dev["address"] in explicit)
@@ -570,11 +571,11 @@ def apply(host, params, diff=False):
             skipped.append({"address": dev["address"], "reason": "no PCI Express capability"})
             continue
         inventory[dev["address"]] = {"parsed": parsed, "upstream": dev.get("upstream"), "data": data}
-        writes[dev["address"]] = plan_devctl(dev["address"], data, cap, max_read_request, max_payload)
-    if not selected and selectors:
+        writes[dev["address"]] = plan_devctl(dev["address"], data, cap, req["max_read_request"], req["max_payload"])
+    if not selected and req["selectors"]:
         raise FixError("no PCI device matches vendor %s and kinds %s: nothing to tune"
                        % (", ".join(params.get("vendor") or ["any"]), ", ".join(params.get("kinds") or ["any"])))
-    if max_payload is not None:
+    if req["max_payload"] is not None:
         for dev in devices:
             if dev["address"] in inventory:
                 continue
@@ -583,103 +584,88 @@ def apply(host, params, diff=False):
             except FixError:
                 continue
             inventory[dev["address"]] = {"parsed": parse_config(data), "upstream": dev.get("upstream"), "data": data}
-        check_payload(inventory, writes, max_payload)
+        check_payload(inventory, writes, req["max_payload"])
+    return inventory, writes, skipped
 
-    acs_writes = {}
-    acs_skipped = []
-    if acs_disable:
-        bridges = auto_acs_bridges(devices) if acs_auto else acs_list
-        missing = [address for address in bridges if address not in by_address]
-        if missing:
-            raise FixError("acs_bridges: PCI device %s does not exist in %s: check the address with lspci -D"
-                           % (", ".join(missing), DEVICES_DIR), missing=missing)
-        for address in bridges:
-            if by_address[address].get("kind") != "bridge":
-                raise FixError("acs_bridges: %s is a %s, not a PCI bridge: ACS redirect is a property of switch "
-                               "and root ports" % (address, by_address[address].get("kind")), address=address)
-            data = _read_config(host, address)
-            write = plan_acs(address, data, parse_config(data), not acs_auto)
-            if write is None:
-                acs_skipped.append({"address": address, "reason": "no ACS capability"})
-            else:
-                acs_writes[address] = write
-        if acs_auto and not bridges:
-            acs_skipped.append({"address": None, "reason": "no switch port lies between two GPUs or a GPU and a NIC"})
 
-    runtime_writes = [w for w in list(writes.values()) + list(acs_writes.values()) if w["before"] != w["after"]]
+def _plan_bridges(host, devices, by_address, req):
+    """``(acs_writes, acs_skipped)``: the ACS Control writes of ``acs_redirect: disable``."""
+    acs_writes, acs_skipped = {}, []
+    if not req["acs_disable"]:
+        return acs_writes, acs_skipped
+    bridges = auto_acs_bridges(devices) if req["acs_auto"] else req["acs_list"]
+    missing = [address for address in bridges if address not in by_address]
+    if missing:
+        raise FixError("acs_bridges: PCI device %s does not exist in %s: check the address with lspci -D"
+                       % (", ".join(missing), DEVICES_DIR), missing=missing)
+    for address in bridges:
+        if by_address[address].get("kind") != "bridge":
+            raise FixError("acs_bridges: %s is a %s, not a PCI bridge: ACS redirect is a property of switch "
+                           "and root ports" % (address, by_address[address].get("kind")), address=address)
+        data = _read_config(host, address)
+        write = plan_acs(address, data, parse_config(data), not req["acs_auto"])
+        if write is None:
+            acs_skipped.append({"address": address, "reason": "no ACS capability"})
+        else:
+            acs_writes[address] = write
+    if req["acs_auto"] and not bridges:
+        acs_skipped.append({"address": None, "reason": "no switch port lies between two GPUs or a GPU and a NIC"})
+    return acs_writes, acs_skipped
 
-    # the boot-time files
-    want = {}
-    for write in list(writes.values()) + list(acs_writes.values()):
-        want[(write["address"], write["register"])] = (write["value"], write["mask"])
-    persist = params.get("persist")
+
+def _plan_files(host, want, persist):
+    """The boot-time files as they are (``before``) and as they should be (``after``):
+    ``{"state", "after": {script, unit, udev, link}, "file_changes", "link_change"}``."""
     state = _persist_state(host, want)
-    script_after, unit_after, udev_after, link_after = (state["script_text"], state["unit_text"],
-                                                        state["udev_text"], state["link"])
+    after = {"script": state["script_text"], "unit": state["unit_text"], "udev": state["udev_text"],
+             "link": state["link"]}
     if persist:
         entries = merge_entries(state["entries"], want)
-        script_after = render_script(entries)
-        unit_after = render_unit()
-        udev_after = render_udev(entries)
-        link_after = UNIT_PATH
+        after = {"script": render_script(entries), "unit": render_unit(), "udev": render_udev(entries),
+                 "link": UNIT_PATH}
         if host.live and not host.module.get_bin_path("setpci"):
             raise FixError("setpci not found in PATH: the boot-time script %s needs it; install pciutils or set "
                            "persist: false" % SCRIPT_PATH)
-    file_changes = [(path, before, after) for path, before, after in (
-        (SCRIPT_PATH, state["script_text"], script_after),
-        (UNIT_PATH, state["unit_text"], unit_after),
-        (UDEV_PATH, state["udev_text"], udev_after)) if before != after]
-    link_change = link_after != state["link"]
+    file_changes = [(path, before, new) for path, before, new in (
+        (SCRIPT_PATH, state["script_text"], after["script"]),
+        (UNIT_PATH, state["unit_text"], after["unit"]),
+        (UDEV_PATH, state["udev_text"], after["udev"])) if before != new]
+    return {"state": state, "after": after, "file_changes": file_changes, "link_change": after["link"] != state["link"]}
 
-    result = {
-        "changed": bool(runtime_writes or file_changes or link_change),
-        "runtime": {
-            "devices": [_device_report(by_address[a], writes[a], inventory[a]["parsed"]) for a in sorted(writes)],
-            "bridges": [_bridge_report(a, acs_writes[a]) for a in sorted(acs_writes)],
-            "skipped": skipped + acs_skipped,
-        },
-        "persisted": _persisted_report(script_after, unit_after, udev_after, link_after, want),
-        "persisted_before": _persisted_report(state["script_text"], state["unit_text"], state["udev_text"],
-                                              state["link"], want),
-        "warnings": [],
-    }
-    if acs_disable and acs_writes:
-        result["warnings"].append(
-            "ACS request/completion redirect %s disabled on %s: peer traffic below these ports is no longer checked "
-            "by the IOMMU; never do this on a host that passes devices to VMs"
-            % ("would be" if host.check_mode else "is", ", ".join(sorted(acs_writes))))
-    if diff:
-        entries = []
-        lines_before, lines_after = [], []
-        for write in runtime_writes:
-            describe = describe_devctl if write["register"] == DEVCTL_REG else describe_acsctl
-            line = "%s %s 0x%04x %s\n"
-            lines_before.append(line % (write["address"], write["register"], write["before"], describe(write["before"])))
-            lines_after.append(line % (write["address"], write["register"], write["after"], describe(write["after"])))
-        if runtime_writes:
-            entries.append({"before_header": "PCI config space (runtime)", "after_header": "PCI config space (runtime)",
-                            "before": "".join(lines_before), "after": "".join(lines_after)})
-        for path, before, after in file_changes:
-            entries.append(file_diff(path, before, after))
-        if link_change:
-            entries.append({"before_header": UNIT_LINK, "after_header": UNIT_LINK,
-                            "before": "%s\n" % (state["link"] or "(absent)"), "after": "-> %s\n" % link_after})
-        result["diff"] = entries
 
-    if host.check_mode:
-        _commands(host, file_changes, link_change)
-        return result
+def _diff(runtime_writes, files):
+    """The ``diff`` entries: registers (runtime), then each boot-time file and the unit link."""
+    entries = []
+    lines_before, lines_after = [], []
+    for write in runtime_writes:
+        describe = describe_devctl if write["register"] == DEVCTL_REG else describe_acsctl
+        line = "%s %s 0x%04x %s\n"
+        lines_before.append(line % (write["address"], write["register"], write["before"], describe(write["before"])))
+        lines_after.append(line % (write["address"], write["register"], write["after"], describe(write["after"])))
+    if runtime_writes:
+        entries.append({"before_header": "PCI config space (runtime)", "after_header": "PCI config space (runtime)",
+                        "before": "".join(lines_before), "after": "".join(lines_after)})
+    for path, before, after in files["file_changes"]:
+        entries.append(file_diff(path, before, after))
+    if files["link_change"]:
+        entries.append({"before_header": UNIT_LINK, "after_header": UNIT_LINK,
+                        "before": "%s\n" % (files["state"]["link"] or "(absent)"),
+                        "after": "-> %s\n" % files["after"]["link"]})
+    return entries
 
+
+def _act(host, runtime_writes, files):
+    """Write the registers, then the files; on a failure put the registers written back."""
     writer = ConfigWriter(host)
     writer.precheck(runtime_writes)
     try:
         for write in runtime_writes:
             writer.write(write)
-        for path, _before, after in file_changes:
+        for path, _before, after in files["file_changes"]:
             host.write_file(path, to_bytes(after), mode=0o755 if path == SCRIPT_PATH else 0o644)
-        if link_change:
+        if files["link_change"]:
             host.symlink(UNIT_LINK, UNIT_PATH)
-        _commands(host, file_changes, link_change)
+        _commands(host, files["file_changes"], files["link_change"])
     except FixError as exc:
         wrote = len(writer.done)
         undone = writer.undo()
@@ -688,9 +674,46 @@ def apply(host, params, diff=False):
         elif wrote:
             exc.msg += "; the %d register write(s) of this task were put back" % wrote
         raise
-    result["runtime"]["devices"] = [_device_report(by_address[a], writes[a], inventory[a]["parsed"])
-                                    for a in sorted(writes)]
-    result["runtime"]["bridges"] = [_bridge_report(a, acs_writes[a]) for a in sorted(acs_writes)]
+
+
+def apply(host, params, diff=False):
+    """Decide and (outside check mode) act; returns the module result (see the module's RETURN)."""
+    req = _request(params)
+    devices = _inventory(host)
+    by_address = dict((dev["address"], dev) for dev in devices)
+    inventory, writes, skipped = _plan_devices(host, devices, params, req)
+    acs_writes, acs_skipped = _plan_bridges(host, devices, by_address, req)
+    runtime_writes = [w for w in list(writes.values()) + list(acs_writes.values()) if w["before"] != w["after"]]
+    want = dict(((w["address"], w["register"]), (w["value"], w["mask"]))
+                for w in list(writes.values()) + list(acs_writes.values()))
+    files = _plan_files(host, want, params.get("persist"))
+    after, state = files["after"], files["state"]
+
+    def runtime_report():
+        return {"devices": [_device_report(by_address[a], writes[a], inventory[a]["parsed"]) for a in sorted(writes)],
+                "bridges": [_bridge_report(a, acs_writes[a]) for a in sorted(acs_writes)],
+                "skipped": skipped + acs_skipped}
+
+    result = {
+        "changed": bool(runtime_writes or files["file_changes"] or files["link_change"]),
+        "runtime": runtime_report(),
+        "persisted": _persisted_report(after["script"], after["unit"], after["udev"], after["link"], want),
+        "persisted_before": _persisted_report(state["script_text"], state["unit_text"], state["udev_text"],
+                                              state["link"], want),
+        "warnings": [],
+    }
+    if req["acs_disable"] and acs_writes:
+        result["warnings"].append(
+            "ACS request/completion redirect %s disabled on %s: peer traffic below these ports is no longer checked "
+            "by the IOMMU; never do this on a host that passes devices to VMs"
+            % ("would be" if host.check_mode else "is", ", ".join(sorted(acs_writes))))
+    if diff:
+        result["diff"] = _diff(runtime_writes, files)
+    if host.check_mode:
+        _commands(host, files["file_changes"], files["link_change"])
+        return result
+    _act(host, runtime_writes, files)
+    result["runtime"] = runtime_report()  # the registers as read back after the writes
     return result
 
 

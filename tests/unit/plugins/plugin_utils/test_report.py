@@ -16,7 +16,9 @@ from helpers.prom import parse_labels, parse_metrics
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import views
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ReportError, build_report, failing_at_or_above
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import md_escape, prom_escape, render_html, render_junit, render_markdown, render_prometheus, write_reports
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import (
+    md_escape, prom_escape, render_html, render_junit, render_markdown, render_prometheus, write_reports,
+)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "..", "..", "..", "fixtures", "report", "hosts.json")

@@ -1,0 +1,140 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Catalogue files checked against the collection's JSON Schemas (``schemas/``).
+
+Controller side only. The schemas (draft 2020-12) describe the structure of a rule file, a
+profile file and a waiver list; :func:`check` runs one with ``jsonschema`` and turns the first
+error into a message naming the file, the item (rule id, waiver number) and the field. What a
+schema cannot say (a jmespath expression compiles, a parameter a rule reads exists, a waiver
+names a known rule, an id's prefix matches its area) is checked by ``catalogue.py``.
+
+A subschema may carry ``x-message``, the text shown when it fails: a string, or a mapping of
+JSON Schema keyword to string. The text is a ``str.format`` template with ``field`` (dotted
+path of the failing value), ``value`` (the value), ``known`` (the allowed values of an
+``enum``), ``missing`` and ``unknown`` (keys, for ``required`` and ``additionalProperties``).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import datetime
+import json
+import os
+
+__metaclass__ = type
+
+#: Collection root: schemas/ lives next to plugins/.
+COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+SCHEMA_DIR = os.path.join(COLLECTION_ROOT, "schemas")
+#: kind -> schema file
+SCHEMA_FILES = {"rules": "rules.schema.json", "profile": "profile.schema.json", "waivers": "waivers.schema.json"}
+
+#: When several errors are found, the one of the earliest keyword here is reported first
+#: (an unknown key explains more than the missing one it was probably meant to be).
+_KEYWORD_ORDER = ("type", "additionalProperties", "required", "dependentRequired", "propertyNames", "enum", "const",
+                  "pattern", "anyOf", "minItems", "minProperties", "maxProperties")
+
+_VALIDATORS = {}
+
+
+class SchemaError(ValueError):
+    """A document breaks its schema; ``str()`` is the message, ``index`` the list item (or None)."""
+
+    def __init__(self, message, index=None):
+        super(SchemaError, self).__init__(message)
+        self.index = index
+
+
+def validator(kind):
+    """The (cached) ``jsonschema`` validator of ``kind`` (``rules``, ``profile`` or ``waivers``)."""
+    if kind not in _VALIDATORS:
+        try:
+            import jsonschema  # pylint: disable=import-outside-toplevel
+        except ImportError:
+            raise SchemaError("the Python library jsonschema is required on the controller to check the rule "
+                              "catalogue: pip install jsonschema (into the Python that runs ansible-playbook)")
+        path = os.path.join(SCHEMA_DIR, SCHEMA_FILES[kind])
+        try:
+            with open(path, "rb") as handle:
+                schema = json.load(handle)
+        except (IOError, OSError, ValueError) as exc:
+            raise SchemaError("%s: cannot load the schema: %s" % (path, exc))
+        jsonschema.Draft202012Validator.check_schema(schema)
+        _VALIDATORS[kind] = jsonschema.Draft202012Validator(schema)
+    return _VALIDATORS[kind]
+
+
+def json_compatible(value):
+    """``value`` as JSON would hold it: YAML 1.1's ``true:``/``false:`` keys as the strings a
+    rule author meant, dates as ``YYYY-MM-DD``, other keys as strings."""
+    if isinstance(value, dict):
+        out = {}
+        for key, item in value.items():
+            if isinstance(key, bool):
+                key = "true" if key else "false"
+            out[key if isinstance(key, str) else str(key)] = json_compatible(item)
+        return out
+    if isinstance(value, (list, tuple)):
+        return [json_compatible(item) for item in value]
+    if isinstance(value, datetime.date):
+        return value.isoformat()[:10]
+    return value
+
+
+def _template(error):
+    custom = error.schema.get("x-message") if isinstance(error.schema, dict) else None
+    if isinstance(custom, dict):
+        custom = custom.get(error.validator)
+    return custom
+
+
+def _field(path):
+    return ".".join(str(p) for p in path) or "(top level)"
+
+
+def _message(error, path):
+    """The text of one error, ``path`` being the failing value's path inside its item."""
+    instance = error.instance
+    values = {"field": _field(path), "value": instance, "known": "", "missing": "", "unknown": ""}
+    if error.validator == "enum":
+        values["known"] = ", ".join(str(v) for v in error.validator_value)
+    if error.validator == "required" and isinstance(instance, dict):
+        values["missing"] = ", ".join(k for k in error.validator_value if k not in instance)
+    if error.validator == "additionalProperties" and isinstance(instance, dict):
+        allowed = list((error.schema.get("properties") or {}).keys())
+        values["unknown"] = ", ".join(sorted(str(k) for k in instance if k not in allowed))
+        values["known"] = ", ".join(allowed)
+    custom = _template(error)
+    if custom:
+        return custom.format(**values)
+    where = "" if not path else "%s: " % _field(path)
+    if error.validator == "required":
+        return "%smissing required key(s) %s" % (where, values["missing"])
+    if error.validator == "additionalProperties":
+        return "%sunknown key(s) %s (allowed: %s)" % (where, values["unknown"], values["known"])
+    if error.validator == "dependentRequired":
+        return "%s%s" % (where, error.message)
+    return "%s%s" % (where, error.message)
+
+
+def _rank(error):
+    keyword = _KEYWORD_ORDER.index(error.validator) if error.validator in _KEYWORD_ORDER else len(_KEYWORD_ORDER)
+    return (len(error.absolute_path), [str(p) for p in error.absolute_path], keyword)
+
+
+def check(kind, document, items=False):
+    """Raise :class:`SchemaError` for the first schema error of ``document`` (already loaded).
+
+    With ``items`` (rule files, waiver lists) the document is a list: the error's ``index``
+    names the item, and the message's field is relative to that item.
+    """
+    document = json_compatible(document)
+    errors = sorted(validator(kind).iter_errors(document), key=_rank)
+    if not errors:
+        return
+    error = errors[0]
+    path = list(error.absolute_path)
+    index = None
+    if items and path and isinstance(path[0], int):
+        index, path = path[0], path[1:]
+    raise SchemaError(_message(error, path), index)
