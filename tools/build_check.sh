@@ -3,12 +3,14 @@
 #
 #   1. ansible-galaxy collection build into a temporary directory;
 #   2. the tarball holds no virtualenv, build output, test output, caches or VM images, and
-#      holds every module, module_utils and role of the checkout;
+#      holds every plugin, role, rule, profile, schema and report template of the checkout;
 #   3. ansible-galaxy collection install of that tarball into a temporary collections path;
 #   4. from a temporary working directory, with no ansible.cfg of the checkout and no other
 #      collections path, `ansible localhost -m gpuhost.baseline.host_facts -a gather=kernel`
-#      must return kernel facts, and ansible-doc must render every module (and every role
-#      with an argument spec) from the installed copy.
+#      must return kernel facts, baseline_validate must check the catalogue against the installed
+#      schemas, baseline_report must render its views from the installed templates, and
+#      ansible-doc must render every module (and every role with an argument spec) from the
+#      installed copy.
 #
 # Env: VENV (default .venv), KEEP_BUILD_CHECK=1 keeps the temporary directory.
 set -euo pipefail
@@ -66,8 +68,8 @@ while IFS= read -r -d '' f; do
     echo "missing from the artifact: $rel" >&2
     missing=$((missing + 1))
   fi
-done < <(find plugins roles meta -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0)
-[ "$missing" -eq 0 ] || fail "$missing plugin/role files of the checkout are not in the artifact"
+done < <(find plugins roles meta rules profiles schemas templates -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0)
+[ "$missing" -eq 0 ] || fail "$missing plugin/role/catalogue/schema/template files of the checkout are not in the artifact"
 echo "$(wc -l < "$tmp/contents.txt") entries; no venv, build output, test output, caches or VM images"
 
 # ---------------------------------------------------------------------------------------
@@ -122,6 +124,33 @@ if not release:
 print('host_facts from the installed copy: schema %s, kernel.release %s, %d error(s) recorded'
       % (facts['schema'], release, len(facts.get('errors') or [])))
 EOF
+
+# ---------------------------------------------------------------------------------------
+step "validate the catalogue (schemas) and write reports (templates) with the installed copy"
+cat > "$work/report.yml" <<'EOF'
+- name: Installed catalogue schemas and report templates
+  hosts: localhost
+  connection: local
+  gather_facts: false
+  tasks:
+    - name: Validate the bundled catalogue against the installed schemas
+      gpuhost.baseline.baseline_validate: {}
+    - name: Write reports from the installed templates
+      gpuhost.baseline.baseline_report:
+        report_dir: "{{ out_dir }}"
+        hosts:
+          gpu01:
+            findings:
+              - {id: NUMA-001, status: fail, expected: 0, observed: 1, message: "<b>numa_balancing</b> is 1"}
+EOF
+installed_env "$bin/ansible-playbook" -i localhost, "$work/report.yml" -e "out_dir=$tmp/reports" > "$tmp/report-play.txt" 2>&1 \
+  || { tail -n 30 "$tmp/report-play.txt" >&2; fail "baseline_validate/baseline_report from the installed copy failed"; }
+if ! grep -q 'GPU host baseline report' "$tmp/reports/report.html" \
+    || ! grep -q '&lt;b&gt;numa_balancing' "$tmp/reports/report.html" \
+    || ! grep -q '^# GPU host baseline report' "$tmp/reports/report.md"; then
+  fail "the installed copy did not render report.html/report.md from its templates (escaped)"
+fi
+echo "catalogue valid against the installed schemas; report.html and report.md rendered from the installed templates"
 
 # ---------------------------------------------------------------------------------------
 step "ansible-doc renders every module (and role argument spec) from the installed copy"

@@ -23,7 +23,7 @@ import os
 import re
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import REQUIRED_PARAMS
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import SchemaError, check as check_schema
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import SCHEMA_DIR, SchemaError, check as check_schema
 
 __metaclass__ = type
 
@@ -540,9 +540,10 @@ _CACHE = {}
 
 
 def _stamp(base_dir):
+    """Names, mtimes and sizes of the catalogue files and of the schemas that checked them."""
     stamp = []
-    for sub in ("rules", "profiles"):
-        d = os.path.join(base_dir, sub)
+    for sub, d in (("rules", os.path.join(base_dir, "rules")), ("profiles", os.path.join(base_dir, "profiles")),
+                   ("schemas", SCHEMA_DIR)):
         try:
             for name in sorted(os.listdir(d)):
                 st = os.stat(os.path.join(d, name))
