@@ -39,3 +39,11 @@ def snapshot_trees(tmp_path_factory):
     subprocess.run([sys.executable, os.path.join(REPO, "tools", "make_fixtures.py"), str(outdir)],
                    check=True, stdout=subprocess.DEVNULL)
     return dict((name, str(outdir / name)) for name in SNAPSHOT_NAMES)
+
+
+@pytest.fixture(autouse=True)
+def _unmount_readonly_attributes():
+    """Bind mounts that helpers.fixhost.make_readonly made during a test are gone after it."""
+    yield
+    from helpers import fixhost
+    fixhost.unmount_all()

@@ -3,6 +3,7 @@ import errno
 import hashlib
 import os
 import shutil
+import subprocess
 
 
 class FakeModule:
@@ -93,9 +94,24 @@ def readonly_attr():
     raise AssertionError("no read-only kernel attribute found to stand for a read-only /proc/sys")
 
 
+#: bind mounts made by :func:`make_readonly`; tests/conftest.py unmounts them after each test
+MOUNTS = []
+
+
 def make_readonly(root, rel):
-    """Replace ``rel`` in a snapshot copy by a link to a read-only kernel attribute."""
+    """Make ``rel`` in a snapshot copy a read-only kernel attribute: a live one is bind-mounted
+    over the file, so writes get the kernel's own EACCES (as /proc/sys in a container).
+
+    A symlink to the live attribute would not do: a fix resolves every path inside its root and
+    refuses to write through a link. The mount is removed after the test (tests/conftest.py).
+    """
     path = os.path.join(root, rel.lstrip("/"))
-    os.unlink(path)
-    os.symlink(readonly_attr(), path)
+    subprocess.run(["mount", "--bind", readonly_attr(), path], check=True)
+    MOUNTS.append(path)
     return path
+
+
+def unmount_all():
+    """Remove the bind mounts of :func:`make_readonly`, newest first."""
+    while MOUNTS:
+        subprocess.run(["umount", MOUNTS.pop()], check=False)

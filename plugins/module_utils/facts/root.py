@@ -11,6 +11,14 @@ so that a snapshot holds exactly what the facts were computed from.
 
 Nothing in here raises for unreadable input: a failed read returns ``None`` and
 appends ``{"subsystem", "path", "reason"}`` to :attr:`Root.errors`.
+
+A snapshot is untrusted input. Every path under a snapshot root is resolved component by
+component inside it (:func:`resolve_in_root`): symlinks are followed as the captured host would
+follow them with the snapshot as its ``/`` (an absolute target starts again at the snapshot
+root, like ``openat2(RESOLVE_IN_ROOT)``), and a path that would climb above the root through
+``..`` is refused with :class:`OutsideRoot`. Reads accept regular files only (a FIFO, a device
+or a directory is refused, never opened blocking) and are capped in size (:data:`MAX_FILE_BYTES`
+unless a caller names a larger kind), so a hostile snapshot cannot hang or exhaust a run.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -20,6 +28,7 @@ import fnmatch
 import json
 import os
 import posixpath
+import stat
 
 __metaclass__ = type
 
@@ -36,7 +45,104 @@ COMMAND_ARGV = {
 }
 
 
+#: Largest file a read accepts by default: sysfs/procfs attributes and configuration files are
+#: far smaller; a larger one is refused (an ``unknown`` with the reason), never read whole.
+MAX_FILE_BYTES = 4 * 1024 * 1024
+#: For the few files that legitimately grow with the machine (``/proc/cpuinfo`` of a
+#: 768-thread host, ``numa_maps`` of a process mapping a large model) and command captures.
+MAX_LARGE_BYTES = 64 * 1024 * 1024
+#: Symlinks followed while resolving one path (the kernel's own limit is 40).
+MAX_LINKS = 40
+
+
+class OutsideRoot(OSError):
+    """A path under a snapshot root resolves outside it (or loops); never read or written."""
+
+    def __init__(self, path, why):
+        OSError.__init__(self, errno.EXDEV, "%s %s: refused" % (path, why))
+        self.why = why
+
+
+class Refused(OSError):
+    """A path that exists but is not something this reader accepts (not a regular file, too big)."""
+
+    def __init__(self, path, why):
+        OSError.__init__(self, errno.EINVAL, "%s: %s" % (path, why))
+        self.why = why
+
+
+def resolve_in_root(root, path, follow_last=True):
+    """The real path of host path ``path`` under the snapshot directory ``root``.
+
+    Components are resolved one at a time inside ``root``: a symlink's target is read and
+    followed as the captured host would (relative to the link's directory; an absolute target
+    from ``root``), ``..`` moves up, and a path that would climb above ``root`` raises
+    :class:`OutsideRoot`, as does a chain of more than :data:`MAX_LINKS` links. With
+    ``follow_last`` false the last component is not followed (to read a link itself, or to
+    refuse one before writing). Components that do not exist are taken as they are.
+    """
+    pending = [part for part in reversed(path.split("/")) if part not in ("", ".")]
+    resolved = []
+    links = 0
+    while pending:
+        part = pending.pop()
+        if part == "..":
+            if not resolved:
+                raise OutsideRoot(path, "leaves the snapshot root %s" % root)
+            resolved.pop()
+            continue
+        candidate = os.path.join(root, *(resolved + [part]))
+        if (pending or follow_last) and os.path.islink(candidate):
+            links += 1
+            if links > MAX_LINKS:
+                raise OutsideRoot(path, "has more than %d levels of symbolic links" % MAX_LINKS)
+            target = os.readlink(candidate)
+            if target.startswith("/"):
+                resolved = []
+            pending.extend(part for part in reversed(target.split("/")) if part not in ("", "."))
+            continue
+        resolved.append(part)
+    return os.path.join(root, *resolved) if resolved else root
+
+
+def read_regular(real, display, cap=MAX_FILE_BYTES, limit=None, nofollow=False):
+    """Bytes of the regular file ``real`` (at most ``limit`` when given).
+
+    Opened without blocking (a FIFO never hangs the reader), refused with :class:`Refused`
+    when it is not a regular file or holds more than ``cap`` bytes. ``display`` names the
+    file in messages (the host path, not the snapshot path).
+    """
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+    if nofollow:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(real, flags)
+    try:
+        mode = os.fstat(fd).st_mode
+        if not stat.S_ISREG(mode):
+            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
+                "a device" if (stat.S_ISCHR(mode) or stat.S_ISBLK(mode)) else "a socket" if stat.S_ISSOCK(mode) \
+                else "not a regular file"
+            raise Refused(display, "is %s, not a regular file" % kind)
+        want = cap + 1 if limit is None else min(limit, cap + 1)
+        chunks = []
+        got = 0
+        while got < want:
+            chunk = os.read(fd, min(65536, want - got))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            got += len(chunk)
+        data = b"".join(chunks)
+    finally:
+        os.close(fd)
+    if len(data) > cap:
+        raise Refused(display, "is larger than %d bytes (the limit for this kind of file)" % cap)
+    return data
+
+
 def _reason(exc):
+    if isinstance(exc, (OutsideRoot, Refused)):
+        return exc.why
     if isinstance(exc, EnvironmentError):
         if exc.errno == errno.ENOENT:
             return "missing"
@@ -66,25 +172,38 @@ class Root:
         self._snapshot_meta = None
 
     # -- paths -----------------------------------------------------------------
-    def host_path(self, path):
-        """Map an absolute host path (``/sys/...``) to the path under this root."""
+    def host_path(self, path, follow_last=True):
+        """Map an absolute host path (``/sys/...``) to the real path under this root.
+
+        Live: the path itself. Snapshot: resolved inside the root (:func:`resolve_in_root`);
+        raises :class:`OutsideRoot` (an ``OSError``) for a path that leaves it.
+        """
         if self.live:
             return path
-        return os.path.join(self.root, path.lstrip("/"))
+        return resolve_in_root(self.root, path, follow_last=follow_last)
+
+    def _inside(self, path, follow_last=True):
+        """:meth:`host_path`, or ``None`` (with an error recorded) when it leaves the root."""
+        try:
+            return self.host_path(path, follow_last)
+        except OutsideRoot as exc:
+            self.error("root", path, exc.why)
+            return None
 
     def error(self, subsystem, path, reason):
         self.errors.append({"subsystem": subsystem, "path": path, "reason": reason})
 
     # -- reads -----------------------------------------------------------------
-    def read_bytes(self, path, subsystem, optional=False, limit=None):
-        """Return the bytes of ``path`` or ``None``.
+    def read_bytes(self, path, subsystem, optional=False, limit=None, cap=MAX_FILE_BYTES):
+        """Return the bytes of ``path`` (at most ``limit``) or ``None``.
 
         ``optional`` files that are missing are not errors (an absent feature, such as
-        ``/sys/devices/system/cpu/amd_pstate`` on Intel); other failures always are.
+        ``/sys/devices/system/cpu/amd_pstate`` on Intel); other failures always are, among
+        them a path leaving a snapshot root, something that is not a regular file, and a file
+        larger than ``cap``.
         """
         try:
-            with open(self.host_path(path), "rb") as handle:
-                data = handle.read() if limit is None else handle.read(limit)
+            data = read_regular(self.host_path(path), path, cap=cap, limit=limit, nofollow=not self.live)
         except EnvironmentError as exc:
             reason = _reason(exc)
             missing = exc.errno == errno.ENOENT
@@ -102,8 +221,8 @@ class Root:
             self.recorder.file(path, data)
         return data
 
-    def read_text(self, path, subsystem, optional=False):
-        data = self.read_bytes(path, subsystem, optional=optional)
+    def read_text(self, path, subsystem, optional=False, cap=MAX_FILE_BYTES):
+        data = self.read_bytes(path, subsystem, optional=optional, cap=cap)
         if data is None:
             return None
         return data.decode("utf-8", "replace")
@@ -130,13 +249,15 @@ class Root:
             return None
 
     def exists(self, path):
-        found = os.path.lexists(self.host_path(path))
+        real = self._inside(path, follow_last=False)
+        found = real is not None and os.path.lexists(real)
         if found and self.recorder is not None:
-            self.recorder.entry(path, self.host_path(path))
+            self.recorder.entry(path, real)
         return found
 
     def isdir(self, path):
-        found = os.path.isdir(self.host_path(path))
+        real = self._inside(path)
+        found = real is not None and os.path.isdir(real)
         if found and self.recorder is not None:
             self.recorder.directory(path)
         return found
@@ -146,8 +267,8 @@ class Root:
         try:
             names = os.listdir(self.host_path(path))
         except EnvironmentError as exc:
-            if subsystem is not None:
-                self.error(subsystem, path, _reason(exc))
+            if subsystem is not None or isinstance(exc, OutsideRoot):
+                self.error(subsystem or "root", path, _reason(exc))
             return []
         if pattern is not None:
             names = fnmatch.filter(names, pattern)
@@ -164,7 +285,7 @@ class Root:
         plain directory yields ``None`` and, with ``subsystem``, an error.
         """
         try:
-            target = os.readlink(self.host_path(path))
+            target = os.readlink(self.host_path(path, follow_last=False))
         except EnvironmentError as exc:
             if subsystem is not None:
                 reason = "not a symlink in this capture" if exc.errno == errno.EINVAL else _reason(exc)
@@ -196,10 +317,9 @@ class Root:
                 # the command failed or was absent on the captured host: same reason as live
                 self.error(subsystem, recorded.get("where", rel), recorded["error"])
                 return None, recorded["error"]
-            path = os.path.join(self.root, rel)
             try:
-                with open(path, "rb") as handle:
-                    return handle.read().decode("utf-8", "replace"), None
+                data = read_regular(self.host_path("/" + rel), rel, cap=MAX_LARGE_BYTES, nofollow=True)
+                return data.decode("utf-8", "replace"), None
             except EnvironmentError as exc:
                 reason = "%s not captured in snapshot (%s)" % (rel, _reason(exc))
                 self.error(subsystem, rel, reason)
@@ -233,8 +353,8 @@ class Root:
             self._snapshot_meta = {}
             if not self.live:
                 try:
-                    with open(os.path.join(self.root, "snapshot.json"), "rb") as handle:
-                        meta = json.loads(handle.read().decode("utf-8", "replace"))
+                    data = read_regular(self.host_path("/snapshot.json"), "snapshot.json", nofollow=True)
+                    meta = json.loads(data.decode("utf-8", "replace"))
                     if isinstance(meta, dict):
                         self._snapshot_meta = meta
                 except (EnvironmentError, ValueError):

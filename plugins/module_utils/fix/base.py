@@ -27,7 +27,8 @@ import os
 import shlex
 import tempfile
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import (
+    MAX_FILE_BYTES, OutsideRoot, Refused, Root, read_regular)
 
 __metaclass__ = type
 
@@ -92,6 +93,8 @@ _ERRNO_HINTS = {
 
 
 def errno_hint(exc):
+    if isinstance(exc, (OutsideRoot, Refused)):
+        return exc.why
     code = getattr(exc, "errno", None)
     if code in _ERRNO_HINTS:
         return _ERRNO_HINTS[code]
@@ -102,8 +105,8 @@ def errno_hint(exc):
 
 def _write_in_place(real, data):
     """One ``write()`` of ``data`` into an existing kernel attribute (no O_CREAT: a missing
-    attribute is an error, not a new file)."""
-    fd = os.open(real, os.O_WRONLY | os.O_TRUNC)
+    attribute is an error, not a new file; no O_NOFOLLOW exception: a link is refused)."""
+    fd = os.open(real, os.O_WRONLY | os.O_TRUNC | getattr(os, "O_NOFOLLOW", 0))
     try:
         os.write(fd, data)
     finally:
@@ -161,11 +164,28 @@ class Host:
         self._journal = []
 
     # -- paths and reads -------------------------------------------------------------------
-    def path(self, host_path):
-        return self.reader.host_path(host_path)
+    def path(self, host_path, follow_last=True):
+        """The real path of ``host_path``: itself live, resolved inside a snapshot root
+        (raises ``OutsideRoot``, an ``OSError``, for one that leaves it)."""
+        return self.reader.host_path(host_path, follow_last=follow_last)
+
+    def target(self, host_path):
+        """The real path a write of ``host_path`` goes to: resolved inside the root up to its
+        last component, which must not be a symlink (a write never follows one)."""
+        try:
+            real = self.path(host_path, follow_last=False)
+        except OutsideRoot as exc:
+            raise FixError("refusing to write %s: %s" % (host_path, exc.why), path=host_path)
+        if os.path.islink(real):
+            raise FixError("refusing to write %s: it is a symbolic link (to %s), and a fix never writes through one"
+                           % (host_path, printable(os.readlink(real), 120)), path=host_path)
+        return real
 
     def exists(self, host_path):
-        return os.path.lexists(self.path(host_path))
+        try:
+            return os.path.lexists(self.path(host_path, follow_last=False))
+        except OutsideRoot as exc:
+            raise FixError("cannot look at %s: %s" % (host_path, exc.why), path=host_path)
 
     def listdir(self, host_path, pattern=None):
         return self.reader.listdir(host_path, pattern=pattern)
@@ -173,8 +193,7 @@ class Host:
     def read_file(self, host_path):
         """Bytes of a file, ``None`` when it does not exist; other failures raise :class:`FixError`."""
         try:
-            with open(self.path(host_path), "rb") as handle:
-                return handle.read()
+            return read_regular(self.path(host_path), host_path, cap=MAX_FILE_BYTES, nofollow=not self.live)
         except EnvironmentError as exc:
             if exc.errno == errno.ENOENT:
                 return None
@@ -191,16 +210,17 @@ class Host:
 
     def readlink(self, host_path):
         try:
-            return os.readlink(self.path(host_path))
+            return os.readlink(self.path(host_path, follow_last=False))
         except EnvironmentError:
             return None
 
     # -- writes ------------------------------------------------------------------------------
     def write_attr(self, host_path, value):
         """Write a kernel attribute in place (sysfs/procfs take one ``write()``)."""
+        real = self.target(host_path)
         old = self.read_file(host_path)
         try:
-            _write_in_place(self.path(host_path), (value + "\n").encode("ascii"))
+            _write_in_place(real, (value + "\n").encode("ascii"))
         except EnvironmentError as exc:
             raise FixError("cannot write %r to %s: %s" % (value, host_path, errno_hint(exc)),
                            path=host_path, errno=errno.errorcode.get(exc.errno))
@@ -213,7 +233,7 @@ class Host:
         ``module.atomic_move`` renames it over the target, so a reader (or a crash) sees
         the old file or the new one, never a mix. Missing parent directories are created.
         """
-        real = self.path(host_path)
+        real = self.target(host_path)
         old = self.read_file(host_path)
         backup_file = None
         try:
@@ -233,7 +253,10 @@ class Host:
 
     def symlink(self, host_path, target):
         """Create or replace the symlink ``host_path`` -> ``target`` (stored as given)."""
-        real = self.path(host_path)
+        try:
+            real = self.path(host_path, follow_last=False)  # the link itself is replaced, never followed
+        except OutsideRoot as exc:
+            raise FixError("refusing to create the link %s: %s" % (host_path, exc.why), path=host_path)
         old = self.readlink(host_path)
         try:
             _make_parent(real)
@@ -270,7 +293,7 @@ class Host:
         while self._journal:
             kind, host_path, old = self._journal.pop()
             try:
-                self._undo(kind, self.path(host_path), old)
+                self._undo(kind, self.path(host_path, follow_last=False), old)
             except Exception:  # best effort: report what is left, never mask the first error
                 failed.append(host_path)
         return failed

@@ -405,7 +405,8 @@ def _config_path(address):
 
 def _open_config(host, address, flags):
     try:
-        return os.open(host.path(_config_path(address)), flags)
+        # the device directory is a sysfs link (resolved inside a snapshot root); config itself never is
+        return os.open(host.path(_config_path(address), follow_last=False), flags | getattr(os, "O_NOFOLLOW", 0))
     except EnvironmentError as exc:
         raise FixError("cannot open %s for writing: %s; nothing was changed"
                        % (_config_path(address), errno_hint(exc)), address=address,
@@ -458,12 +459,12 @@ class ConfigWriter:
         while self.done:
             write, old = self.done.pop()
             try:
-                fd = os.open(self.host.path(_config_path(write["address"])), os.O_RDWR)
+                fd = _open_config(self.host, write["address"], os.O_RDWR)
                 try:
                     os.pwrite(fd, struct.pack("<H", old), write["offset"])
                 finally:
                     os.close(fd)
-            except EnvironmentError:
+            except (EnvironmentError, FixError):
                 failed.append("%s %s" % (write["address"], write["register"]))
         return failed
 

@@ -32,9 +32,9 @@ class CountingRoot(Root):
         Root.__init__(self, *args, **kwargs)
         self.opened = []
 
-    def read_bytes(self, path, subsystem, optional=False, limit=None):
+    def read_bytes(self, path, subsystem, optional=False, **kwargs):
         self.opened.append(path)
-        return Root.read_bytes(self, path, subsystem, optional=optional, limit=limit)
+        return Root.read_bytes(self, path, subsystem, optional=optional, **kwargs)
 
 
 # -- /proc/cpuinfo samples (kernel format: "key<TAB>: value", blank line between CPUs) ----------------

@@ -295,7 +295,7 @@ def test_gather_memory_max_unlimited_and_cgroup_v1(tmp_path):
 def test_gather_unreadable_environ_is_an_error_not_a_crash(tmp_path, monkeypatch):
     environ = write(tmp_path, "/proc/1/environ", b"container=lxc\0")
     write(tmp_path, "/proc/devices", "Character devices:\n")
-    real_open = open
+    real_open = os.open
 
     def open_as_non_root(path, *args, **kwargs):
         # what the kernel answers a non-root reader of another user's /proc/1/environ
@@ -303,7 +303,7 @@ def test_gather_unreadable_environ_is_an_error_not_a_crash(tmp_path, monkeypatch
             raise PermissionError(errno.EACCES, "Permission denied", path)
         return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(_sysfs, "open", open_as_non_root, raising=False)
+    monkeypatch.setattr(_sysfs.os, "open", open_as_non_root)
     root = Root(str(tmp_path))
     facts = gather(root)
     assert facts["inside_container"] is None
