@@ -101,6 +101,11 @@ def _cpu_unit_disabled(facts):
     facts["persistence"]["cpu_power"].update(enabled=False, active=False)
 
 
+def _smi_lost_gpu1(facts):
+    # GPU1 is still on the PCI bus, but nvidia-smi lists only GPU0
+    del facts["nvidia"]["gpus"][1]
+
+
 # rule id -> ((params, mutate) passing, (params, mutate) failing)
 CASES = {
     "CPU-001": (({}, _noop), ({}, _set(("cpu", "cpufreq", "driver"), {"acpi-cpufreq": 64}))),
@@ -144,6 +149,7 @@ CASES = {
     "NVIDIA-007": (({}, _noop), ({}, _gpu(0, "power", "limit_w", 450.0))),
     "NVIDIA-008": (({}, _noop), ({}, _gpu(1, "clocks_event_reasons", "active", ["hw_thermal_slowdown", "sw_power_cap"]))),
     "NVIDIA-009": (({}, _noop), ({}, _gpu(0, "pcie", "width_current", 8))),
+    "NVIDIA-010": (({}, _noop), ({}, _smi_lost_gpu1)),
     "LXC-001": (({}, _noop), ({}, _ct("devices_allow", ["c 195:* rwm", "c 509:* rwm"]))),
     "LXC-002": (({}, _noop), ({}, _no_uvm_mount)),
     "LXC-003": (({}, _noop), ({}, _ct("memory_mib", 2 * 1024 * 1024))),

@@ -196,6 +196,115 @@ def test_blackwell_from_pci_ids_without_nvidia_smi():
     assert d(facts)["nvidia"]["has_blackwell"] is True
 
 
+SMI_EXIT_9 = ("nvidia-smi -q -x exited 9: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
+              "driver. Make sure that the latest NVIDIA driver is installed and running.")
+
+
+def _smi_silent(facts, reason=SMI_EXIT_9):
+    """The nvidia section gather() gives when nvidia-smi answers nothing (facts.nvidia.gather)."""
+    facts["nvidia"].update(smi={"available": False, "error": reason}, driver_version=None, cuda_version=None,
+                           gpus=[], topology=None)
+    facts["errors"] = [{"subsystem": "nvidia", "path": "nvidia-smi -q -x", "reason": reason}]
+
+
+def test_nvidia_healthy_gpus_are_the_nvidia_smi_ones():
+    n = d(healthy_facts())["nvidia"]
+    assert [(g["index"], g["bus_id"], g["reported"], g["reason"]) for g in n["gpus"]] == [
+        (0, GPU0, True, None), (1, GPU1, True, None)]
+    assert (n["bus_gpus"], n["unreported"], n["smi_problems"]) == ([GPU0, GPU1], [], [])
+
+
+def test_nvidia_bus_gpus_are_subjects_when_nvidia_smi_fails():
+    facts = healthy_facts()
+    _smi_silent(facts)
+    n = d(facts)["nvidia"]
+    assert [g["bus_id"] for g in n["gpus"]] == [GPU0, GPU1]
+    g = n["gpus"][1]
+    assert (g["index"], g["name"], g["label"], g["generation"], g["reported"]) == (
+        None, None, "NVIDIA 0x2bb5 GPU", "blackwell", False)
+    # the loaded module still says which driver it is
+    assert (g["driver_version"], g["driver_min"], g["numa_node"]) == ("575.57.08", "570.124.06", 0)
+    for key in ("persistence", "ecc_current", "ecc_pending", "ecc_pending_matches", "power_limit_w",
+                "power_target_w", "throttle_active", "width_current", "width_max"):
+        assert g[key] is None, key
+    assert g["reason"] == "nvidia-smi reports no GPU: " + SMI_EXIT_9
+    assert n["unreported"] == [GPU0, GPU1]
+    assert n["smi_problems"] == ["nvidia-smi reports 0 of the 2 NVIDIA GPUs on the PCI bus, not %s, %s: %s"
+                                 % (GPU0, GPU1, SMI_EXIT_9)]
+    assert n["has_blackwell"] is True and n["ecc_modes"] is None
+    # no nvidia-smi index: LXC GPU minors are not matched to them
+    assert d(facts)["lxc"]["containers"][0]["numa_pinning_problems"] is None
+
+
+def test_nvidia_smi_garbage_and_missing_binary_reasons():
+    facts = healthy_facts()
+    garbage = ("nvidia-smi -q -x output has no <nvidia_smi_log> document (37 bytes): "
+               "check that nvidia-smi works on the host")
+    _smi_silent(facts, garbage)
+    assert d(facts)["nvidia"]["gpus"][0]["reason"] == "nvidia-smi reports no GPU: " + garbage
+    # no smi.error (older facts): the errors entry of subsystem nvidia says why
+    facts["nvidia"]["smi"]["error"] = None
+    facts["errors"] = [{"subsystem": "nvidia", "path": "nvidia-smi topo -m", "reason": "no topology matrix"},
+                       {"subsystem": "nvidia", "path": "nvidia-smi", "reason": "nvidia-smi not found in PATH"}]
+    assert d(facts)["nvidia"]["gpus"][0]["reason"] == "nvidia-smi reports no GPU: nvidia-smi not found in PATH"
+    facts["errors"] = []
+    assert d(facts)["nvidia"]["gpus"][0]["reason"] == "nvidia-smi reports no GPU: nvidia-smi -q -x lists no GPU"
+
+
+def test_nvidia_gpu_missing_from_nvidia_smi_is_added_in_bus_order():
+    facts = healthy_facts()
+    del facts["nvidia"]["gpus"][0]                   # GPU0 stays on the bus, nvidia-smi lists GPU1 only
+    device(facts, GPU0)["driver"] = None
+    n = d(facts)["nvidia"]
+    assert [(g["bus_id"], g["reported"]) for g in n["gpus"]] == [(GPU0, False), (GPU1, True)]
+    assert n["gpus"][0]["reason"] == ("nvidia-smi -q -x does not list this GPU (it reports 1 of the 2 NVIDIA GPUs "
+                                      "on the PCI bus); no driver is bound to the GPU")
+    assert n["gpus"][1]["label"] == "GPU1 NVIDIA RTX PRO 6000 Blackwell Server Edition"
+    assert n["unreported"] == [GPU0]
+    assert n["smi_problems"] == ["nvidia-smi reports 1 of the 2 NVIDIA GPUs on the PCI bus, not %s: "
+                                 "the driver does not report them" % GPU0]
+    # the ECC modes are those nvidia-smi reports
+    assert n["ecc_modes"] == {"Enabled": 1}
+    device(facts, GPU0)["driver"] = "nouveau"
+    assert d(facts)["nvidia"]["gpus"][0]["reason"].endswith("; the GPU is bound to nouveau, not nvidia")
+
+
+def test_nvidia_bus_gpus_without_driver_module():
+    facts = healthy_facts()
+    _smi_silent(facts, "nvidia-smi not found in PATH")
+    facts["nvidia"].update(module={"version": None, "open": None, "raw": None}, present=False)
+    n = d(facts)["nvidia"]
+    assert n["smi_problems"] == [
+        "nvidia-smi reports 0 of the 2 NVIDIA GPUs on the PCI bus, not %s, %s: nvidia-smi not found in PATH; "
+        "the nvidia kernel module is not loaded (/proc/driver/nvidia/version missing)" % (GPU0, GPU1)]
+    assert n["gpus"][0]["driver_version"] is None
+
+
+def test_nvidia_bus_gpus_skip_passthrough_other_vendors_and_other_classes():
+    facts = healthy_facts()
+    _smi_silent(facts)
+    device(facts, GPU0)["driver"] = "vfio-pci"      # passed through to a VM: not nvidia's
+    device(facts, NIC)["vendor_id"] = "0x10de"      # an NVIDIA (Mellanox) NIC is no GPU
+    n = d(facts)["nvidia"]
+    assert n["bus_gpus"] == [GPU1] and [g["bus_id"] for g in n["gpus"]] == [GPU1]
+    device(facts, GPU1)["vendor_id"] = "0x1002"     # an AMD GPU
+    device(facts, GPU0)["driver"] = "pci-stub"
+    n = d(facts)["nvidia"]
+    assert (n["bus_gpus"], n["gpus"], n["unreported"], n["smi_problems"]) == ([], [], [], [])
+
+
+def test_nvidia_bus_gpus_unknown_without_pci_facts():
+    facts = healthy_facts()
+    del facts["pci"]
+    n = d(facts)["nvidia"]
+    assert (n["bus_gpus"], n["unreported"], n["smi_problems"]) == (None, None, None)
+    assert [g["reported"] for g in n["gpus"]] == [True, True]
+    facts = healthy_facts()
+    del facts["nvidia"]
+    n = d(facts)["nvidia"]
+    assert (n["gpus"], n["bus_gpus"], n["unreported"], n["smi_problems"]) == (None, [GPU0, GPU1], None, None)
+
+
 def test_lxc_container_checks():
     facts = healthy_facts()
     lxc = d(facts)["lxc"]
