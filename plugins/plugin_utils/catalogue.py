@@ -23,7 +23,8 @@ import os
 import re
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import REQUIRED_PARAMS
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import SCHEMA_DIR, SchemaError, check as check_schema
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import (
+    SCHEMA_DIR, SchemaError, check as check_schema, json_compatible)
 
 __metaclass__ = type
 
@@ -328,13 +329,13 @@ def _check_file(kind, data, where, noun=None, items=True):
         raise CatalogueError("%s: %s" % (where, exc))
 
 
-def load_rules(base_dir):
-    """Every rule of ``<base_dir>/rules/<area>.yml``, validated, in area then file order."""
+def read_rule_files(base_dir):
+    """``[[rel, area, rules]]`` of every ``<base_dir>/rules/<area>.yml``, each file loaded and
+    checked against the rules schema (the documents the disk cache keeps)."""
     rules_dir = os.path.join(base_dir, "rules")
     if not os.path.isdir(rules_dir):
         raise CatalogueError("%s: rules directory missing" % rules_dir)
-    rules = []
-    seen = {}
+    files = []
     for name in sorted(os.listdir(rules_dir)):
         if not name.endswith((".yml", ".yaml")):
             continue
@@ -346,6 +347,22 @@ def load_rules(base_dir):
                 rel, area, ", ".join(AREA_NAMES)))
         data = _load_yaml(path)
         _check_file("rules", data, rel, "rule")
+        files.append([rel, area, data])
+    if not files:
+        raise CatalogueError("%s: no rule files" % rules_dir)
+    return files
+
+
+def load_rules(base_dir):
+    """Every rule of ``<base_dir>/rules/<area>.yml``, validated, in area then file order."""
+    return build_rules(read_rule_files(base_dir))
+
+
+def build_rules(files):
+    """:class:`Rule` objects of schema-checked rule files, with the checks a schema cannot make."""
+    rules = []
+    seen = {}
+    for rel, area, data in files:
         for index, raw in enumerate(data):
             rule = Rule(raw, rel, index)
             if rule.area != area:
@@ -357,8 +374,6 @@ def load_rules(base_dir):
             rules.append(rule)
     order = dict((a, i) for i, a in enumerate(AREA_NAMES))
     rules.sort(key=lambda r: (order[r.area], r.id))
-    if not rules:
-        raise CatalogueError("%s: no rule files" % rules_dir)
     return rules
 
 
@@ -442,6 +457,12 @@ class Profile:
 
 def load_profiles(base_dir, rules):
     """Every ``<base_dir>/profiles/<name>.yml``, validated and resolved against ``rules``."""
+    return build_profiles(read_profile_files(base_dir), rules, os.path.join(base_dir, "profiles"))
+
+
+def read_profile_files(base_dir):
+    """``{name: [data, rel, where]}`` of every profile file, loaded and checked against the
+    profile schema (the documents the disk cache keeps)."""
     prof_dir = os.path.join(base_dir, "profiles")
     if not os.path.isdir(prof_dir):
         raise CatalogueError("%s: profiles directory missing" % prof_dir)
@@ -457,8 +478,13 @@ def load_profiles(base_dir, rules):
         data = _load_yaml(path)
         where = "%s: profile %s" % (rel, name)
         _check_file("profile", data, where, items=False)
-        raw_profiles[name] = (data, rel, where)
+        raw_profiles[name] = [data, rel, where]
+    return raw_profiles
 
+
+def build_profiles(raw_profiles, rules, prof_dir):
+    """:class:`Profile` objects of schema-checked profile documents, ``extends`` resolved and
+    every rule's parameters checked against each profile that selects it."""
     rule_ids = [r.id for r in rules]
     known_ids = set(rule_ids)
     resolved = {}
@@ -560,43 +586,88 @@ def load_catalogue(base_dir=None):
     cached = _CACHE.get(base_dir)
     if cached and cached[0] == stamp:
         return cached[1]
-    catalogue = _disk_cache(base_dir, stamp)
-    if catalogue is None:
-        rules = load_rules(base_dir)
-        profiles = load_profiles(base_dir, rules)
-        catalogue = Catalogue(rules, profiles, base_dir)
-        _disk_cache(base_dir, stamp, catalogue)
+    documents = _disk_cache(base_dir, stamp)
+    if documents is None:
+        documents = {"rules": read_rule_files(base_dir), "profiles": read_profile_files(base_dir)}
+        fresh = True
+    else:
+        fresh = False
+    rules = build_rules(documents["rules"])
+    profiles = build_profiles(documents["profiles"], rules, os.path.join(base_dir, "profiles"))
+    if fresh:
+        _disk_cache(base_dir, stamp, documents)
+    catalogue = Catalogue(rules, profiles, base_dir)
     _CACHE[base_dir] = (stamp, catalogue)
     return catalogue
 
 
-def _disk_cache(base_dir, stamp, catalogue=None):
-    """Read (or, given ``catalogue``, write) the parsed catalogue for this exact set of files.
-
-    Ansible runs every task of every host in a fresh worker process, so an in-process cache
-    alone would parse and validate the YAML once per host; the key covers the files' names,
-    sizes and mtimes, the directory and the Python version. The cache sits in the user's own
-    cache directory; any problem with it just means parsing again.
-    """
+def _cache_path(base_dir, stamp):
     import hashlib  # pylint: disable=import-outside-toplevel
-    import pickle  # pylint: disable=import-outside-toplevel
     import sys  # pylint: disable=import-outside-toplevel
 
     cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     key = hashlib.sha256(repr((base_dir, stamp, sys.version_info[:2], __file__)).encode("utf-8")).hexdigest()[:24]
-    path = os.path.join(cache_home, "gpuhost-baseline", "catalogue-%s.pickle" % key)
+    return os.path.join(cache_home, "gpuhost-baseline", "catalogue-%s.json" % key)
+
+
+def _trusted(path, st):
+    """A cache file (or its directory) this user owns and nobody else may write."""
+    return st.st_uid == os.geteuid() and not st.st_mode & 0o022
+
+
+def _holds_dates(value):
+    if isinstance(value, dict):
+        return any(_holds_dates(v) for v in value.values())
+    if isinstance(value, (list, tuple)):
+        return any(_holds_dates(v) for v in value)
+    return isinstance(value, (datetime.date, datetime.datetime))
+
+
+def _disk_cache(base_dir, stamp, documents=None):
+    """Read (or, given ``documents``, write) the schema-checked catalogue documents for this
+    exact set of files.
+
+    Ansible runs every task of every host in a fresh worker process, so an in-process cache
+    alone would load YAML and import jsonschema (about half a second) once per host; the key
+    covers the files' names, sizes and mtimes (schemas included), the directory and the Python
+    version. The cache is JSON (data, never code), lives in the user's own cache directory, is
+    written 0600, and is used only when that directory and file belong to this user and are
+    not writable by group or others: a planted file could otherwise slip past validation. What
+    is read is rebuilt with the same code checks as the files; any problem means parsing again.
+    """
+    import json  # pylint: disable=import-outside-toplevel
+    import tempfile  # pylint: disable=import-outside-toplevel
+
+    path = _cache_path(base_dir, stamp)
+    directory = os.path.dirname(path)
     try:
-        if catalogue is None:
+        if documents is None:
             if not os.path.exists(path):
                 return None
             with open(path, "rb") as handle:
-                loaded = pickle.load(handle)  # nosec: our own cache file, written below
-            return loaded if isinstance(loaded, Catalogue) else None
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        tmp = "%s.%d.tmp" % (path, os.getpid())
-        with open(tmp, "wb") as handle:
-            pickle.dump(catalogue, handle, protocol=2)
-        os.rename(tmp, path)
+                st = os.fstat(handle.fileno())
+                if not (_trusted(path, st) and _trusted(directory, os.stat(directory))):
+                    return None
+                loaded = json.loads(handle.read().decode("utf-8"))
+            if isinstance(loaded, dict) and isinstance(loaded.get("rules"), list) and \
+                    isinstance(loaded.get("profiles"), dict):
+                return loaded
+            return None
+        if _holds_dates(documents):
+            return None  # JSON would turn a YAML date into a string: parse each time instead
+        # YAML 1.1 `true:` operator keys become "true", which Rule reads the same way
+        text = json.dumps(json_compatible(documents), sort_keys=True)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        if not _trusted(directory, os.stat(directory)):
+            return None
+        fd, tmp = tempfile.mkstemp(prefix=".catalogue.", dir=directory)  # 0600
+        try:
+            with os.fdopen(fd, "w") as handle:
+                handle.write(text)
+            os.rename(tmp, path)
+        finally:
+            if os.path.exists(tmp):
+                os.unlink(tmp)
     except Exception:  # pylint: disable=broad-except
         return None
     return None

@@ -642,3 +642,65 @@ def test_catalogue_disk_cache_follows_the_files(tmp_path, monkeypatch):
     path.write_text(text + "\n")
     catalogue._CACHE.clear()
     assert catalogue.load_catalogue(str(base)).by_id["NUMA-001"].title == "automatic NUMA balancing off"
+
+
+def _cached_catalogue(tmp_path, monkeypatch):
+    import os
+    import shutil
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    base = tmp_path / "coll"
+    for sub in ("rules", "profiles"):
+        shutil.copytree(os.path.join(catalogue.COLLECTION_ROOT, sub), str(base / sub))
+    catalogue._CACHE.clear()
+    catalogue.load_catalogue(str(base))
+    catalogue._CACHE.clear()
+    directory = tmp_path / "cache" / "gpuhost-baseline"
+    (cached,) = [directory / name for name in os.listdir(str(directory))]
+    return catalogue, base, directory, cached
+
+
+def test_catalogue_cache_is_private_json_never_code(tmp_path, monkeypatch):
+    import json
+    import os
+    import stat
+    catalogue, base, directory, cached = _cached_catalogue(tmp_path, monkeypatch)
+    assert cached.name.endswith(".json")
+    assert stat.S_IMODE(os.stat(str(cached)).st_mode) == 0o600
+    assert not stat.S_IMODE(os.stat(str(directory)).st_mode) & 0o077
+    documents = json.loads(cached.read_text())
+    assert sorted(documents) == ["profiles", "rules"]
+    # what is read back is rebuilt with the code checks: a cached document that breaks them is rejected
+    rel, area, rules = documents["rules"][0]
+    rules[0]["id"] = "NUMA-001" if area != "numa" else "CPU-001"
+    cached.write_text(json.dumps(documents))
+    with pytest.raises(CatalogueError, match="id must look like"):
+        catalogue.load_catalogue(str(base))
+
+
+def test_catalogue_cache_not_used_when_others_may_write_it(tmp_path, monkeypatch):
+    import json
+    import os
+    catalogue, base, directory, cached = _cached_catalogue(tmp_path, monkeypatch)
+
+    def plant():
+        documents = json.loads(cached.read_text())
+        for files in documents["rules"]:
+            for rule in files[2]:
+                if rule["id"] == "NUMA-001":
+                    rule["title"] = "planted title"
+        cached.write_text(json.dumps(documents))
+        os.chmod(str(cached), 0o600)
+        catalogue._CACHE.clear()
+
+    plant()
+    os.chmod(str(cached), 0o666)  # anyone could have written it: ignored (and replaced), the files are parsed
+    assert catalogue.load_catalogue(str(base)).by_id["NUMA-001"].title != "planted title"
+    plant()
+    os.chmod(str(directory), 0o777)
+    assert catalogue.load_catalogue(str(base)).by_id["NUMA-001"].title != "planted title"
+    os.chmod(str(directory), 0o700)
+    plant()
+    # owned and private: used (why the two checks above matter)
+    assert catalogue.load_catalogue(str(base)).by_id["NUMA-001"].title == "planted title"
