@@ -59,6 +59,12 @@ def with_rule_text(hosts, catalogue):
     return out
 
 
+def finding_label(finding):
+    """``"PCI-001 0000:41:00.0 (high)"``: rule id, subject when there is one, severity."""
+    subject = finding.get("subject")
+    return "%s%s (%s)" % (finding["id"], "" if subject in (None, "") else " %s" % (subject,), finding.get("severity"))
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _VALID_ARGS = frozenset(ARGUMENT_SPEC)
@@ -99,8 +105,11 @@ class ActionModule(ActionBase):
                       profile=report["profile"], collection_version=report["collection_version"])
         if args["fail_on"] != "none":
             failing = failing_at_or_above(report, args["fail_on"])
-            result["failing"] = ["%s: %s%s (%s)" % (host, f["id"], " " + f["subject"] if f.get("subject") else "",
-                                                    f.get("severity")) for host, f in failing]
+            result["failing"] = ["%s: %s" % (host, finding_label(f)) for host, f in failing]
+            # the same, by host: the roles fail each host with its own findings (roles/audit/tasks/verdict.yml)
+            result["failing_hosts"] = {}
+            for host, finding in failing:
+                result["failing_hosts"].setdefault(host, []).append(finding_label(finding))
             if failing:
                 shown = ", ".join(result["failing"][:5]) + (", ..." if len(failing) > 5 else "")
                 result.update(failed=True, msg=(

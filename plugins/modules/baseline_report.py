@@ -74,7 +74,7 @@ options:
   fail_on:
     description:
       - Fail the task when a finding with status C(fail) has this severity or a higher one.
-      - The reports are written before the task fails.
+      - The reports are written before the task fails. RV(failing) and RV(failing_hosts) list the findings.
       - V(none) never fails because of findings.
     type: str
     choices: [critical, high, medium, low, none]
@@ -166,6 +166,15 @@ failing:
   type: list
   elements: str
   sample: ["gpu01: PCI-001 0000:41:00.0 (high)"]
+failing_hosts:
+  description:
+    - The same findings by host - each host with at least one failing finding at or above O(fail_on), and
+      its findings as rule id, subject and severity.
+    - The audit and remediate roles register this task with C(failed_when) so that findings do not fail it,
+      then fail each of these hosts with its own findings (C(roles/audit/tasks/verdict.yml)).
+  returned: when O(fail_on) is not V(none)
+  type: dict
+  sample: {"gpu01": ["PCI-001 0000:41:00.0 (high)", "CPU-001 (high)"]}
 """
 
 from ansible.module_utils.basic import AnsibleModule
