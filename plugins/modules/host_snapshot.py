@@ -18,15 +18,25 @@ description:
     out like the host (see C(docs/snapshot-format.md)).
   - Unpacked, the tarball is a snapshot directory that O(gpuhost.baseline.host_facts#module:root)
     reads to produce the same facts, so a host can be audited offline or used as a test fixture.
-  - Only the files the gatherers read are captured; no secrets and no other files are copied.
+  - Only the files the gatherers read are captured; no secrets and no other files are copied. Of the
+    environment of PID 1 (C(/proc/1/environ)), which container detection reads, only the C(container=)
+    entry is stored.
+  - Symbolic links with an absolute target (C(systemctl enable) writes them under
+    C(/etc/systemd/system/*.wants/)) are stored relative to the link's directory, pointing at the same
+    path inside the snapshot; the facts read from the snapshot are the same, and
+    M(gpuhost.baseline.snapshot_import) accepts no absolute link.
 author:
   - gpuhost.baseline maintainers (@gpuhost-baseline)
 options:
   dest:
     description:
       - Path of the tarball to write on the managed host.
+      - It is written to a private temporary file (mode 0600) created in the same directory and renamed
+        into place, so a file or symbolic link planted at a predictable name is replaced, never written
+        through. The tarball has mode 0600.
+      - Default is C(snapshot.tar.gz) in a new private directory (mode 0700, random name) in the temporary
+        directory of the user the module runs as; the task returns both paths (RV(dest), RV(private_dir)).
     type: path
-    required: true
   gather:
     description:
       - Subsystems to capture. Default is all of them.
@@ -43,21 +53,40 @@ attributes:
 notes:
   - Run with C(become=true) to capture full PCI config space; a non-root capture records 64-byte
     config files and says so in C(snapshot.json).
+  - C(playbooks/snapshot.yml) fetches the tarball, removes it from the host and unpacks it on the
+    controller with M(gpuhost.baseline.snapshot_import).
+seealso:
+  - module: gpuhost.baseline.snapshot_import
+  - module: gpuhost.baseline.host_facts
 """
 
 EXAMPLES = r"""
-- name: Capture a snapshot on the host
+- name: Capture a snapshot on the host, into a new private directory
   gpuhost.baseline.host_snapshot:
-    dest: /var/tmp/gpuhost-snapshot.tar.gz
+  become: true
+  register: gpuhost_snapshot
+
+- name: Capture a snapshot to a path of your choice (mode 0600)
+  gpuhost.baseline.host_snapshot:
+    dest: /root/gpuhost-snapshot.tar.gz
   become: true
 """
 
 RETURN = r"""
 dest:
-  description: Path of the tarball written (not written in check mode).
+  description:
+    - Path of the tarball written (not written in check mode).
+    - In check mode without O(dest), V(null).
   returned: always
   type: str
-  sample: /var/tmp/gpuhost-snapshot.tar.gz
+  sample: /tmp/gpuhost-snapshot-k3j9x2a1/snapshot.tar.gz
+private_dir:
+  description:
+    - The private directory created for the tarball when O(dest) is not given; remove it after fetching the tarball.
+    - V(null) when O(dest) is given, and in check mode.
+  returned: always
+  type: str
+  sample: /tmp/gpuhost-snapshot-k3j9x2a1
 files:
   description: Number of files captured.
   returned: always
@@ -77,19 +106,111 @@ facts:
 
 import datetime
 import os
+import posixpath
+import tempfile
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import lxc
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS, gather_facts
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Recorder, Root, write_snapshot
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import (Recorder, Root, _canonical,
+                                                                                  write_snapshot)
 
 SNAPSHOT_FORMAT = 1
+#: Mode of the tarball: it holds container configurations and GPU serial numbers.
+TARBALL_MODE = 0o600
+
+#: Host path -> function that reduces its bytes to what the gatherers need before it is stored.
+REDUCED_FILES = {
+    lxc.ENVIRON_PATH: lxc.environ_for_snapshot,
+}
+
+
+def _climbs_above_root(directory, target):
+    """Whether relative ``target`` read from ``directory`` goes above ``/`` (the host stops there)."""
+    depth = len([part for part in directory.split("/") if part])
+    for part in target.split("/"):
+        if part == "..":
+            depth -= 1
+            if depth < 0:
+                return True
+        elif part not in ("", "."):
+            depth += 1
+    return False
+
+
+def stored_link_target(link_directory, target):
+    """The target a snapshot stores for a link in host directory ``link_directory``.
+
+    A target the snapshot can keep as it is (relative, staying below ``/``) is kept, so sysfs
+    links keep the text the host shows. An absolute target, or one that climbs above ``/``, is
+    rewritten relative to ``link_directory`` so that, with the snapshot as ``/``, it points at the
+    same host path: ``/etc/systemd/system/multi-user.target.wants`` ->
+    ``/etc/systemd/system/gpuhost-pcie.service`` becomes ``../gpuhost-pcie.service`` and a unit
+    masked with ``/dev/null`` gets ``../../../dev/null``. ``facts.persist.link_target`` and
+    ``Root.resolve_link`` resolve both forms to the same absolute path.
+    """
+    if not target.startswith("/") and not _climbs_above_root(link_directory, target):
+        return target
+    absolute = posixpath.normpath(posixpath.join(link_directory, target))
+    if absolute.startswith("//"):
+        absolute = "/" + absolute.lstrip("/")
+    return posixpath.relpath(absolute, link_directory)
+
+
+def prepare_capture(recorder):
+    """Make what ``recorder`` saw fit to leave the host (in place, before :func:`write_tarball`).
+
+    Files named in :data:`REDUCED_FILES` keep only what the gatherers need (PID 1's environment
+    only its ``container=`` entry), and link targets are stored as :func:`stored_link_target`
+    says, relative to the directory the link is stored in.
+    """
+    for path, reduce_bytes in REDUCED_FILES.items():
+        if path in recorder.files:
+            recorder.files[path] = reduce_bytes(recorder.files[path])
+    original = dict(recorder.links)
+    for path, target in original.items():
+        # the directory the link is written under (write_snapshot stores it at its canonical path)
+        directory = posixpath.dirname(_canonical(path, original))
+        recorder.links[path] = stored_link_target(directory or "/", target)
+    return recorder
+
+
+def write_tarball(recorder, dest, meta):
+    """Write the snapshot tarball to ``dest`` (mode 0600) through a private temporary file.
+
+    The temporary file comes from ``tempfile.mkstemp`` in ``dest``'s directory (a new name,
+    created exclusively, mode 0600, never a file or link someone planted) and is renamed onto
+    ``dest``, which replaces whatever is there (a planted symbolic link included) without
+    following it. Raises ``EnvironmentError``; the temporary file is removed on failure.
+    """
+    directory = os.path.dirname(os.path.abspath(dest))
+    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(dest), suffix=".tmp", dir=directory)
+    try:
+        try:
+            os.fchmod(fd, TARBALL_MODE)
+            handle = os.fdopen(fd, "wb")
+        except Exception:
+            os.close(fd)
+            raise
+        with handle:
+            write_snapshot(recorder, handle, meta)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.rename(tmp, dest)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+    return dest
 
 
 def main():
     module = AnsibleModule(
         argument_spec=dict(
-            dest=dict(type="path", required=True),
+            dest=dict(type="path"),
             gather=dict(type="list", elements="str", choices=list(SUBSYSTEMS)),
         ),
         supports_check_mode=True,
@@ -103,6 +224,7 @@ def main():
     facts = gather_facts(root, module.params["gather"])
     as_root = os.geteuid() == 0
     dest = module.params["dest"]
+    private_dir = None
     if not module.check_mode:
         meta = {
             "format": SNAPSHOT_FORMAT,
@@ -112,16 +234,24 @@ def main():
             "generator": "gpuhost.baseline.host_snapshot",
             "gathered": facts["gathered"],
         }
-        tmp = dest + ".tmp"
+        prepare_capture(recorder)
+        if dest is None:
+            try:
+                private_dir = tempfile.mkdtemp(prefix="gpuhost-snapshot-")
+            except EnvironmentError as exc:
+                module.fail_json(msg="cannot create a private directory for the snapshot tarball in %s: %s; "
+                                     "give dest" % (tempfile.gettempdir(), exc))
+            dest = os.path.join(private_dir, "snapshot.tar.gz")
         try:
-            with open(tmp, "wb") as handle:
-                write_snapshot(recorder, handle, meta)
-            module.atomic_move(tmp, dest)
+            write_tarball(recorder, dest, meta)
         except EnvironmentError as exc:
+            if private_dir is not None:
+                os.rmdir(private_dir)
             module.fail_json(msg="cannot write snapshot tarball %s: %s" % (dest, exc))
     module.exit_json(
         changed=not module.check_mode,
         dest=dest,
+        private_dir=private_dir,
         files=len(recorder.files),
         as_root=as_root,
         facts=facts,

@@ -4,6 +4,7 @@ import io
 import json
 import os
 import shutil
+import stat
 import tarfile
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
@@ -60,6 +61,49 @@ def test_snapshot_playbook_captures_localhost_and_host_facts_reads_it(tmp_path):
     capture_facts = [e for e in runner.events if e.get("event") == "runner_on_ok"
                      and e["event_data"].get("task_action") == "gpuhost.baseline.host_snapshot"]
     assert len(capture_facts) == 1
-    facts_at_capture = capture_facts[0]["event_data"]["res"]["facts"]
+    captured_res = capture_facts[0]["event_data"]["res"]
+    facts_at_capture = captured_res["facts"]
     replay = gather_facts(Root(str(snap)))
     assert comparable(replay) == comparable(facts_at_capture)
+    # issue 10 items 3-5: no shared predictable path on the host, and removed once fetched;
+    # the tarball and the snapshot private on the controller; no absolute link; PID 1's
+    # environment reduced to the container marker
+    private_dir = captured_res["private_dir"]
+    assert captured_res["dest"] == os.path.join(private_dir, "snapshot.tar.gz")
+    assert os.path.basename(private_dir).startswith("gpuhost-snapshot-")
+    assert not os.path.lexists(private_dir)
+    assert stat.S_IMODE(os.stat(captured / "localhost.tar.gz").st_mode) == 0o600
+    assert stat.S_IMODE(os.stat(snap).st_mode) == 0o700
+    assert sorted(os.listdir(captured)) == ["localhost", "localhost.tar.gz"]
+    with tarfile.open(captured / "localhost.tar.gz") as tar:
+        names = tar.getnames()
+        assert not [m.name for m in tar.getmembers() if m.issym() and m.linkname.startswith("/")]
+        if "proc/1/environ" in names:  # readable when the tests run as root
+            environ = tar.extractfile("proc/1/environ").read()
+            assert environ == b"" or (environ.startswith(b"container=") and environ.count(b"\0") == 1
+                                      and environ.endswith(b"\0")), environ
+    for dirpath, dirnames, filenames in os.walk(snap):
+        for name in dirnames + filenames:
+            mode = os.lstat(os.path.join(dirpath, name)).st_mode
+            assert stat.S_ISLNK(mode) or stat.S_IMODE(mode) == (0o755 if stat.S_ISDIR(mode) else 0o644), name
+
+
+def test_snapshot_playbook_writes_a_given_destination_privately(tmp_path):
+    """gpuhost_snapshot_remote names the host path: a link planted there is replaced, not followed."""
+    captured = tmp_path / "captured"
+    remote = tmp_path / "shared" / "gpuhost-snapshot-localhost.tar.gz"
+    remote.parent.mkdir()
+    victim = tmp_path / "victim"
+    victim.write_text("precious\n")
+    os.symlink(str(victim), str(remote) + ".tmp")
+    os.symlink(str(victim), str(remote))
+    inventory = {"all": {"hosts": {"localhost": {"ansible_connection": "local", "gpuhost_become": False,
+                                                 "ansible_python_interpreter": shutil.which("python3")}}}}
+    runner = run_playbook(tmp_path, "snapshot.yml", inventory, cmdline="--tags capture",
+                          extravars={"gpuhost_snapshot_dir": str(captured), "gpuhost_snapshot_remote": str(remote)})
+    assert runner.rc == 0, stdout_of(runner)
+    assert victim.read_text() == "precious\n"
+    assert not os.path.lexists(remote)  # removed from the host once fetched
+    assert os.readlink(str(remote) + ".tmp") == str(victim)
+    assert sorted(os.listdir(captured)) == ["localhost.tar.gz"]  # --tags capture: not imported
+    assert stat.S_IMODE(os.stat(captured / "localhost.tar.gz").st_mode) == 0o600

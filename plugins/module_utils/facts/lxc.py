@@ -260,6 +260,23 @@ def parse_proc_devices(text):
 
 
 # -- container detection -------------------------------------------------------------------
+#: PID 1's environment: container managers set ``container=<manager>`` there.
+ENVIRON_PATH = "/proc/1/environ"
+
+
+def environ_for_snapshot(data):
+    """What a snapshot stores of :data:`ENVIRON_PATH`: its ``container=`` entry, nothing else.
+
+    Detection (:func:`_detect`) reads only that entry, so a snapshot of these bytes gives the
+    same facts, while the rest of PID 1's environment (which may hold credentials) never
+    leaves the host. Returns ``b"container=<value>\\0"``, or ``b""`` when there is none.
+    """
+    value = (parse_environ(data) or {}).get("container")
+    if value is None:
+        return b""
+    return ("container=%s\0" % value).encode("utf-8")
+
+
 def parse_environ(data):
     """``{name: value}`` of a NUL-separated ``/proc/PID/environ`` (bytes or text)."""
     if data is None:
@@ -296,7 +313,7 @@ def _detect(root):
     managers = []
     environ_read = False
 
-    environ = root.read_bytes("/proc/1/environ", SUBSYSTEM, optional=True)
+    environ = root.read_bytes(ENVIRON_PATH, SUBSYSTEM, optional=True)
     if environ is not None:
         environ_read = True
         value = parse_environ(environ).get("container")

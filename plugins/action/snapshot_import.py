@@ -1,0 +1,38 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Controller-side import of a snapshot tarball (documentation: plugins/modules/snapshot_import.py)."""
+
+from __future__ import absolute_import, division, print_function
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot import (ARGUMENT_SPEC, SnapshotError,
+                                                                                SnapshotRefused, import_snapshot)
+
+__metaclass__ = type
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+    # In check mode the tarball is checked and nothing is written.
+    _supports_check_mode = True
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        del tmp
+        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        try:
+            imported = import_snapshot(args["src"], args["dest"], check_only=bool(self._task.check_mode))
+        except SnapshotRefused as exc:
+            result.update(failed=True, refused=exc.lines(),
+                          msg="snapshot_import: %s. Nothing was unpacked to %s; a capture by host_snapshot never "
+                              "holds such members (docs/snapshot-format.md, 'Importing a snapshot')"
+                              % (exc, args["dest"]))
+            return result
+        except SnapshotError as exc:
+            result.update(failed=True, msg="snapshot_import: %s" % exc)
+            return result
+        result.update(changed=True, **imported)
+        return result
