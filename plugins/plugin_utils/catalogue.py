@@ -19,6 +19,7 @@ Everything malformed is rejected with :class:`CatalogueError` naming the file, t
 from __future__ import absolute_import, division, print_function
 
 import datetime
+import math
 import os
 import re
 
@@ -71,6 +72,22 @@ OPERATORS = {
     "false": "flag",
     "uniform": "flag",
 }
+
+#: Numeric parameters and their closed range ``(lowest, highest)``; ``None`` leaves a side open.
+PARAM_RANGES = {
+    "swappiness_max": (0, 200),            # vm.swappiness's own range
+    "idle_latency_max_us": (0, None),
+    "numa_free_min_pct": (0, 100),
+    "numa_free_spread_max_pct": (0, 100),
+    "numa_mem_total_spread_max_pct": (0, 100),
+    "nic_min_link_width": (1, 32),         # PCIe link widths x1 .. x32
+    "lxc_host_reserve_gib_per_node": (0, None),
+}
+#: Parameters that are a PCIe MaxReadReq/MaxPayload size: one of the encodable sizes.
+PARAM_PCIE_SIZES = ("max_read_request_bytes_gpu", "max_read_request_bytes_nic")
+#: Parameters (or mappings of them) that hold a dotted version such as ``6.14`` or ``570.124.06``.
+PARAM_VERSIONS = ("kernel_min", "nvidia_driver_min", "cuda_min_blackwell")
+_VERSION_PARAM_RE = re.compile(r"^[0-9]+(\.[0-9]+)*$")
 
 #: Parameters whose value is one of a closed set.
 PARAM_CHOICES = {
@@ -411,7 +428,28 @@ def _check_param_value(name, value, reference, where):
             if ref_sub is not None and sub is not None and type_name(sub) != type_name(ref_sub):
                 raise CatalogueError("%s: parameter %s.%s must be a %s like %r, got %r" % (
                     where, name, key, type_name(ref_sub), ref_sub, sub))
+    _check_param_range(name, value, where)
     return value
+
+
+def _check_param_range(name, value, where):
+    """Numbers finite and in range, PCIe sizes encodable, versions dotted numbers."""
+    if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
+        raise CatalogueError("%s: parameter %s must be a finite number, got %r" % (where, name, value))
+    if name in PARAM_RANGES and isinstance(value, (int, float)) and not isinstance(value, bool):
+        low, high = PARAM_RANGES[name]
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise CatalogueError("%s: parameter %s must be between %s and %s, got %r" % (
+                where, name, low, "any" if high is None else high, value))
+    if name in PARAM_PCIE_SIZES and value not in (128, 256, 512, 1024, 2048, 4096):
+        raise CatalogueError("%s: parameter %s must be a PCIe size in bytes (128, 256, 512, 1024, 2048 or 4096), "
+                             "got %r" % (where, name, value))
+    if name in PARAM_VERSIONS:
+        versions = value.items() if isinstance(value, dict) else [(None, value)]
+        for key, version in versions:
+            if version is not None and not (isinstance(version, str) and _VERSION_PARAM_RE.match(version)):
+                raise CatalogueError("%s: parameter %s%s must be a version such as '6.14' or '570.124.06' "
+                                     "(quoted), got %r" % (where, name, "" if key is None else "." + str(key), version))
 
 
 def merge_params(base, overrides, where, ignore_unknown=False):

@@ -529,30 +529,51 @@ def _atomic_write(path, text):
         raise
 
 
+class _DirectoryLock:
+    """An exclusive ``flock`` on the report directory itself (no lock file among the reports):
+    two runs writing into one directory take turns, so the five files always come from one run."""
+
+    def __init__(self, directory):
+        self.directory = directory
+        self.fd = None
+
+    def __enter__(self):
+        import fcntl  # pylint: disable=import-outside-toplevel  (controller: Linux/macOS)
+
+        self.fd = os.open(self.directory, os.O_RDONLY)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)  # releases the lock
+        return False
+
+
 def write_reports(report, directory, formats=None, template_dir=None):
     """Write report.json, then each requested view rendered from it; return ``{format: path}``.
 
     report.json is always written: every other file is a view of it. Each file is
-    written to a temporary name and renamed, so a reader never sees half a report.
+    written to a temporary name and renamed, so a reader never sees half a report; the
+    whole set is written under a lock on the directory, so concurrent runs never mix files.
     """
     formats = list(FORMATS if formats is None else formats)
     unknown = [f for f in formats if f not in FORMATS]
     if unknown:
         raise ReportError("unknown report format(s) %s; choose from %s" % (", ".join(map(str, unknown)), ", ".join(FORMATS)))
-    if not os.path.isdir(directory):
-        os.makedirs(directory)
+    os.makedirs(directory, exist_ok=True)  # two runs creating it at once both go on
     files = dict(FORMAT_FILES)
     text = json.dumps(report, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
     paths = {"json": os.path.join(directory, files["json"])}
-    _atomic_write(paths["json"], text)
-    # Views render from the document as stored, so they can never show more than report.json.
-    stored = json.loads(text)
-    for name in FORMATS:
-        if name == "json" or name not in formats:
-            continue
-        paths[name] = os.path.join(directory, files[name])
-        if template_dir and name in TEMPLATES:
-            _atomic_write(paths[name], RENDERERS[name](stored, template_dir=template_dir))
-        else:
-            _atomic_write(paths[name], RENDERERS[name](stored))
+    with _DirectoryLock(directory):
+        _atomic_write(paths["json"], text)
+        # Views render from the document as stored, so they can never show more than report.json.
+        stored = json.loads(text)
+        for name in FORMATS:
+            if name == "json" or name not in formats:
+                continue
+            paths[name] = os.path.join(directory, files[name])
+            if template_dir and name in TEMPLATES:
+                _atomic_write(paths[name], RENDERERS[name](stored, template_dir=template_dir))
+            else:
+                _atomic_write(paths[name], RENDERERS[name](stored))
     return paths

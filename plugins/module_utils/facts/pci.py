@@ -303,7 +303,12 @@ def parse_config(data):
     if cap is not None:
         pcie, complete = _decode_pcie(data, cap, min(length, _STD_SPACE))
         result["pcie"] = pcie
-        if not complete and caps_complete:
+        if not complete and caps_complete and length >= _STD_SPACE:
+            # every standard byte was read: a capability that runs past them is garbage, not a short read
+            problems.insert(0, "config space is unreadable: the PCI Express capability at 0x%02x runs past the "
+                               "256-byte standard space, which no real device does; the function may be in error "
+                               "or the capture is damaged (compare with lspci -vvv)" % cap)
+        elif not complete and caps_complete:
             problems.insert(
                 0,
                 "config space is %d bytes: the PCI Express capability at 0x%02x is cut off; %s" % (length, cap, ROOT_HINT),

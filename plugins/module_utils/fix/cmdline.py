@@ -572,7 +572,7 @@ def apply(host, add=None, remove=None, bootloader="auto", diff=False):
                         "command line is used when the next kernel is installed" % PROXMOX_UUIDS)
     if not host.check_mode:
         for path, text in sorted(plan["files"].items()):
-            host.write_file(path, to_bytes(text))
+            host.write_file(path, to_bytes(text), mode=0o644)  # explicit: not the umask's
     if plan["argv"]:
         # only listed in check mode or on a snapshot root
         host.run(plan["argv"], "the boot configuration was not regenerated; the edited file is put back so that "

@@ -333,7 +333,7 @@ def apply(host, params, diff=False):
             if text is None:
                 raise FixError("cannot update %s in the snapshot: the GPU blocks do not match what was read"
                                % SNAPSHOT_XML)
-            host.write_file("/" + SNAPSHOT_XML, to_bytes(text))
+            host.write_file("/" + SNAPSHOT_XML, to_bytes(text), mode=0o644)
     return result
 
 

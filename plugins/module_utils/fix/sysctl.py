@@ -237,5 +237,5 @@ def apply(host, key, value, runtime=True, persist=True, sysctl_file=DEFAULT_FILE
         host.write_attr(path, value)
         result["runtime_after"] = runtime_value(to_text(host.read_file(path)))
     if persist_change:
-        host.write_file(sysctl_file, to_bytes(our_after))
+        host.write_file(sysctl_file, to_bytes(our_after), mode=0o644)  # explicit: not the umask's
     return result

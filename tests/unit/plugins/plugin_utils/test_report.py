@@ -585,3 +585,50 @@ def test_broken_site_template_is_a_report_error_naming_it(tmp_path, report, text
 def test_missing_site_template_directory_is_a_report_error(tmp_path, report):
     with pytest.raises(ReportError, match="does not exist"):
         render_html(report, template_dir=str(tmp_path / "nope"))
+
+
+def _write_many(directory, mark, count, hosts):
+    report = report_doc.build_report(hosts, profile="auto", generated="2025-06-01T12:00:00+00:00",
+                                     collection_version=mark)  # the run's mark, in every view
+    for unused in range(count):
+        write_reports(report, directory)
+
+
+REPORT_NAMES = ("report.json", "report.md", "report.html", "junit.xml", "metrics.prom")
+
+
+def _marks(directory):
+    marks = set()
+    for name in REPORT_NAMES:
+        with open(os.path.join(directory, name)) as handle:
+            text = handle.read()
+        marks.update(m for m in ("run-a", "run-b") if m in text)
+    return marks
+
+
+def test_concurrent_runs_into_one_directory_never_mix_files(tmp_path, report):
+    # two processes write 30 report sets each into one directory that neither created; an
+    # observer holding the same directory lock as the writers must only ever see whole sets
+    import multiprocessing
+
+    directory = str(tmp_path / "shared" / "reports")
+    hosts = json.loads(json.dumps(report["hosts"]))
+    context = multiprocessing.get_context("fork")
+    workers = [context.Process(target=_write_many, args=(directory, mark, 30, hosts)) for mark in ("run-a", "run-b")]
+    for worker in workers:
+        worker.start()
+    seen, mixed = 0, []
+    while any(worker.is_alive() for worker in workers):
+        if not os.path.exists(os.path.join(directory, "metrics.prom")):
+            continue
+        with views._DirectoryLock(directory):
+            marks = _marks(directory)
+        seen += 1
+        if len(marks) != 1:
+            mixed.append(marks)
+    for worker in workers:
+        worker.join(120)
+    assert [worker.exitcode for worker in workers] == [0, 0]  # no FileExistsError creating the directory
+    assert seen and not mixed, (seen, mixed[:3])
+    assert len(_marks(directory)) == 1
+    assert sorted(os.listdir(directory)) == sorted(n for dummy, n in report_doc.FORMAT_FILES)  # no lock file left

@@ -301,9 +301,15 @@ def test_profile_by_name_and_unknown_name():
 def test_parameter_override_changes_the_outcome():
     (f,) = of(evaluate(params={"kernel_min": "6.15"}), "KERNEL-001")
     assert f["status"] == "fail" and f["expected"] == "6.15"
-    result = evaluate(params={"max_read_request_bytes_gpu": 8192})
-    assert set(f["status"] for f in of(result, "PCI-001")) == {"fail"}
-    assert result["params"]["max_read_request_bytes_gpu"] == 8192
+    # (8192 B was used here before: no PCIe device can take it, and parameters are range-checked now)
+    facts = healthy_facts()
+    for dev in facts["pci"]["devices"]:
+        if dev.get("kind") == "gpu":
+            dev["pcie"]["max_read_request"] = 512
+    assert set(f["status"] for f in of(evaluate(facts), "PCI-001")) == {"fail"}
+    result = evaluate(facts, params={"max_read_request_bytes_gpu": 512})
+    assert set(f["status"] for f in of(result, "PCI-001")) == {"pass"}
+    assert result["params"]["max_read_request_bytes_gpu"] == 512
     assert result["params"]["kernel_min"] == "6.14"
 
 
@@ -704,3 +710,23 @@ def test_catalogue_cache_not_used_when_others_may_write_it(tmp_path, monkeypatch
     plant()
     # owned and private: used (why the two checks above matter)
     assert catalogue.load_catalogue(str(base)).by_id["NUMA-001"].title == "planted title"
+
+
+@pytest.mark.parametrize("params, message", [
+    ({"swappiness_max": float("nan")}, r"parameter swappiness_max must be a finite number, got nan"),
+    ({"swappiness_max": float("inf")}, r"parameter swappiness_max must be a finite number"),
+    ({"swappiness_max": -1}, r"parameter swappiness_max must be between 0 and 200, got -1"),
+    ({"numa_free_min_pct": 150}, r"parameter numa_free_min_pct must be between 0 and 100"),
+    ({"nic_min_link_width": 0}, r"parameter nic_min_link_width must be between 1 and 32"),
+    ({"max_read_request_bytes_gpu": 3000}, r"parameter max_read_request_bytes_gpu must be a PCIe size"),
+    ({"kernel_min": "latest"}, r"parameter kernel_min must be a version such as '6.14'"),
+    ({"nvidia_driver_min": {"blackwell": "r570"}}, r"parameter nvidia_driver_min.blackwell must be a version"),
+])
+def test_out_of_range_and_non_version_parameters_rejected(params, message):
+    with pytest.raises(CatalogueError, match=message):
+        catalogue.validate(params=params)
+
+
+def test_bundled_profiles_pass_the_parameter_ranges():
+    for name, profile in catalogue.load_catalogue().profiles.items():
+        catalogue.merge_params(profile.params, profile.params, "profile %s" % name)

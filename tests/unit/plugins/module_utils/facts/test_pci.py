@@ -563,3 +563,19 @@ def test_parse_config_with_capability_list_never_raises(pointer, tail):
 def test_aer_parser_never_raises(data):
     counters = parse_aer_counters(data)
     assert all(isinstance(value, int) and value >= 0 for value in counters.values())
+
+
+def test_garbage_full_config_space_is_unreadable_not_a_root_problem():
+    # 4096 bytes were read (as root): a PCI Express capability placed where it cannot fit in the
+    # 256-byte standard space is garbage, and saying "run with become" would send the user the wrong way
+    data = bytearray(b"\x5a" * 4096)
+    data[0:4] = b"\xde\x10\xb5\x2b"          # vendor 0x10de, device 0x2bb5
+    data[0x06] = 0x10                        # status: capabilities list
+    data[0x0e] = 0x00                        # header type 0
+    data[0x34] = 0xf4                        # capability pointer
+    data[0xf4:0xf6] = b"\x10\x00"            # PCI Express capability, last in the list, cut at 0x100
+    parsed = parse_config(bytes(data))
+    assert "config space is unreadable" in parsed["reason"]
+    assert "become" not in parsed["reason"]
+    # the same layout read without root (64 bytes) is still the root hint
+    assert "become" in parse_config(bytes(data[:64]))["reason"]
