@@ -173,6 +173,9 @@ def _unit_state(section, unit_name):
         return "%s is missing, so %s runs nothing" % (script.get("path"), unit_name)
     if not script.get("managed"):
         return "%s was not written by the module (no settings line)" % script.get("path")
+    if script.get("executable") is False:
+        return "%s is not executable, so %s cannot run it at boot (chmod 0755 it, or rerun the fix)" % (
+            script.get("path"), unit_name)
     return None
 
 
@@ -216,7 +219,8 @@ def _cpu_boot(facts, limit, deep_now):
         return {"problems": None, "reason": "cpu facts missing"}
     configured = _get(facts, "kernel", "configured_cmdline", "params")
     configured = configured if isinstance(configured, dict) else {}
-    settings = section.get("settings") if section.get("active") and isinstance(section.get("settings"), dict) else {}
+    runs = section.get("active") and _get(section, "script", "executable") is not False
+    settings = section.get("settings") if runs and isinstance(section.get("settings"), dict) else {}
     unit_name = "gpuhost-cpu-power.service"
     unit_state = _unit_state(section, unit_name)
     problems = []

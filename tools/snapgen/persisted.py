@@ -50,7 +50,7 @@ def pcie_files(tree, max_read_request):
     wanted = dict(((address, fix.DEVCTL_REG), (fix.SIZES.index(size) << 12, fix.READRQ_MASK))
                   for address, size in max_read_request.items())
     entries = fix.merge_entries({}, wanted)
-    tree.file(fix.SCRIPT_PATH, fix.render_script(entries))
+    tree.file(fix.SCRIPT_PATH, fix.render_script(entries), executable=True)
     tree.file(fix.UNIT_PATH, fix.render_unit())
     tree.link(fix.UNIT_LINK, fix.UNIT_PATH)
     tree.file(fix.UDEV_PATH, fix.render_udev(entries))
@@ -59,7 +59,7 @@ def pcie_files(tree, max_read_request):
 def cpu_power_files(tree, **settings):
     """What ``cpu_power`` (``persist: systemd``) leaves for ``settings``: script, unit, link, udev rule."""
     fix = module_utils("fix.cpu")
-    tree.file(fix.SCRIPT_PATH, fix.render_script(fix.settings_of(**settings)))
+    tree.file(fix.SCRIPT_PATH, fix.render_script(fix.settings_of(**settings)), executable=True)
     tree.file(fix.UNIT_PATH, fix.render_unit())
     tree.link(fix.WANTS_LINK, fix.UNIT_PATH)
     tree.file(fix.UDEV_PATH, fix.render_udev())

@@ -28,15 +28,21 @@ class Tree:
         self.files = {}
         self.links = {}
         self.dirs = set()
+        self.executables = set()
 
     # -- building ------------------------------------------------------------
-    def file(self, path, data):
-        """Add or replace a regular file; ``str`` is encoded as UTF-8."""
+    def file(self, path, data, executable=False):
+        """Add or replace a regular file (mode 0644, 0755 when ``executable``); ``str`` is
+        encoded as UTF-8."""
         path = _norm(path)
         if isinstance(data, str):
             data = data.encode("utf-8")
         self.links.pop(path, None)
         self.files[path] = bytes(data)
+        if executable:
+            self.executables.add(path)
+        else:
+            self.executables.discard(path)
 
     def text(self, path, value):
         """A one-value sysfs/procfs attribute: ``value`` followed by a newline."""
@@ -87,7 +93,7 @@ class Tree:
             os.makedirs(os.path.dirname(dest), exist_ok=True)
             with open(dest, "wb") as handle:
                 handle.write(self.files[path])
-            os.chmod(dest, 0o644)
+            os.chmod(dest, 0o755 if path in self.executables else 0o644)
         for path in sorted(self.links):
             dest = local(path)
             os.makedirs(os.path.dirname(dest), exist_ok=True)

@@ -255,6 +255,15 @@ def _enabled(root, link, unit):
     return root.exists(link) and unit["present"] and not unit["masked"]
 
 
+def _executable(root, path, text):
+    """Whether the boot script may be executed (an execute bit set); ``None`` when absent or
+    its mode cannot be read. systemd's ExecStart= needs the bit, even for root."""
+    if text is None:
+        return None
+    mode = root.mode(path)
+    return None if mode is None else bool(mode & 0o111)
+
+
 def _gather_pcie(root):
     script_text = root.read_text(PCIE_SCRIPT_PATH, SUBSYSTEM, optional=True)
     entries, bad = parse_pcie_script_lines(script_text)
@@ -266,6 +275,7 @@ def _gather_pcie(root):
     elif bad:
         root.error(SUBSYSTEM, PCIE_SCRIPT_PATH, "%d apply line(s) not in the form pcie_tune writes (first: %r): they "
                    "are ignored; rewrite the script with pcie_tune (persist: true)" % (len(bad), bad[0]))
+    executable = _executable(root, PCIE_SCRIPT_PATH, script_text)
     unit = _unit(root, PCIE_UNIT_PATH, PCIE_SCRIPT_PATH, "gpuhost.baseline.pcie_tune")
     enabled = _enabled(root, PCIE_UNIT_LINK, unit)
     udev_text = root.read_text(PCIE_UDEV_PATH, SUBSYSTEM, optional=True)
@@ -275,11 +285,11 @@ def _gather_pcie(root):
         item["udev"] = address in udev_devices
     return {
         "script": {"path": PCIE_SCRIPT_PATH, "present": script_text is not None, "managed": managed,
-                   "entries": len(entries)},
+                   "entries": len(entries), "executable": executable},
         "unit": unit,
         "enabled": enabled,
         "udev": {"path": PCIE_UDEV_PATH, "present": udev_text is not None, "devices": udev_devices},
-        "active": bool(managed and unit["runs_script"] and enabled),
+        "active": bool(managed and unit["runs_script"] and enabled and executable is not False),
         "devices": devices,
     }
 
@@ -296,16 +306,18 @@ def _gather_cpu_power(root):
         if problems:
             root.error(SUBSYSTEM, CPU_SCRIPT_PATH, "settings line: %s (ignored); rewrite it with cpu_power"
                        % "; ".join(problems))
+    executable = _executable(root, CPU_SCRIPT_PATH, script_text)
     unit = _unit(root, CPU_UNIT_PATH, CPU_SCRIPT_PATH, "gpuhost.baseline.cpu_power")
     enabled = _enabled(root, CPU_WANTS_LINK, unit)
     udev_text = root.read_text(CPU_UDEV_PATH, SUBSYSTEM, optional=True)
     return {
-        "script": {"path": CPU_SCRIPT_PATH, "present": script_text is not None, "managed": settings is not None},
+        "script": {"path": CPU_SCRIPT_PATH, "present": script_text is not None, "managed": settings is not None,
+                   "executable": executable},
         "unit": unit,
         "enabled": enabled,
         "udev": {"path": CPU_UDEV_PATH, "present": udev_text is not None,
                  "modules": parse_udev_rules(udev_text, CPU_SCRIPT_PATH, subsystem="module")},
-        "active": bool(settings is not None and unit["runs_script"] and enabled),
+        "active": bool(settings is not None and unit["runs_script"] and enabled and executable is not False),
         "settings": settings,
     }
 

@@ -248,6 +248,17 @@ class Root:
             self.error(subsystem, path, "not an integer: %r" % text[:40])
             return None
 
+    def mode(self, path):
+        """Permission bits of a file (``st_mode & 0o7777``, links followed inside the root), or
+        ``None`` when it cannot be looked at; a snapshot keeps them (``write_snapshot``)."""
+        try:
+            value = os.stat(self.host_path(path)).st_mode & 0o7777
+        except EnvironmentError:
+            return None
+        if self.recorder is not None:
+            self.recorder.mode(path, value)
+        return value
+
     def exists(self, path):
         real = self._inside(path, follow_last=False)
         found = real is not None and os.path.lexists(real)
@@ -377,9 +388,13 @@ class Recorder:
         self.markers = set()
         self.commands = {}
         self.unreadable_paths = {}
+        self.modes = {}
 
     def file(self, path, data):
         self.files[path] = data
+
+    def mode(self, path, value):
+        self.modes[path] = value
 
     def link(self, path, target):
         self.links[path] = target
@@ -472,12 +487,15 @@ def write_snapshot(recorder, fileobj, meta):
                 written.add(directory)
                 tar.addfile(info(directory, tarfile.DIRTYPE))
 
-        def add_file(path, data):
+        def add_file(path, data, mode=None):
             if path in written:
                 return
             add_dirs(path)
             written.add(path)
-            tar.addfile(info(path, tarfile.REGTYPE, len(data)), io.BytesIO(data))
+            member = info(path, tarfile.REGTYPE, len(data))
+            if mode is not None and mode & 0o111:
+                member.mode = 0o755  # executable on the host (a boot script): kept, nothing else
+            tar.addfile(member, io.BytesIO(data))
 
         for path in sorted(recorder.dirs):
             canonical = _canonical(path, links)
@@ -491,7 +509,7 @@ def write_snapshot(recorder, fileobj, meta):
             written.add(canonical)
             tar.addfile(info(canonical, tarfile.SYMTYPE, linkname=links[path]))
         for path in sorted(recorder.files):
-            add_file(_canonical(path, links), recorder.files[path])
+            add_file(_canonical(path, links), recorder.files[path], recorder.modes.get(path))
         for path in sorted(recorder.markers):
             add_file(_canonical(path, links), b"")
         for entry in recorder.commands.values():

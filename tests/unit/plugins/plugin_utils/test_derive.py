@@ -2,6 +2,7 @@
 import json
 
 from hypothesis import HealthCheck, given, settings
+import pytest
 from hypothesis import strategies as st
 
 from helpers.baseline_facts import (DOWN0, DOWN1, DOWN2, GPU0, GPU1, MGMT_NIC, NIC, ROOT, UP, device,
@@ -389,3 +390,16 @@ def test_evaluation_never_raises_on_a_garbage_section(section, value):
     result = evaluate(facts, profile="amd-epyc-nvidia", host="h", today="2026-01-01")
     assert sum(result["summary"].values()) == len(result["findings"])
     json.dumps(result)
+
+
+@pytest.mark.parametrize("section, rule", [("pcie", "PCI-008"), ("cpu_power", "CPU-008")])
+def test_a_boot_script_without_execute_bit_does_not_count(section, rule):
+    # systemd's ExecStart= refuses a script without an execute bit, even for root
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate
+    facts = healthy_facts()
+    assert set(f["status"] for f in evaluate(facts, profile="amd-epyc-nvidia", today="2026-06-01")["findings"]
+               if f["id"] == rule) == {"pass"}
+    facts["persistence"][section]["script"]["executable"] = False
+    findings = [f for f in evaluate(facts, profile="amd-epyc-nvidia", today="2026-06-01")["findings"] if f["id"] == rule]
+    assert findings and set(f["status"] for f in findings) == {"fail"}
+    assert all("is not executable" in f["message"] for f in findings), findings[0]["message"]

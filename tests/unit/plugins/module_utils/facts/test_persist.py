@@ -141,7 +141,7 @@ def test_gather_incident_has_nothing_and_no_errors(snapshot_trees):
     facts = _persist.gather(root)
     assert facts["pcie"]["devices"] == {} and not facts["pcie"]["active"] and not facts["pcie"]["enabled"]
     assert facts["pcie"]["script"] == {"path": _persist.PCIE_SCRIPT_PATH, "present": False, "managed": False,
-                                       "entries": 0}
+                                       "entries": 0, "executable": None}
     assert facts["cpu_power"]["settings"] is None and not facts["cpu_power"]["active"]
     assert facts["cpu_power"]["udev"] == {"path": _persist.CPU_UDEV_PATH, "present": False, "modules": []}
     assert root.errors == []

@@ -97,3 +97,28 @@ def test_recorded_snapshot_replays_the_same_reads_and_failures(tmp_path):
     meta = json.loads((dest / "snapshot.json").read_text())
     assert meta["unreadable"] == {"/proc/sys/kernel/absent": "missing"}
     assert "garbage" not in os.listdir(dest / "proc/sys/kernel")
+
+
+def test_snapshot_keeps_the_execute_bit_and_nothing_else(tmp_path):
+    import io
+    import tarfile
+
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Recorder, Root, write_snapshot
+    (tmp_path / "usr" / "local" / "sbin").mkdir(parents=True)
+    script = tmp_path / "usr" / "local" / "sbin" / "gpuhost-pcie-apply"
+    script.write_text("#!/bin/sh\n")
+    os.chmod(str(script), 0o4775)  # setuid and group-writable are not kept
+    plain = tmp_path / "usr" / "local" / "sbin" / "notes"
+    plain.write_text("x\n")
+    recorder = Recorder()
+    reader = Root(str(tmp_path), recorder=recorder)
+    for path in ("/usr/local/sbin/gpuhost-pcie-apply", "/usr/local/sbin/notes"):
+        reader.read_text(path, "persistence")
+        reader.mode(path)
+    buffer = io.BytesIO()
+    write_snapshot(recorder, buffer, {"format": 1})
+    buffer.seek(0)
+    with tarfile.open(fileobj=buffer) as tar:
+        modes = dict((m.name, m.mode) for m in tar.getmembers() if m.isfile())
+    assert modes["usr/local/sbin/gpuhost-pcie-apply"] == 0o755
+    assert modes["usr/local/sbin/notes"] == 0o644
