@@ -233,12 +233,28 @@ def pid_is_guest(pid, pidfile):
     return state != 'Z' and pidfile.encode() in argv
 
 
-def _reap(pid):
-    # When the guest is a child of this very process (up failing, tests), collect it.
+def _reap(pid, timeout=2.0):
+    # When the guest is a child of this very process (up failing, tests), collect it. A child
+    # caught while exiting (its cmdline already empty, not yet a zombie) is waited for briefly;
+    # a live process that is not the guest (PID reuse) or not our child is left alone at once.
+    deadline = time.time() + timeout
+    while True:
+        try:
+            done, _status = os.waitpid(pid, os.WNOHANG)
+        except OSError:
+            return  # not our child (ECHILD) or already collected
+        if done or time.time() > deadline or _running_something(pid):
+            return
+        time.sleep(0.05)
+
+
+def _running_something(pid):
+    """True if PID is a live process with a command line (not one caught exiting)."""
     try:
-        os.waitpid(pid, os.WNOHANG)
-    except OSError:
-        pass
+        with open('/proc/%d/cmdline' % pid, 'rb') as handle:
+            return bool(handle.read())
+    except (IOError, OSError):
+        return False
 
 
 def stop_pid(pid, pidfile, grace=10.0):
