@@ -538,7 +538,8 @@ class _DirectoryLock:
         self.fd = None
 
     def __enter__(self):
-        import fcntl  # pylint: disable=import-outside-toplevel  (controller: Linux/macOS)
+        # the controller is Linux or macOS (ansible-core runs on nothing else)
+        import fcntl  # pylint: disable=import-outside-toplevel
 
         self.fd = os.open(self.directory, os.O_RDONLY)
         fcntl.flock(self.fd, fcntl.LOCK_EX)

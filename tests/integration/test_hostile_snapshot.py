@@ -52,7 +52,9 @@ def build(snapshot, tmp):
         (decoy / name).write_text("%s\n" % SECRET)
     (decoy / "config").write_bytes(SECRET.encode() * 100)
     root = copy_tree(snapshot, tmp / "hostile")
-    j = lambda rel: os.path.join(root, rel)  # noqa: E731
+
+    def j(rel):
+        return os.path.join(root, rel)
     # directories the fixes write into
     for rel, target in (("etc/sysctl.d", "sysctl.d"), ("etc/systemd", "systemd"), ("usr/local", "local"),
                         ("etc/udev", "udev"), ("commands", "commands")):

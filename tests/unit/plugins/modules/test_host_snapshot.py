@@ -204,5 +204,5 @@ def test_masked_unit_stays_masked(tmp_path):
 
 def test_module_documents_what_it_does():
     doc = host_snapshot.DOCUMENTATION
-    assert "required: true" not in doc.split("gather:")[0]
+    assert "required: true" not in doc.split("gather:", maxsplit=1)[0]
     assert "0600" in doc and "container=" in doc

@@ -3,7 +3,6 @@ rejection of malformed catalogues, and the action plugins run through ansible-pl
 import datetime
 import json
 import os
-import shutil
 import subprocess
 import sys
 import textwrap
@@ -11,6 +10,7 @@ import textwrap
 import pytest
 
 from helpers.baseline_facts import GPU0, GPU1, device, healthy_facts
+from helpers.catalogue_tree import copy_catalogue, edit
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
@@ -377,15 +377,7 @@ def test_validate_returns_profiles_and_params():
 
 @pytest.fixture
 def tree(tmp_path):
-    shutil.copytree(os.path.join(REPO, "rules"), str(tmp_path / "rules"))
-    shutil.copytree(os.path.join(REPO, "profiles"), str(tmp_path / "profiles"))
-    return tmp_path
-
-
-def _edit(path, old, new):
-    text = path.read_text()
-    assert old in text, old
-    path.write_text(text.replace(old, new, 1))
+    return copy_catalogue(tmp_path)
 
 
 def _load(tree):
@@ -441,7 +433,7 @@ def test_copied_catalogue_loads(tree):
      r"profile generic-nvidia-inference: missing parameter\(s\) idle_latency_max_us"),
 ])
 def test_malformed_catalogue_rejected(tree, file, old, new, message):
-    _edit(tree / file, old, new)
+    edit(tree / file, old, new)
     with pytest.raises(CatalogueError, match=message):
         _load(tree)
 
@@ -461,7 +453,7 @@ def test_rule_in_wrong_file_rejected(tree):
 
 def test_fallback_profile_required(tree):
     os.rename(str(tree / "profiles" / "generic-nvidia-inference.yml"), str(tree / "profiles" / "generic.yml"))
-    _edit(tree / "profiles" / "amd-epyc-nvidia.yml", "extends: generic-nvidia-inference", "extends: generic")
+    edit(tree / "profiles" / "amd-epyc-nvidia.yml", "extends: generic-nvidia-inference", "extends: generic")
     with pytest.raises(CatalogueError, match=r"the fallback profile generic-nvidia-inference is missing"):
         _load(tree)
 
@@ -476,7 +468,7 @@ def test_catalogue_is_cached_until_a_file_changes(tree):
     first = _load(tree)
     assert _load(tree) is first
     path = tree / "rules" / "pcie.yml"
-    _edit(path, "title: GPU MaxReadReq at least", "title: GPU MaxReadReq >=")
+    edit(path, "title: GPU MaxReadReq at least", "title: GPU MaxReadReq >=")
     st = os.stat(str(path))
     os.utime(str(path), ns=(st.st_atime_ns, st.st_mtime_ns + 10 ** 9))
     assert _load(tree).by_id["PCI-001"].title.startswith("GPU MaxReadReq >=")

@@ -6,7 +6,6 @@ the schemas shipped in the collection; each error names the file, the item and t
 import glob
 import json
 import os
-import shutil
 import sys
 
 import jsonschema
@@ -14,6 +13,7 @@ import pytest
 import yaml
 
 from helpers.baseline_facts import healthy_facts
+from helpers.catalogue_tree import copy_catalogue, edit
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue, schema
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate
@@ -66,15 +66,7 @@ def test_schema_enums_are_the_code_constants():
 
 @pytest.fixture
 def tree(tmp_path):
-    shutil.copytree(os.path.join(REPO, "rules"), str(tmp_path / "rules"))
-    shutil.copytree(os.path.join(REPO, "profiles"), str(tmp_path / "profiles"))
-    return tmp_path
-
-
-def _edit(path, old, new):
-    text = path.read_text()
-    assert old in text, old
-    path.write_text(text.replace(old, new, 1))
+    return copy_catalogue(tmp_path)
 
 
 @pytest.mark.parametrize("file, old, new, message", [
@@ -93,14 +85,14 @@ def _edit(path, old, new):
      "profile amd-epyc-nvidia: rules.areas.1: unknown area 'gpu' (known: cpu, kernel, numa, pcie, iommu, nvidia, lxc)"),
 ])
 def test_malformed_file_names_file_item_and_field(tree, file, old, new, message):
-    _edit(tree / file, old, new)
+    edit(tree / file, old, new)
     with pytest.raises(CatalogueError) as info:
         catalogue.load_catalogue(str(tree))
     assert message in str(info.value)
 
 
 def test_rule_without_its_subject_label(tree):
-    _edit(tree / "rules" / "pcie.yml", "  subject: address\n", "")
+    edit(tree / "rules" / "pcie.yml", "  subject: address\n", "")
     with pytest.raises(CatalogueError, match=r"rules/pcie.yml: rule PCI-00\d: subjects and subject go together"):
         catalogue.load_catalogue(str(tree))
 
