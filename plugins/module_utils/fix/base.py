@@ -155,6 +155,7 @@ class Host:
     def __init__(self, module, root_dir="/", backup=False):
         self.module = module
         self.reader = Root(root_dir)
+        self.reader.dir_cache = None  # a fix creates directories and links: resolve afresh each time
         self.live = self.reader.live
         self.check_mode = bool(getattr(module, "check_mode", False))
         self.backup = backup

@@ -176,3 +176,25 @@ def test_a_link_the_fix_itself_manages_is_replaced_not_followed(tmp_path):
     assert os.readlink(str(root / "etc/systemd/system/multi-user.target.wants/x.service")) == \
         "/etc/systemd/system/x.service"
     assert (root / "victim").read_text() == "keep\n"
+
+
+def test_directory_cache_never_collapses_dotdot_lexically(tree):
+    # /etc/dir is a link into sys/...: /etc/dir/../x is sys/devices/pci0000:40/x on the host, not /etc/x;
+    # and a '..' climbing above the root is refused even when the directories were seen before
+    root, unused = tree
+    os.symlink("../sys/devices/pci0000:40/0000:41:00.0", str(root / "etc" / "dir"))
+    (root / "sys" / "devices" / "pci0000:40" / "x").write_text("through the link\n")
+    (root / "etc" / "x").write_text("lexical\n")
+    reader = Root(str(root))
+    assert reader.read_value("/etc/dir/vendor", "pci") == "0x10de"  # fills the cache for /etc/dir
+    assert reader.read_value("/etc/dir/../x", "pci") == "through the link"
+    assert reader.read_value("/etc/../../../x", "pci") is None
+    assert "leaves the snapshot root" in reader.errors[-1]["reason"]
+
+
+def test_a_file_that_is_a_link_is_followed_inside_the_root(tree):
+    root, unused = tree
+    (root / "etc" / "real").write_text("value\n")
+    os.symlink("real", str(root / "etc" / "alias"))
+    reader = Root(str(root))
+    assert reader.read_value("/etc/alias", "kernel") == "value"
