@@ -1,6 +1,7 @@
 """sysctl fix logic: allow-list, values, sysctl.d rendering, systemd-sysctl precedence, apply on snapshot copies."""
 import errno
 import os
+import stat
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -298,3 +299,16 @@ def test_failed_file_write_undoes_the_runtime_write(snapshot_trees, tmp_path):
     assert result["commands"] == []
     assert tree_state(root) == before
     assert read(root, "/proc/sys/kernel/numa_balancing") == "1\n"
+
+
+def test_sysctl_d_file_mode_is_0644_whatever_the_umask(snapshot_trees, tmp_path):
+    # systemd-sysctl reads it as root anyway, but a 0600 file under a 077 umask hides the
+    # setting from the unprivileged tools (and people) that check it; the units get explicit modes too
+    root = copy_tree(snapshot_trees["incident"], tmp_path / "incident")
+    old = os.umask(0o077)
+    try:
+        apply(_host(root), "kernel.numa_balancing", "0")
+    finally:
+        os.umask(old)
+    path = os.path.join(root, DEFAULT_FILE.lstrip("/"))
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o644
