@@ -29,6 +29,8 @@ import stat
 import tarfile
 import tempfile
 
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import OutsideRoot, resolve_in_root
+
 __metaclass__ = type
 
 #: Members a tarball may hold: a real capture of a 768-thread host holds some 60 000.
@@ -196,17 +198,13 @@ def check_members(tar, dest_path, max_members=MAX_MEMBERS, max_bytes=MAX_BYTES):
 
 # -- directories -------------------------------------------------------------------------------
 
-def _inside(path, top):
-    return path == top or path.startswith(top.rstrip(os.sep) + os.sep)
-
-
 def check_tree(path, allow_absolute_links=False):
     """``[(relative path, reason)]`` of what a snapshot directory holds that it must not.
 
     Walks ``path`` without following links and refuses device nodes, FIFOs and sockets,
     set-user-ID, set-group-ID and sticky bits, world-writable files and directories, and symbolic
-    links whose target is absolute or resolves (:func:`os.path.realpath`, through the links that
-    exist) outside ``path``. With ``allow_absolute_links`` an absolute target is read as the
+    links whose target is absolute or resolves outside ``path`` (resolved inside it, through the
+    links that exist, by ``facts.root.resolve_in_root``, as the readers do). With ``allow_absolute_links`` an absolute target is read as the
     snapshot readers read it, from ``path`` (``facts.root.resolve_in_root``), and accepted.
     Nothing is changed.
     """
@@ -231,8 +229,10 @@ def check_tree(path, allow_absolute_links=False):
                 if not allow_absolute_links:
                     problems.append((rel, "symbolic link to the absolute path %r" % target))
                 return
-            resolved = os.path.realpath(os.path.join(os.path.dirname(real), target))
-            if not _inside(resolved, top):
+            try:
+                # resolved as every reader resolves it: inside the snapshot, never on this machine
+                resolve_in_root(top, "/" + rel)
+            except OutsideRoot:
                 problems.append((rel, "symbolic link to %r leaves the snapshot" % target))
             return
         if not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):

@@ -266,6 +266,19 @@ def test_check_tree_of_a_directory(tmp_path):
     assert check_tree(str(tmp_path / "missing"))[0][0] == "."
 
 
+def test_check_tree_resolves_links_as_the_readers_do(tmp_path):
+    # a relative link through an allowed absolute one is judged inside the snapshot (where the
+    # readers look), never through this machine's own /etc
+    tree = tmp_path / "snap"
+    (tree / "etc").mkdir(parents=True)
+    (tree / "etc" / "abs").symlink_to("/etc")
+    (tree / "etc" / "rel").symlink_to("abs/ssl")
+    assert check_tree(str(tree), allow_absolute_links=True) == []
+    (tree / "etc" / "up").symlink_to("abs/../../../outside")
+    assert dict(check_tree(str(tree), allow_absolute_links=True)) == {
+        "etc/up": "symbolic link to 'abs/../../../outside' leaves the snapshot"}
+
+
 def test_generated_demo_snapshots_pass_the_directory_check(snapshot_trees):
     for name, path in sorted(snapshot_trees.items()):
         problems = check_tree(path, allow_absolute_links=True)
