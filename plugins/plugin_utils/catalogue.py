@@ -648,8 +648,8 @@ def _cache_path(base_dir, stamp):
     return os.path.join(cache_home, "gpuhost-baseline", "catalogue-%s.json" % key)
 
 
-def _trusted(path, st):
-    """A cache file (or its directory) this user owns and nobody else may write."""
+def _trusted(st):
+    """A cache file (or its directory, by its ``os.stat``) this user owns and nobody else may write."""
     return st.st_uid == os.geteuid() and not st.st_mode & 0o022
 
 
@@ -684,7 +684,7 @@ def _disk_cache(base_dir, stamp, documents=None):
                 return None
             with open(path, "rb") as handle:
                 st = os.fstat(handle.fileno())
-                if not (_trusted(path, st) and _trusted(directory, os.stat(directory))):
+                if not (_trusted(st) and _trusted(os.stat(directory))):
                     return None
                 loaded = json.loads(handle.read().decode("utf-8"))
             if isinstance(loaded, dict) and isinstance(loaded.get("rules"), list) and \
@@ -696,7 +696,7 @@ def _disk_cache(base_dir, stamp, documents=None):
         # YAML 1.1 `true:` operator keys become "true", which Rule reads the same way
         text = json.dumps(json_compatible(documents), sort_keys=True)
         os.makedirs(directory, mode=0o700, exist_ok=True)
-        if not _trusted(directory, os.stat(directory)):
+        if not _trusted(os.stat(directory)):
             return None
         fd, tmp = tempfile.mkstemp(prefix=".catalogue.", dir=directory)  # 0600
         try:
