@@ -1,15 +1,18 @@
 """Faults over real SSH: a connection that drops in the middle of remediate.yml.
 
 A guest is booted out of baseline (automatic NUMA balancing on, as every 2-node Debian kernel
-starts). When remediate.yml starts its first fix, a loop inside the guest kills every SSH session
-(`sshd: root@...`, never the listener) for a few seconds: the fix in flight loses its connection.
+starts). The inventory points ansible_python_interpreter at a small wrapper in the guest: when the
+first kernel_sysctl fix module arrives (its payload names the module), the wrapper starts a loop that
+kills every SSH session (`sshd: root@...`, never the listener) for a few seconds and holds the module
+until the loop has killed the session it arrived on. The fix in flight loses its connection every
+time, whatever the speed of the machine (an earlier version started the loop from the test on the
+fix's start event, and on a slow machine the fix could finish first).
 The run must still write the reports, name the host as failed with the lost connection, and fail;
 a second run must complete and leave the host at the baseline.
 """
+import base64
 import json
 import os
-import threading
-import time
 
 import pytest
 
@@ -18,17 +21,38 @@ from helpers.runner import run_playbook, stdout_of
 pytestmark = [pytest.mark.vm, pytest.mark.slow]
 
 FIRST_FIX = "NUMA-001 NUMA-006"
-DROP_SECONDS = 12
-# Kill every SSH session (not sshd's listener) for DROP_SECONDS, detached from the session that starts it.
-DROP_LOOP = ("nohup sh -c 'end=$(($(date +%%s) + %d)); while [ $(date +%%s) -lt $end ]; do "
-             "pkill -KILL -f \"^sshd: [a-z]+@\"; sleep 0.2; done' >/dev/null 2>&1 &" % DROP_SECONDS)
-
+WRAPPER = "/usr/local/bin/gpuhost-python-drop"
+MARK = "/run/gpuhost-drop"
+# The fault test's interpreter (ansible_python_interpreter). It keeps the module it is given (on
+# stdin when pipelining, else as the script argument) and runs it, except the first kernel_sysctl
+# module (its AnsiballZ wrapper names the module in plain text): for that one it marks MARK, kills
+# the sshd session process it runs under (its first ancestor named "sshd: <user>@..."; with
+# ControlMaster that is the whole connection) and exits without running it, as a module dies with
+# its session. Only that session goes: the re-audit that follows connects again.
+WRAPPER_SCRIPT = r"""#!/bin/sh
+set -u
+payload=$(mktemp /tmp/gpuhost-module.XXXXXX) || exit 1
+trap 'rm -f "$payload"' EXIT
+if [ $# -gt 0 ]; then cat "$1" > "$payload"; shift; else cat > "$payload"; fi
+if grep -Eq "plugins[.]modules[.](kernel_)?sysctl['\"]" "$payload" && mkdir MARK 2>/dev/null; then
+    pid=$$
+    while [ "$pid" -gt 1 ]; do
+        case "$(tr '\000' ' ' < /proc/"$pid"/cmdline 2>/dev/null)" in
+            sshd*:\ *@*) kill -KILL "$pid"; exit 255 ;;
+        esac
+        pid=$(awk '/^PPid:/ {print $2}' /proc/"$pid"/status 2>/dev/null || echo 1)
+    done
+    echo "gpuhost-python-drop: no sshd session process above $$" >&2
+    exit 97
+fi
+/usr/bin/python3 "$payload" "$@"
+""".replace("MARK", MARK)
 
 def inventory(inst):
     return {"all": {"hosts": {"gpuhost-fault": {
         "ansible_host": inst["address"], "ansible_port": inst["port"], "ansible_user": inst["user"],
         "ansible_ssh_private_key_file": inst["identity_file"],
-        "ansible_python_interpreter": "/usr/bin/python3",
+        "ansible_python_interpreter": WRAPPER,
         "gpuhost_profile": "generic-nvidia-inference",
         "gpuhost_params": {"nic_min_link_width": 1},
     }}}}
@@ -52,31 +76,37 @@ def statuses(host, rule):
     return set(f["status"] for f in host["findings"] if f["id"] == rule)
 
 
+def install_wrapper(guest):
+    encoded = base64.b64encode(WRAPPER_SCRIPT.encode()).decode()
+    guest.run("echo %s | base64 -d > %s && chmod 0755 %s && rm -rf %s" % (encoded, WRAPPER, WRAPPER, MARK))
+
+
 def test_ssh_drop_during_converge_is_reported_and_a_rerun_completes(guest, tmp_path):
     guest.run("sysctl -qw kernel.numa_balancing=1 && rm -f /etc/sysctl.d/90-gpuhost-baseline.conf")
-    dropped = threading.Event()
+    install_wrapper(guest)
+    started = []
 
-    def drop_on_first_fix(event):
+    def note_fix_start(event):
         data = event.get("event_data") or {}
-        if event.get("event") == "runner_on_start" and str(data.get("task", "")).startswith(FIRST_FIX) \
-                and not dropped.is_set():
-            dropped.set()
-            # the loop kills this very session too: ssh's exit status means nothing here
-            threading.Thread(target=guest.run, args=(DROP_LOOP,), kwargs={"check": False}).start()
+        if event.get("event") == "runner_on_start" and str(data.get("task", "")).startswith(FIRST_FIX):
+            started.append(data.get("task"))
         return True
 
     first = run_playbook(tmp_path, "remediate.yml", inventory(guest.inst), env=SSH_ENV,
-                         extravars={"gpuhost_report_dir": str(tmp_path / "dropped")}, event_handler=drop_on_first_fix)
+                         extravars={"gpuhost_report_dir": str(tmp_path / "dropped")}, event_handler=note_fix_start)
     out = stdout_of(first)
-    assert dropped.is_set(), "the first fix never started:\n" + out[-3000:]
-    assert first.rc != 0, out[-3000:]
-    assert "remediation of gpuhost-fault did not complete: connection lost during the fixes" in out
+    assert started, "the first fix never started:\n" + out[-3000:]
+    assert guest.run("test -d %s && echo dropped" % MARK, check=False).strip() == "dropped", \
+        "the wrapper never cut the fix's connection:\n" + out[-3000:]
+    assert first.rc == 2, "rc %s\n%s" % (first.rc, out[-3000:])
+    assert "remediation of gpuhost-fault did not complete: connection lost during the fixes" in out, out[-3000:]
     host = read_host(tmp_path / "dropped")
-    assert host["state"] in ("failed", "unreachable"), host
+    assert host["state"] == "failed", host
     assert "connection lost during the fixes" in host["message"]
     assert host["before"]["findings"], "the findings before the fixes stay in the report"
+    # the module died with its session: the host is still out of baseline
+    assert guest.run("cat /proc/sys/kernel/numa_balancing").strip() == "1"
 
-    time.sleep(DROP_SECONDS)  # the kill loop is over
     second = run_playbook(tmp_path, "remediate.yml", inventory(guest.inst), env=SSH_ENV,
                           extravars={"gpuhost_report_dir": str(tmp_path / "rerun")})
     assert second.rc == 0, stdout_of(second)[-3000:]
