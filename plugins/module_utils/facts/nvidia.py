@@ -342,6 +342,16 @@ def parse_smi_xml(text):
 # -- nvidia-smi topo -m ------------------------------------------------------------------
 _AFFINITY_COLUMNS = {"CPU Affinity": "cpu", "NUMA Affinity": "numa", "GPU NUMA ID": "gpu_numa"}
 _NIC_LEGEND_RE = re.compile(r"^\s*(NIC\d+):\s*(\S+)\s*$")
+# Device columns: GPUn and NICn (drivers since about R470); older drivers name NICs by their
+# RDMA device (mlx5_0, bnxt_re0): lower case, so glued names such as NIC8NIC9 or GPU0GPU1 do not pass.
+_TOPO_DEVICE_RE = re.compile(r"^(GPU\d+|NIC\d+|[a-z][a-z0-9_]*\d)$")
+# Link types of the matrix legend ("X = Self", SYS, NODE, PHB, PXB, PIX, "NV# = a bonded set of #
+# NVLinks"); SOC is the older drivers' name for SYS.
+_TOPO_LINK_RE = re.compile(r"^(X|SYS|SOC|NODE|PHB|PXB|PIX|NV\d+)$")
+
+
+class TopoError(ValueError):
+    """A ``nvidia-smi topo -m`` matrix that does not read as the documented format."""
 
 
 def strip_ansi(text):
@@ -384,6 +394,11 @@ def parse_topo(text):
     ``affinity`` has the CPU list, NUMA node and GPU NUMA id per GPU (``None`` for
     ``N/A`` or empty cells); ``nic_names`` maps ``NICn`` to the device of the NIC legend.
     The connection legend after the matrix is not part of the result.
+
+    Raises :class:`TopoError`, naming the line, when the matrix does not read as the documented
+    format: a device name other than ``GPUn``/``NICn``/an RDMA device name (columns that ran
+    together, such as ``NIC8NIC9``), a link type outside the legend (``NODENODE``), or a row with
+    more or fewer link cells than the header has devices. Guessing would invent devices and links.
     """
     if not text or not isinstance(text, str):
         return None
@@ -398,6 +413,10 @@ def parse_topo(text):
     if header_at is None:
         return None
     header = _split_header(lines[header_at])
+    for cell in header:
+        if cell not in _AFFINITY_COLUMNS and not _TOPO_DEVICE_RE.match(cell):
+            raise TopoError("line %d: column %r is not a device name (GPUn, NICn): columns run together? %r"
+                            % (header_at + 1, cell, lines[header_at].strip()[:200]))
     devices = []
     extra = []
     for cell in header:
@@ -410,18 +429,28 @@ def parse_topo(text):
             extra.append(cell)
     matrix = {}
     affinity = {}
-    for line in lines[header_at + 1:]:
+    for number, line in enumerate(lines[header_at + 1:], start=header_at + 2):
         if not line.strip():
             break
         cells = _split_row(line, "\t" in line)
         name = cells[0].strip() if cells else ""
         if name not in devices:
-            continue
+            if _TOPO_DEVICE_RE.match(name) or not name.startswith(("GPU", "NIC")):
+                continue
+            raise TopoError("line %d: row %r is not a device of the header: columns run together? %r"
+                            % (number, name, line.strip()[:200]))
         values = cells[1:]
         row = {}
         for j, other in enumerate(devices):
             value = values[j].strip() if j < len(values) else ""
-            row[other] = value or None
+            if not value:
+                raise TopoError("line %d: row %s has no link type for %s (%d device columns): %r"
+                                % (number, name, other, len(devices), line.strip()[:200]))
+            if not _TOPO_LINK_RE.match(value):
+                raise TopoError("line %d: %r (row %s, column %s) is not a link type of the legend "
+                                "(X, SYS, NODE, PHB, PXB, PIX, NV#): %r"
+                                % (number, value, name, other, line.strip()[:200]))
+            row[other] = value
         matrix[name] = row
         # nvidia-smi writes an extra tab before "GPU NUMA ID" ("0-31\t0\t\tN/A") and empty
         # cells for NICs; unknown values are spelled N/A, so empty cells are only padding.
@@ -491,10 +520,15 @@ def gather(root):
         # way; asking again would only repeat the error.
         topo_text, _reason = root.command("nvidia-smi-topo", SUBSYSTEM)
     if topo_text is not None:
-        topology = parse_topo(topo_text)
-        if topology is None:
-            root.error(SUBSYSTEM, "nvidia-smi topo -m",
-                       "no topology matrix (header row with GPU0...) in nvidia-smi topo -m output")
+        try:
+            topology = parse_topo(topo_text)
+        except TopoError as exc:
+            topology = None
+            root.error(SUBSYSTEM, "nvidia-smi topo -m", "topology matrix not read: %s" % exc)
+        else:
+            if topology is None:
+                root.error(SUBSYSTEM, "nvidia-smi topo -m",
+                           "no topology matrix (header row with GPU0...) in nvidia-smi topo -m output")
 
     gpus = parsed["gpus"] if parsed else []
     for gpu in gpus:

@@ -16,6 +16,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.nvidia impo
     normalise_bus_id,
     parse_module_version,
     parse_smi_xml,
+    TopoError,
     parse_topo,
 )
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
@@ -368,6 +369,47 @@ def test_topo_garbage_is_none(text):
     assert parse_topo(text) is None
 
 
+# nvidia-smi pads columns with tabs; a capture whose tabs were lost (copied through a terminal or a
+# tool that strips them) runs columns together: NIC8NIC9 in the header, NODENODE in the cells.
+GLUED_HEADER = ("\tGPU0\tGPU1\tNIC8NIC9\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+                "GPU0\t X \tNV18\tNODENODE\t0-31\t0\t\tN/A\n")
+GLUED_CELLS = ("\tGPU0\tGPU1\tNIC0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+               "GPU0\t X \tNV18\tNODE\t0-31\t0\t\tN/A\n"
+               "GPU1\tNV18\t X \tNODENODE\t0-31\t0\t\tN/A\n")
+
+
+@pytest.mark.parametrize("text, line, words", [
+    (GLUED_HEADER, 1, "'NIC8NIC9' is not a device name"),
+    (GLUED_CELLS, 3, "'NODENODE' (row GPU1, column NIC0) is not a link type"),
+    ("\tGPU0\tGPU1\n GPU0\t X \tNV4\nGPU1\tNV4\n", 3, "row GPU1 has no link type for GPU1"),
+    ("\tGPU0\tGPU1\nGPU0\t X \tNV4\nGPU1GPU0\tNV4\t X \n", 3, "row 'GPU1GPU0' is not a device"),
+    ("\tGPU0\tGPU1\nGPU0\t X \tQPI\nGPU1\tQPI\t X \n", 2, "'QPI' (row GPU0, column GPU1)"),
+])
+def test_topo_outside_the_documented_format_is_an_error_naming_the_line(text, line, words):
+    with pytest.raises(TopoError) as caught:
+        parse_topo(text)
+    message = str(caught.value)
+    assert message.startswith("line %d: " % line), message
+    assert words in message
+
+
+def test_topo_legacy_link_and_nic_names_pass():
+    text = ("\tGPU0\tGPU1\tmlx5_0\tCPU Affinity\n"
+            "GPU0\t X \tSOC\tPHB\t0-11\nGPU1\tSOC\t X \tSOC\t12-23\nmlx5_0\tPHB\tSOC\t X \t\n")
+    topo = parse_topo(text)
+    assert topo["devices"] == ["GPU0", "GPU1", "mlx5_0"]
+    assert topo["matrix"]["GPU0"] == {"GPU0": "X", "GPU1": "SOC", "mlx5_0": "PHB"}
+
+
+def test_gather_glued_topology_is_an_error_and_no_matrix(tmp_path):
+    root = make_root(tmp_path, xml=real("tesla-t4.xml"), topo=GLUED_CELLS)
+    facts = gather(root)
+    assert facts["topology"] is None
+    assert facts["gpus"][0]["topology"] == {"cpu_affinity": None, "numa_affinity": None, "gpu_numa_id": None}
+    messages = [str(error) for error in root.errors]
+    assert any("nvidia-smi topo -m" in m and "line 3:" in m and "NODENODE" in m for m in messages), messages
+
+
 # -- gather over roots ---------------------------------------------------------------------------
 def make_root(tmp_path, xml=None, topo=None, version=None):
     if xml is not None or topo is not None:
@@ -521,7 +563,11 @@ def test_fuzz_smi_xml_mutated(sample, cut, insert_at, junk):
 @_FUZZ
 @given(st.text(alphabet=st.sampled_from(list("\t \n\x1b[0;4mGPUNIC0123X-,/ASYODEPHBXIVCufinty")), max_size=400))
 def test_fuzz_topo_tokens(text):
-    result = parse_topo(text)
+    try:
+        result = parse_topo(text)
+    except TopoError as exc:
+        assert str(exc).startswith("line ")
+        return
     if result is not None:
         assert set(result["matrix"]) <= set(result["devices"])
 
@@ -530,7 +576,11 @@ def test_fuzz_topo_tokens(text):
 @given(st.sampled_from([own("topo-8gpu-2nic-2socket.txt"), own("topo-1gpu.txt")]),
        st.integers(min_value=0, max_value=3000), st.text(max_size=30))
 def test_fuzz_topo_mutated(sample, cut, junk):
-    result = parse_topo(sample[:cut] + junk + sample[cut:])
+    try:
+        result = parse_topo(sample[:cut] + junk + sample[cut:])
+    except TopoError as exc:
+        assert str(exc).startswith("line ")
+        return
     if result is not None:
         json.dumps(result)
 
