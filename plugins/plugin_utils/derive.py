@@ -245,8 +245,9 @@ def _cpu_boot(facts, limit, deep_now):
             if not udev.get("modules"):
                 problems.append("governor performance may not survive a reboot: no udev rule runs %s when a cpufreq "
                                 "driver module loads (%s), and a driver loaded after %s ran (acpi-cpufreq usually "
-                                "is a module) starts with the kernel's default governor; run cpu_power again"
-                                % (_get(section, "script", "path"), udev.get("path") or "its rule file", unit_name))
+                                "is a module) starts with the kernel's default governor%s; run cpu_power again"
+                                % (_get(section, "script", "path"), udev.get("path") or "its rule file", unit_name,
+                                   _default_governor_text(facts)))
 
     states = _get(cpu, "cpuidle", "states")
     if not isinstance(limit, int) or isinstance(limit, bool):
@@ -324,18 +325,50 @@ SYSCTL_KEYS = (("kernel.numa_balancing", "numa_balancing"), ("vm.zone_reclaim_mo
 
 
 def _kernel_default(name, facts):
-    """``(value, text)`` the kernel starts with when nothing sets ``name``; value ``None`` when unknown."""
+    """``(value, text)`` the kernel starts with when nothing sets ``name``; value ``None`` when unknown.
+
+    kernel.numa_balancing: mm/mempolicy.c turns balancing on at boot only when the kernel has it
+    (CONFIG_NUMA_BALANCING), is built to enable it (CONFIG_NUMA_BALANCING_DEFAULT_ENABLED) and more
+    than one node is online. The options come from the running kernel's configuration
+    (``kernel.config``); without it the text says the build default is assumed, and from what.
+    """
     if name == "kernel.numa_balancing":
         nodes = _int(_get(facts, "numa", "node_count"))
+        config = _get(facts, "kernel", "config")
+        config = config if isinstance(config, dict) else {}
+        options = config.get("options") if isinstance(config.get("options"), dict) else None
+        source = config.get("source") or "the kernel configuration"
+        if options is not None:
+            built = options.get("CONFIG_NUMA_BALANCING", "n")
+            enabled = options.get("CONFIG_NUMA_BALANCING_DEFAULT_ENABLED", "n")
+            if built != "y":
+                return 0, "the kernel default 0 (CONFIG_NUMA_BALANCING is not set in %s: no automatic balancing)" % source
+            if enabled != "y":
+                return 0, "the kernel default 0 (CONFIG_NUMA_BALANCING_DEFAULT_ENABLED is not set in %s)" % source
+            if nodes is None:
+                return None, ("the kernel default (CONFIG_NUMA_BALANCING_DEFAULT_ENABLED=y in %s: 1 on a host "
+                              "with several NUMA nodes, 0 on one; node count unknown)" % source)
+            default = 1 if nodes > 1 else 0
+            return default, ("the kernel default %d (CONFIG_NUMA_BALANCING_DEFAULT_ENABLED=y in %s, %d NUMA node%s)"
+                             % (default, source, nodes, "s" if nodes != 1 else ""))
+        why = config.get("reason") or "the kernel configuration was not gathered"
         if nodes is None:
             return None, "the kernel default (1 on a host with several NUMA nodes, 0 on one; node count unknown)"
-        # mm/mempolicy.c turns balancing on only with more than one node online
         default = 1 if nodes > 1 else 0
-        return default, ("the kernel default %d (on a %d-node host, with CONFIG_NUMA_BALANCING_DEFAULT_ENABLED=y "
-                         "as in Debian, Ubuntu, Proxmox and RHEL kernels)" % (default, nodes))
+        return default, ("the kernel default %d, assumed (on a %d-node host, CONFIG_NUMA_BALANCING_DEFAULT_ENABLED=y "
+                         "as in Debian, Ubuntu, Proxmox and RHEL kernels; not confirmed: %s)" % (default, nodes, why))
     if name == "vm.zone_reclaim_mode":
         return 0, "the kernel default 0"
     return 60, "the kernel default 60"
+
+
+def _default_governor_text(facts):
+    """`` (schedutil, CONFIG_CPU_FREQ_DEFAULT_GOV_SCHEDUTIL=y in /boot/config-...)`` or ``""`` when unknown."""
+    config = _get(facts, "kernel", "config")
+    governor = config.get("default_governor") if isinstance(config, dict) else None
+    if not isinstance(governor, str) or not governor:
+        return ""
+    return " (%s: CONFIG_CPU_FREQ_DEFAULT_GOV_%s=y in %s)" % (governor, governor.upper(), config.get("source"))
 
 
 def _boot_cmdline_value(name, configured):

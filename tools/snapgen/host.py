@@ -768,9 +768,37 @@ DEBIAN_SYSCTL_CONF = """#
 """
 
 
+# An excerpt of /boot/config-<release> as Debian's and Proxmox's kernel packages install it
+# (scripts/kconfig's format): the options host_facts keeps (kernel.config), with the values of those
+# distributions' x86_64 kernels, whose build enables automatic NUMA balancing by default.
+KERNEL_CONFIG = """#
+# Automatically generated file; DO NOT EDIT.
+# Linux/x86 %s Kernel Configuration
+#
+CONFIG_NUMA_BALANCING=y
+CONFIG_NUMA_BALANCING_DEFAULT_ENABLED=y
+# CONFIG_CPU_FREQ_DEFAULT_GOV_PERFORMANCE is not set
+# CONFIG_CPU_FREQ_DEFAULT_GOV_POWERSAVE is not set
+CONFIG_CPU_FREQ_DEFAULT_GOV_SCHEDUTIL=y
+CONFIG_X86_AMD_PSTATE=y
+CONFIG_X86_AMD_PSTATE_DEFAULT_MODE=3
+# CONFIG_PREEMPT_NONE is not set
+CONFIG_PREEMPT_VOLUNTARY=y
+# CONFIG_PREEMPT is not set
+CONFIG_PREEMPT_DYNAMIC=y
+CONFIG_TRANSPARENT_HUGEPAGE=y
+# CONFIG_TRANSPARENT_HUGEPAGE_ALWAYS is not set
+CONFIG_TRANSPARENT_HUGEPAGE_MADVISE=y
+"""
+
+
 def _kernel(tree, spec):
     tree.text("/proc/sys/kernel/hostname", spec.hostname)
     tree.text("/proc/sys/kernel/osrelease", spec.kernel_release)
+    # a boot id (UUID, as the kernel makes one at boot) fixed per host name: regenerated trees agree
+    digest = hashlib.sha256(("boot:" + spec.hostname).encode()).hexdigest()
+    tree.text("/proc/sys/kernel/random/boot_id", "%s-%s-4%s-8%s-%s" % (
+        digest[:8], digest[8:12], digest[13:16], digest[17:20], digest[20:32]))
     tree.text("/proc/sys/kernel/version", spec.kernel_version)
     if spec.as_root and spec.preempt_debugfs:
         tree.text("/sys/kernel/debug/sched/preempt", spec.preempt_debugfs)
@@ -789,7 +817,7 @@ def _kernel(tree, spec):
     for release in spec.installed_kernels:
         tree.file("/lib/modules/%s/modules.dep" % release, "")
         tree.file("/boot/vmlinuz-%s" % release, "")
-        tree.file("/boot/config-%s" % release, "")
+        tree.file("/boot/config-%s" % release, KERNEL_CONFIG % release)
 
     configured = ("%s %s" % (spec.root_params, spec.cmdline_params)).strip()
     if spec.bootloader == "systemd-boot":

@@ -17,7 +17,10 @@ The module has two layers (docs/facts.md, section ``kernel``):
 from __future__ import absolute_import, division, print_function
 
 import functools
+import gzip
+import io
 import re
+import zlib
 
 __metaclass__ = type
 
@@ -674,6 +677,109 @@ def _configured_cmdline(root):
     return result
 
 
+#: Options of the running kernel's build configuration that the rules read (docs/facts.md,
+#: ``kernel.config``): every option whose name starts with one of these.
+CONFIG_PREFIXES = ("CONFIG_NUMA_BALANCING", "CONFIG_CPU_FREQ_DEFAULT_GOV_", "CONFIG_X86_AMD_PSTATE",
+                   "CONFIG_PREEMPT", "CONFIG_TRANSPARENT_HUGEPAGE", "CONFIG_PCIEASPM", "CONFIG_IOMMU_DEFAULT_")
+_CONFIG_SET_RE = re.compile(r"^(CONFIG_[A-Za-z0-9_]+)=(.*)$")
+_CONFIG_UNSET_RE = re.compile(r"^# (CONFIG_[A-Za-z0-9_]+) is not set$")
+_BOOT_ID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
+
+
+def parse_kernel_config(text, prefixes=CONFIG_PREFIXES):
+    """``{option: value}`` of a kernel ``.config`` (``/boot/config-<release>``, ``/proc/config.gz``)
+    for the options starting with one of ``prefixes``: ``"y"``, ``"m"``, the value (quotes removed)
+    or ``"n"`` for ``# CONFIG_X is not set``. ``None`` when the text holds no option line at all
+    (an empty or foreign file): that is not a kernel configuration.
+    """
+    if not isinstance(text, str):
+        return None
+    options = {}
+    seen = False
+    for line in text.splitlines():
+        line = line.strip()
+        match = _CONFIG_SET_RE.match(line)
+        if match:
+            name, value = match.group(1), match.group(2).strip()
+            if len(value) >= 2 and value[0] == value[-1] == '"':
+                value = value[1:-1]
+        else:
+            match = _CONFIG_UNSET_RE.match(line)
+            if not match:
+                continue
+            name, value = match.group(1), "n"
+        seen = True
+        if name.startswith(prefixes):
+            options[name] = value
+    return options if seen else None
+
+
+def default_governor(options):
+    """The cpufreq governor a kernel built with ``options`` starts a policy with, or ``None``."""
+    if not isinstance(options, dict):
+        return None
+    for name, value in sorted(options.items()):
+        if name.startswith("CONFIG_CPU_FREQ_DEFAULT_GOV_") and value == "y":
+            return name[len("CONFIG_CPU_FREQ_DEFAULT_GOV_"):].lower()
+    return None
+
+
+def _kernel_config(root, release):
+    """``{"source", "options", "default_governor", "reason"}``: the running kernel's build
+    configuration from ``/boot/config-<release>``, else ``/proc/config.gz`` (CONFIG_IKCONFIG_PROC)."""
+    result = {"source": None, "options": None, "default_governor": None, "reason": None}
+    candidates = []
+    if release and "/" not in release and release not in (".", ".."):
+        candidates.append("/boot/config-" + release)
+    candidates.append("/proc/config.gz")
+    tried = []
+    for path in candidates:
+        if not root.exists(path):
+            tried.append(path)
+            continue
+        if path.endswith(".gz"):
+            data = root.read_bytes(path, SUBSYSTEM)
+            text = None
+            if data is not None:
+                try:
+                    # a kernel config is about 300 KB; read at most 4 MiB of it decompressed
+                    with gzip.GzipFile(fileobj=io.BytesIO(data)) as handle:
+                        text = handle.read(4 << 20).decode("utf-8", "replace")
+                except (OSError, EOFError, zlib.error) as exc:
+                    result["source"] = path
+                    result["reason"] = "%s is not a gzip-compressed kernel configuration: %s" % (path, exc)
+                    root.error(SUBSYSTEM, path, result["reason"])
+                    return result
+        else:
+            text = root.read_text(path, SUBSYSTEM)
+        result["source"] = path
+        if text is None:
+            result["reason"] = "%s could not be read" % path
+            return result
+        options = parse_kernel_config(text)
+        if options is None:
+            result["reason"] = "%s holds no CONFIG_ option lines (empty or not a kernel configuration)" % path
+            return result
+        result["options"] = options
+        result["default_governor"] = default_governor(options)
+        return result
+    result["reason"] = ("the running kernel's configuration was not found (%s)%s"
+                        % (", ".join(tried), "" if release else "; the running release is unknown"))
+    return result
+
+
+def _boot_id(root):
+    # optional: snapshots taken before boot ids were read do not hold it
+    text = root.read_value("/proc/sys/kernel/random/boot_id", SUBSYSTEM, optional=True)
+    if text is None:
+        return None
+    value = text.strip().lower()
+    if not _BOOT_ID_RE.match(value):
+        root.error(SUBSYSTEM, "/proc/sys/kernel/random/boot_id", "not a boot id (UUID): %r" % text[:80])
+        return None
+    return value
+
+
 def _installed(root):
     found = []
     for name in root.listdir("/lib/modules"):
@@ -744,6 +850,8 @@ def gather(root):
     return {
         "release": release,
         "version": version,
+        "boot_id": _boot_id(root),
+        "config": _kernel_config(root, release),
         "preempt": {
             "build": build,
             "cmdline": preempt_arg,

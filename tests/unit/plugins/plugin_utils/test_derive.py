@@ -403,3 +403,45 @@ def test_a_boot_script_without_execute_bit_does_not_count(section, rule):
     findings = [f for f in evaluate(facts, profile="amd-epyc-nvidia", today="2026-06-01")["findings"] if f["id"] == rule]
     assert findings and set(f["status"] for f in findings) == {"fail"}
     assert all("is not executable" in f["message"] for f in findings), findings[0]["message"]
+
+
+# -- NUMA-006: the boot default of kernel.numa_balancing comes from the kernel's own configuration ---
+def _numa_boot(config, nodes=2):
+    facts = healthy_facts()
+    facts["numa"]["node_count"] = nodes
+    facts["kernel"]["sysctl_persisted"] = {}
+    facts["kernel"]["configured_cmdline"] = {"params": {}}
+    facts["kernel"]["config"] = config
+    return d(facts)["kernel"]["sysctl_boot"]["numa_balancing"]
+
+
+def _config(**options):
+    return {"source": "/boot/config-6.8.12-4-pve", "options": options, "default_governor": None, "reason": None}
+
+
+def test_numa_balancing_boot_default_enabled_by_the_kernel_config_fails_with_the_option_named():
+    item = _numa_boot(_config(CONFIG_NUMA_BALANCING="y", CONFIG_NUMA_BALANCING_DEFAULT_ENABLED="y"))
+    assert item["boot"] == 1
+    assert "CONFIG_NUMA_BALANCING_DEFAULT_ENABLED=y in /boot/config-6.8.12-4-pve, 2 NUMA nodes" in item["source"]
+    assert "assumed" not in item["source"]
+    assert item["problems"]
+
+
+@pytest.mark.parametrize("options, words", [
+    ({"CONFIG_NUMA_BALANCING": "y", "CONFIG_NUMA_BALANCING_DEFAULT_ENABLED": "n"},
+     "CONFIG_NUMA_BALANCING_DEFAULT_ENABLED is not set in /boot/config-6.8.12-4-pve"),
+    ({"CONFIG_NUMA_BALANCING": "n"}, "CONFIG_NUMA_BALANCING is not set in /boot/config-6.8.12-4-pve"),
+])
+def test_numa_balancing_boot_default_off_in_the_kernel_config_passes(options, words):
+    item = _numa_boot(_config(**options))
+    assert item["boot"] == 0 and not item["problems"], item
+    assert words in item["source"]
+
+
+def test_numa_balancing_boot_default_without_kernel_config_is_an_assumption_saying_why():
+    reason = "the running kernel's configuration was not found (/boot/config-6.8.12-4-pve, /proc/config.gz)"
+    item = _numa_boot({"source": None, "options": None, "default_governor": None, "reason": reason})
+    assert item["boot"] == 1
+    assert "assumed" in item["source"] and reason in item["source"]
+    one_node = _numa_boot(_config(CONFIG_NUMA_BALANCING="y", CONFIG_NUMA_BALANCING_DEFAULT_ENABLED="y"), nodes=1)
+    assert one_node["boot"] == 0 and not one_node["problems"]

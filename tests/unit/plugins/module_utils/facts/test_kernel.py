@@ -704,3 +704,91 @@ def test_live_and_its_snapshot_agree_for_kernel_cpu_numa_iommu(tmp_path):
     live_facts["numa"].pop("processes")
     assert snapshot_facts == live_facts
     assert snapshot.errors == live.errors
+
+
+# -- boot id and the running kernel's configuration ---------------------------------------------
+# The format of /boot/config-<release> as Debian's and Proxmox's kernel packages install it
+# (scripts/kconfig writes "CONFIG_X=y", "CONFIG_X=\"text\"" and "# CONFIG_X is not set").
+KERNEL_CONFIG = """#
+# Automatically generated file; DO NOT EDIT.
+# Linux/x86 6.8.12-4-pve Kernel Configuration
+#
+CONFIG_CC_VERSION_TEXT="gcc (Debian 12.2.0-14) 12.2.0"
+CONFIG_NUMA_BALANCING=y
+CONFIG_NUMA_BALANCING_DEFAULT_ENABLED=y
+# CONFIG_CPU_FREQ_DEFAULT_GOV_PERFORMANCE is not set
+CONFIG_CPU_FREQ_DEFAULT_GOV_SCHEDUTIL=y
+CONFIG_X86_AMD_PSTATE=y
+CONFIG_X86_AMD_PSTATE_DEFAULT_MODE=3
+# CONFIG_PREEMPT_NONE is not set
+CONFIG_PREEMPT_VOLUNTARY=y
+CONFIG_IOMMU_DEFAULT_DMA_LAZY=y
+CONFIG_LOCALVERSION=""
+"""
+BOOT_ID = "3f2a6c1e-9b7d-4e25-8c41-0d6f1a2b3c4d"
+
+
+def test_parse_kernel_config_keeps_the_options_the_rules_read():
+    options = _kernel.parse_kernel_config(KERNEL_CONFIG)
+    assert options == {
+        "CONFIG_NUMA_BALANCING": "y", "CONFIG_NUMA_BALANCING_DEFAULT_ENABLED": "y",
+        "CONFIG_CPU_FREQ_DEFAULT_GOV_PERFORMANCE": "n", "CONFIG_CPU_FREQ_DEFAULT_GOV_SCHEDUTIL": "y",
+        "CONFIG_X86_AMD_PSTATE": "y", "CONFIG_X86_AMD_PSTATE_DEFAULT_MODE": "3",
+        "CONFIG_PREEMPT_NONE": "n", "CONFIG_PREEMPT_VOLUNTARY": "y", "CONFIG_IOMMU_DEFAULT_DMA_LAZY": "y",
+    }
+    assert _kernel.default_governor(options) == "schedutil"
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "garbage\n", "CONFIG lines? no\n", None, b"CONFIG_X=y"])
+def test_parse_kernel_config_without_option_lines_is_none(text):
+    assert _kernel.parse_kernel_config(text) is None
+
+
+def test_gather_boot_id_and_config_from_boot(tmp_path):
+    base = write_tree(tmp_path, {
+        "/proc/sys/kernel/osrelease": "6.8.12-4-pve\n",
+        "/proc/sys/kernel/random/boot_id": BOOT_ID.upper() + "\n",
+        "/boot/config-6.8.12-4-pve": KERNEL_CONFIG,
+    })
+    root = Root(base)
+    facts = _kernel.gather(root)
+    assert facts["boot_id"] == BOOT_ID
+    config = facts["config"]
+    assert config["source"] == "/boot/config-6.8.12-4-pve" and config["reason"] is None
+    assert config["options"]["CONFIG_NUMA_BALANCING_DEFAULT_ENABLED"] == "y"
+    assert config["default_governor"] == "schedutil"
+    assert not [err for err in root.errors if "boot_id" in err["path"] or "config" in err["path"]]
+
+
+def test_gather_config_from_proc_config_gz(tmp_path):
+    import gzip
+
+    base = write_tree(tmp_path, {"/proc/sys/kernel/osrelease": "6.1.0-27-amd64\n",
+                                 "/proc/config.gz": gzip.compress(KERNEL_CONFIG.encode())})
+    config = _kernel.gather(Root(base))["config"]
+    assert config["source"] == "/proc/config.gz"
+    assert config["options"]["CONFIG_NUMA_BALANCING"] == "y"
+
+
+@pytest.mark.parametrize("files, reason", [
+    ({}, "the running kernel's configuration was not found (/boot/config-6.1.0-27-amd64, /proc/config.gz)"),
+    ({"/boot/config-6.1.0-27-amd64": ""}, "/boot/config-6.1.0-27-amd64 holds no CONFIG_ option lines"),
+    ({"/proc/config.gz": b"\x1f\x8b\x08garbage"}, "/proc/config.gz is not a gzip-compressed kernel configuration"),
+    ({"/proc/config.gz": b"CONFIG_X=y\n"}, "/proc/config.gz is not a gzip-compressed kernel configuration"),
+])
+def test_gather_config_missing_or_garbage_names_the_file(tmp_path, files, reason):
+    tree = {"/proc/sys/kernel/osrelease": "6.1.0-27-amd64\n", "/proc/sys/kernel/random/boot_id": "not-a-uuid\n"}
+    tree.update(files)
+    root = Root(write_tree(tmp_path, tree))
+    facts = _kernel.gather(root)
+    assert facts["config"]["options"] is None
+    assert facts["config"]["reason"].startswith(reason), facts["config"]
+    assert facts["boot_id"] is None
+    assert any(err["path"] == "/proc/sys/kernel/random/boot_id" and "not a boot id" in err["reason"]
+               for err in root.errors)
+
+
+def test_gather_config_path_never_leaves_boot(tmp_path):
+    base = write_tree(tmp_path, {"/proc/sys/kernel/osrelease": "../../etc/passwd\n", "/etc/passwd": "CONFIG_X=y\n"})
+    config = _kernel.gather(Root(base))["config"]
+    assert config["source"] is None and config["options"] is None
