@@ -78,8 +78,8 @@ def _backups(root):
 def test_incident_four_runs(snapshot_trees, tmp_path):
     root = copy_tree(snapshot_trees["incident"], tmp_path / "incident")
     tasks = [
-        ("gpuhost.baseline.sysctl", {"key": "kernel.numa_balancing", "value": "0", "root": root, "backup": True}),
-        ("gpuhost.baseline.sysctl", {"key": "vm.swappiness", "value": "10", "root": root, "backup": True}),
+        ("gpuhost.baseline.kernel_sysctl", {"key": "kernel.numa_balancing", "value": "0", "root": root, "backup": True}),
+        ("gpuhost.baseline.kernel_sysctl", {"key": "vm.swappiness", "value": "10", "root": root, "backup": True}),
         ("gpuhost.baseline.kernel_cmdline", {"add": {"amd_pstate": "active", "iommu": "pt"}, "root": root,
                                              "backup": True}),
         ("gpuhost.baseline.cpu_power", {"governor": "performance", "epp": "performance", "boost": True,
@@ -138,7 +138,7 @@ def test_intel_four_runs_with_grub_forced(snapshot_trees, tmp_path):
     root = copy_tree(snapshot_trees["intel"], tmp_path / "intel")
     grub_before = read(root, "/etc/default/grub")
     tasks = [
-        ("gpuhost.baseline.sysctl", {"key": "vm.swappiness", "value": "10", "root": root}),
+        ("gpuhost.baseline.kernel_sysctl", {"key": "vm.swappiness", "value": "10", "root": root}),
         ("gpuhost.baseline.kernel_cmdline", {"add": ["processor.max_cstate=1"], "remove": ["rd.lvm.lv"],
                                              "bootloader": "grub", "root": root}),
         ("gpuhost.baseline.cpu_power", {"governor": "performance", "epp": "performance", "idle_latency_max_us": 10,
@@ -201,10 +201,10 @@ def test_bad_input_fails_cleanly(snapshot_trees, tmp_path):
 
     tasks = [
         ("gpuhost.baseline.kernel_cmdline", {"add": {"iommu": "pt"}, "root": roots["no-loader"], "backup": True}),
-        ("gpuhost.baseline.sysctl", {"key": "kernel.numa_balancing", "value": "0", "root": roots["ro-proc"],
+        ("gpuhost.baseline.kernel_sysctl", {"key": "kernel.numa_balancing", "value": "0", "root": roots["ro-proc"],
                                      "backup": True}),
-        ("gpuhost.baseline.sysctl", {"key": "kernel.numa_balancing", "value": "0", "root": roots["hostile"]}),
-        ("gpuhost.baseline.sysctl", {"key": "net.ipv4.ip_forward", "value": "1", "root": roots["healthy"]}),
+        ("gpuhost.baseline.kernel_sysctl", {"key": "kernel.numa_balancing", "value": "0", "root": roots["hostile"]}),
+        ("gpuhost.baseline.kernel_sysctl", {"key": "net.ipv4.ip_forward", "value": "1", "root": roots["healthy"]}),
         ("gpuhost.baseline.kernel_cmdline", {"add": {"iommu": "pt"}, "root": roots["hostile"]}),
         ("gpuhost.baseline.kernel_cmdline", {"add": {"iommu": "pt"}, "bootloader": "grub", "root": roots["hostile"]}),
         ("gpuhost.baseline.cpu_power", {"idle_latency_max_us": 10, "root": roots["hostile"]}),
@@ -217,7 +217,7 @@ def test_bad_input_fails_cleanly(snapshot_trees, tmp_path):
         "cannot tell which boot loader this host uses",
         "cannot write '0' to /proc/sys/kernel/numa_balancing: permission denied (EACCES)",
         "current value of /proc/sys/kernel/numa_balancing is 'yes\\x00",
-        "sysctl key 'net.ipv4.ip_forward' is not managed by gpuhost.baseline.sysctl",
+        "sysctl key 'net.ipv4.ip_forward' is not managed by gpuhost.baseline.kernel_sysctl",
         "/etc/kernel/cmdline is empty",
         "/etc/default/grub: line 1: GRUB_CMDLINE_LINUX_DEFAULT: unterminated double quote",
         "/cpuidle/state2/latency holds 'forever'",

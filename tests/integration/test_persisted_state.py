@@ -70,7 +70,7 @@ def test_incident_fails_both_halves(incident):
 def test_persisted_fixes_pass_runtime_and_boot_rules(incident, tmp_path):
     run_tasks(tmp_path, [
         ("pcie_tune", {"kinds": ["gpu", "nic"], "max_read_request": 4096, "persist": True, "root": incident}),
-        ("sysctl", {"key": "kernel.numa_balancing", "value": "0", "root": incident}),
+        ("kernel_sysctl", {"key": "kernel.numa_balancing", "value": "0", "root": incident}),
         ("cpu_power", {"governor": "performance", "idle_latency_max_us": 100, "persist": "systemd",
                        "root": incident}),
     ])
@@ -87,7 +87,7 @@ def test_persisted_fixes_pass_runtime_and_boot_rules(incident, tmp_path):
 def test_runtime_only_fixes_are_lost_at_reboot(incident, tmp_path):
     run_tasks(tmp_path, [
         ("pcie_tune", {"kinds": ["gpu", "nic"], "max_read_request": 4096, "persist": False, "root": incident}),
-        ("sysctl", {"key": "kernel.numa_balancing", "value": "0", "persist": False, "root": incident}),
+        ("kernel_sysctl", {"key": "kernel.numa_balancing", "value": "0", "persist": False, "root": incident}),
         ("cpu_power", {"governor": "performance", "idle_latency_max_us": 100, "persist": "none", "root": incident}),
     ])
     after = findings(incident)

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.baseline contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Fix logic of ``gpuhost.baseline.sysctl``: runtime value and a sysctl.d file, decided apart.
+"""Fix logic of ``gpuhost.baseline.kernel_sysctl``: runtime value and a sysctl.d file, decided apart.
 
 Pure functions (:func:`check_key`, :func:`check_value`, :func:`runtime_value`,
 :func:`render_conf`, :func:`effective_value`) decide; :func:`apply` reads, decides and writes
@@ -35,7 +35,7 @@ ALLOWED = {
 }
 
 HEADER = (
-    "# Managed by Ansible (gpuhost.baseline.sysctl): the keys below are set by the GPU host baseline.\n"
+    "# Managed by Ansible (gpuhost.baseline.kernel_sysctl): the keys below are set by the GPU host baseline.\n"
     "# Edits to these keys are overwritten on the next run; put other settings in a file of your own.\n"
 )
 
@@ -49,7 +49,7 @@ def check_key(key):
     """The normalised key, or :class:`FixError` for a key outside :data:`ALLOWED`."""
     normal = normalize_sysctl_key((key or "").strip())
     if normal not in ALLOWED:
-        raise FixError("sysctl key %s is not managed by gpuhost.baseline.sysctl: it only sets %s; use "
+        raise FixError("sysctl key %s is not managed by gpuhost.baseline.kernel_sysctl: it only sets %s; use "
                        "ansible.posix.sysctl for other keys" % (printable(key), ", ".join(sorted(ALLOWED))), key=key)
     return normal
 

@@ -132,7 +132,7 @@ def test_an_import_against_the_direction_is_caught(rel, source):
     ("module_utils/fix/pcie.py", "from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pci import gather"),
     ("plugin_utils/derive.py", "from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import x"),
     ("action/baseline_report.py", "import yaml\nfrom ansible_collections.gpuhost.baseline.plugins.plugin_utils import report"),
-    ("modules/sysctl.py", "from ansible.module_utils.basic import AnsibleModule\nimport os, re, json"),
+    ("modules/kernel_sysctl.py", "from ansible.module_utils.basic import AnsibleModule\nimport os, re, json"),
 ])
 def test_imports_along_the_direction_pass(rel, source):
     assert violations(rel, source) == []

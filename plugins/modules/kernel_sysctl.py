@@ -9,7 +9,7 @@ __metaclass__ = type
 
 DOCUMENTATION = r"""
 ---
-module: sysctl
+module: kernel_sysctl
 short_description: Set the NUMA and memory reclaim sysctls of a GPU host, now and at boot
 version_added: 0.1.0
 description:
@@ -67,20 +67,20 @@ seealso:
 
 EXAMPLES = r"""
 - name: Turn NUMA balancing off now and at boot
-  gpuhost.baseline.sysctl:
+  gpuhost.baseline.kernel_sysctl:
     key: kernel.numa_balancing
     value: "0"
     backup: true
   become: true
 
 - name: Only persist zone reclaim off (applied at the next boot)
-  gpuhost.baseline.sysctl:
+  gpuhost.baseline.kernel_sysctl:
     key: vm.zone_reclaim_mode
     value: "0"
     runtime: false
 
 - name: Fix a writable copy of a snapshot (nothing on the controller is touched outside it)
-  gpuhost.baseline.sysctl:
+  gpuhost.baseline.kernel_sysctl:
     key: kernel.numa_balancing
     value: "0"
     root: /tmp/gpu01-copy
