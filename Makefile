@@ -19,16 +19,18 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # python3 has no ensurepip without it; tools/get_pip_standin.py and `python3 -m venv` need it).
 DEB_TEST_PACKAGES := python3-venv shellcheck pciutils numactl linux-cpupower prometheus chromium qemu-system-x86 qemu-utils debootstrap acpica-tools
 
-.PHONY: venv link fixtures audit test test-deps unit integration gates sanity lint changelog-lint build-check vm-test clean
+.PHONY: venv link fixtures audit test test-deps unit integration gates sanity lint changelog-lint docs-lint build-check vm-test clean
 
-$(VENV)/.installed: requirements.txt
+# requirements-test.txt includes requirements.txt (the controller's runtime needs) and pins the
+# test tools and ansible-core; a change to either file redoes the install.
+$(VENV)/.installed: requirements.txt requirements-test.txt
 	@# Debian's own python3 has no ensurepip without python3-venv: install it when we can.
 	@python3 -m venv --help >/dev/null 2>&1 && python3 -c 'import ensurepip' 2>/dev/null || \
 	  { [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null && apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; } || true
 	python3 -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements.txt
+	$(PY) -m pip install -q -r requirements-test.txt
 	touch $@
 
 venv: $(VENV)/.installed
@@ -74,7 +76,7 @@ test: test-deps venv link fixtures
 	$(MAKE) --no-print-directory -k gates; gates=$$?; \
 	if [ $$rc -ne 0 ]; then exit $$rc; fi; exit $$gates
 
-gates: sanity lint changelog-lint build-check
+gates: sanity lint changelog-lint build-check docs-lint
 
 sanity: venv link
 	$(call phase,sanity)
@@ -93,6 +95,13 @@ changelog-lint: venv
 build-check: venv link
 	$(call phase,build-check)
 	tools/build_check.sh
+
+# antsibull-docs: every module's and role's documentation (schema, markup, references, the RST
+# it renders) and docs/docsite (extra-docs.yml, links.yml, rst/), as the Ansible docsite renders
+# them. Run on the build/collections link: antsibull-docs needs an ansible_collections/ path.
+docs-lint: venv link
+	$(call phase,docs-lint)
+	$(BIN)/antsibull-docs lint-collection-docs --plugin-docs --check-extra-docs-refs $(COLL)
 
 vm-test: venv link
 	tools/vm_test.sh

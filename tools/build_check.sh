@@ -2,7 +2,8 @@
 # Build the collection artifact, check what went into it, install it and use the installed copy.
 #
 #   1. ansible-galaxy collection build into a temporary directory;
-#   2. the tarball holds no virtualenv, build output, test output, caches or VM images, and
+#   2. the tarball holds no virtualenv, build output, test or run output (reports, snapshots,
+#      logs, molecule state), caches or VM images, and
 #      holds every plugin, role, rule, profile, schema and report template of the checkout;
 #   3. ansible-galaxy collection install of that tarball into a temporary collections path;
 #   4. from a temporary working directory, with no ansible.cfg of the checkout and no other
@@ -52,12 +53,15 @@ echo "artifact: $(basename "$tarball"), $(du -k "$tarball" | cut -f1) KiB"
 step "check the artifact's contents"
 tar -tzf "$tarball" | sed -e 's#^\./##' -e 's#/$##' | sort > "$tmp/contents.txt"
 # Things galaxy.yml build_ignore (and ansible-galaxy's defaults) must keep out.
-unwanted='^(\.venv|\.cache|\.ansible|build|\.ci|tests/output|\.pytest_cache|\.hypothesis|benchmarks/out|\.git|ansible_collections|molecule/[^/]+/\.molecule)(/|$)|(^|/)__pycache__(/|$)|\.(pyc|qcow2|img|iso|tar\.gz|retry)$'
+# Top level: virtualenv, build/VM output, run output (reports and snapshots written where
+# ansible-playbook ran). Any depth: tool caches, molecule state. Any file: logs, VM images,
+# tarballs, editor leftovers.
+unwanted='^(\.venv|\.cache|\.ansible|build|\.ci|tests/output|benchmarks/out|\.git|ansible_collections|reports|gpuhost-reports|gpuhost-snapshots|\.idea|\.vscode|changelogs/\.plugin-cache\.yaml)(/|$)|(^|/)(__pycache__|\.pytest_cache|\.hypothesis|\.ruff_cache|\.mypy_cache|\.tox|\.nox)(/|$)|^molecule/[^/]+/\.molecule(/|$)|\.(pyc|qcow2|img|iso|tar\.gz|retry|log|swp)$|~$'
 if grep -E "$unwanted" "$tmp/contents.txt" > "$tmp/unwanted.txt"; then
   head -n 40 "$tmp/unwanted.txt" >&2
   fail "the artifact holds $(wc -l < "$tmp/unwanted.txt") unwanted paths (above): extend build_ignore in galaxy.yml"
 fi
-for required in MANIFEST.json FILES.json meta/runtime.yml; do
+for required in MANIFEST.json FILES.json meta/runtime.yml meta/execution-environment.yml requirements.txt LICENSE; do
   grep -qx "$required" "$tmp/contents.txt" || fail "the artifact lacks $required"
 done
 # Every plugin and role of the checkout must ship (a too-wide build_ignore would drop them).
@@ -70,7 +74,7 @@ while IFS= read -r -d '' f; do
   fi
 done < <(find plugins roles meta rules profiles schemas templates -type f ! -name '*.pyc' ! -path '*/__pycache__/*' -print0)
 [ "$missing" -eq 0 ] || fail "$missing plugin/role/catalogue/schema/template files of the checkout are not in the artifact"
-echo "$(wc -l < "$tmp/contents.txt") entries; no venv, build output, test output, caches or VM images"
+echo "$(wc -l < "$tmp/contents.txt") entries; no venv, build output, test or run output, caches, logs or VM images"
 
 # ---------------------------------------------------------------------------------------
 # Run everything against the installed copy only: a working directory outside the checkout
