@@ -13,10 +13,37 @@ from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import compact_findings, evaluate, host_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError, load_catalogue, select_profile
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import (
+    RULE_TEXT_FIELDS, compact_findings, evaluate, expand_findings, host_report)
 
 __metaclass__ = type
+
+
+def keep_rule_text(part, catalogue):
+    """Put back into ``part`` (a host_report) the rule fields that ``baseline_report`` could not
+    restore from the bundled catalogue: findings of site rules, of rules a site replaced, and
+    severities a profile changed (``rules.severity``)."""
+    bundled = load_catalogue()
+    if catalogue is bundled:
+        return part
+    differs = {}
+
+    def fields(rule_id, source):
+        return expand_findings([{"id": rule_id}], source)[0]
+
+    for findings in (part.get("findings"), (part.get("before") or {}).get("findings")):
+        for finding in findings or []:
+            rule_id = finding.get("id") if isinstance(finding, dict) else None
+            if rule_id not in catalogue.by_id:
+                continue
+            if rule_id not in differs:
+                own, restored = fields(rule_id, catalogue), fields(rule_id, bundled)
+                differs[rule_id] = dict((k, own.get(k)) for k in RULE_TEXT_FIELDS) \
+                    if any(own.get(k) != restored.get(k) for k in RULE_TEXT_FIELDS) else None
+            if differs[rule_id]:
+                finding.update(differs[rule_id])
+    return part
 
 
 class ActionModule(ActionBase):
@@ -37,6 +64,7 @@ class ActionModule(ActionBase):
             params=dict(type="dict", default={}),
             waivers=dict(type="list", elements="raw", default=[]),
             waiver_files=dict(type="list", elements="path", default=[]),
+            catalogue_dirs=dict(type="list", elements="path", default=[]),
             host=dict(type="str"),
             today=dict(type="raw"),
         ))
@@ -58,9 +86,13 @@ class ActionModule(ActionBase):
             if args["return_facts"]:
                 result["ansible_facts"] = {"gpuhost": facts}
         try:
+            catalogue = load_catalogue(site_dirs=args["catalogue_dirs"])
+            if isinstance(facts, dict):
+                # the chosen profile's rules.severity: the findings carry the severity it sets
+                catalogue = catalogue.for_profile(select_profile(catalogue, args["profile"], facts))
             outcome = evaluate(facts, profile=args["profile"], params=args["params"],
-                               waivers=args["waivers"], host=host, today=args["today"],
-                               waiver_files=args["waiver_files"])
+                               waivers=args["waivers"], host=host, today=args["today"], catalogue=catalogue,
+                               waiver_files=list(args["waiver_files"]) + catalogue.waiver_files)
         except CatalogueError as exc:
             # fail the task, but keep a report entry so the other hosts' reports are still written
             message = "baseline evaluation of %s: %s" % (host, exc)
@@ -69,6 +101,7 @@ class ActionModule(ActionBase):
         result.update(outcome)
         result["host_report"] = host_report(facts, outcome, before=args["before"], note=args["note"],
                                             failure=args["failure"])
+        keep_rule_text(result["host_report"], catalogue)
         result["changed"] = False
         return result
 

@@ -16,6 +16,8 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ARG
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import write_reports
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError, load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import expand_findings
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.console import console_lines, subject_nouns
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.stats import StatsError, caller_stats
 
 __metaclass__ = type
 
@@ -39,6 +41,16 @@ def collection_version(root=COLLECTION_ROOT):
     except (IOError, OSError, AttributeError, ValueError, yaml.YAMLError):
         pass
     return "unknown"
+
+
+def controller_path(path):
+    """``path`` made absolute on the controller: ``~`` expanded, a relative path taken from the working
+    directory of the ansible-playbook process (never from the playbook's or the collection's directory).
+    Raises OSError when that working directory no longer exists."""
+    path = os.path.expanduser(path)
+    if os.path.isabs(path):
+        return os.path.normpath(path)
+    return os.path.normpath(os.path.join(os.getcwd(), path))
 
 
 def with_rule_text(hosts, catalogue):
@@ -75,10 +87,17 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        report_dir = args["report_dir"]
+        try:
+            report_dir = controller_path(args["report_dir"])
+        except (IOError, OSError) as exc:
+            result.update(failed=True, msg="baseline_report: cannot resolve the relative report directory %r: the "
+                          "working directory of ansible-playbook is gone (%s); give an absolute gpuhost_report_dir"
+                          % (args["report_dir"], exc))
+            return result
         generated = args.get("generated") or datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
         try:
-            hosts = with_rule_text(args["hosts"], load_catalogue())
+            catalogue = load_catalogue()
+            hosts = with_rule_text(args["hosts"], catalogue)
         except CatalogueError as exc:
             result.update(failed=True, msg="baseline_report: cannot load the rule catalogue: %s" % exc)
             return result
@@ -101,8 +120,16 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg="baseline_report: cannot write reports to %s: %s; check that the "
                           "directory is writable by the controller user (gpuhost_report_dir)" % (report_dir, exc))
             return result
+        try:
+            stats = caller_stats(report, paths=paths, report_dir=report_dir)
+        except StatsError as exc:  # build_report's document always passes; kept for a clear message
+            result.update(failed=True, msg="baseline_report: cannot compute the totals for callers: %s" % exc)
+            return result
         result.update(changed=False, paths=paths, report_dir=report_dir, totals=report["totals"],
-                      profile=report["profile"], collection_version=report["collection_version"])
+                      profile=report["profile"], collection_version=report["collection_version"], stats=stats)
+        # the console summary the roles print (plugins/plugin_utils/console.py; docs/report.md, "Console output")
+        result["console"] = console_lines(report, notes=args.get("host_notes"), fail_on=args["fail_on"],
+                                          report_dir=report_dir, nouns=subject_nouns(catalogue))
         if args["fail_on"] != "none":
             failing = failing_at_or_above(report, args["fail_on"])
             result["failing"] = ["%s: %s" % (host, finding_label(f)) for host, f in failing]

@@ -29,23 +29,26 @@ class ActionModule(ActionBase):
             params=dict(type="dict", default={}),
             waivers=dict(type="list", elements="raw", default=[]),
             waiver_files=dict(type="list", elements="path", default=[]),
+            catalogue_dirs=dict(type="list", elements="path", default=[]),
             hosts=dict(type="list", elements="str"),
         ))
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         if args["hosts"] is None:
-            inputs = [(None, args["profile"], args["params"], args["waivers"], args["waiver_files"])]
+            inputs = [(None, args["profile"], args["params"], args["waivers"], args["waiver_files"],
+                       args["catalogue_dirs"])]
         else:
             inputs = self._per_host_inputs(args["hosts"], task_vars or {})
         outcome, seen = None, {}
-        for host, profile, params, waivers, waiver_files in inputs:
-            # hosts sharing their inputs (the usual case: group vars) are validated once
-            key = json.dumps([profile, params, waivers, waiver_files], sort_keys=True, default=str)
+        for host, profile, params, waivers, waiver_files, catalogue_dirs in inputs:
+            # hosts sharing their inputs (the usual case: group vars) are validated once; every
+            # combination of site catalogue directories that some host uses is loaded and checked
+            key = json.dumps([profile, params, waivers, waiver_files, catalogue_dirs], sort_keys=True, default=str)
             if key in seen:
                 continue
             try:
                 seen[key] = outcome = validate(profile=profile, params=params, waivers=waivers,
-                                               waiver_files=waiver_files)
+                                               waiver_files=waiver_files, site_dirs=catalogue_dirs)
             except CatalogueError as exc:
                 where = " (host %s)" % host if host else ""
                 raise AnsibleActionFail("invalid baseline configuration%s: %s" % (where, exc))
@@ -63,5 +66,6 @@ class ActionModule(ActionBase):
         for host in hosts:
             hv = hostvars.get(host) or {}
             inputs.append((host, hv.get("gpuhost_profile", "auto"), hv.get("gpuhost_params", {}),
-                           hv.get("gpuhost_waivers", []), hv.get("gpuhost_waiver_files", [])))
+                           hv.get("gpuhost_waivers", []), hv.get("gpuhost_waiver_files", []),
+                           hv.get("gpuhost_catalogue_dirs", [])))
         return inputs

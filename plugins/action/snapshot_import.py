@@ -5,12 +5,24 @@
 
 from __future__ import absolute_import, division, print_function
 
+import os
+
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot import (ARGUMENT_SPEC, SnapshotError,
                                                                                 SnapshotRefused, import_snapshot)
 
 __metaclass__ = type
+
+
+def controller_path(path):
+    """``path`` made absolute on the controller: ``~`` expanded, a relative path taken from the working
+    directory of the ansible-playbook process (never from the playbook's or the collection's directory).
+    Raises OSError when that working directory no longer exists."""
+    path = os.path.expanduser(path)
+    if os.path.isabs(path):
+        return os.path.normpath(path)
+    return os.path.normpath(os.path.join(os.getcwd(), path))
 
 
 class ActionModule(ActionBase):
@@ -23,6 +35,13 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        try:
+            args = dict(args, src=controller_path(args["src"]), dest=controller_path(args["dest"]))
+        except (IOError, OSError) as exc:
+            result.update(failed=True, msg="snapshot_import: cannot resolve the relative paths %r and %r: the working "
+                          "directory of ansible-playbook is gone (%s); give absolute paths"
+                          % (args["src"], args["dest"], exc))
+            return result
         try:
             imported = import_snapshot(args["src"], args["dest"], check_only=bool(self._task.check_mode))
         except SnapshotRefused as exc:

@@ -93,6 +93,18 @@ options:
     type: list
     elements: path
     default: []
+  catalogue_dirs:
+    description:
+      - Site catalogue directories on the controller (inventory variable C(gpuhost_catalogue_dirs)), layered over
+        the bundled catalogue in list order. Each may hold C(rules/*.yml) (new rules), C(profiles/*.yml) (new
+        profiles, which may C(extends) a bundled one and change parameters, C(rules.severity) and C(rules.exclude))
+        and C(waivers/*.yml) (waiver files added to O(waiver_files)). Format in C(docs/profiles.md).
+      - A site rule or profile that reuses an id or a name of an earlier layer replaces it only with C(replaces)
+        set to V(true); otherwise the collision is an error naming both files.
+      - A relative path is resolved against the current directory of the C(ansible-playbook) process.
+    type: list
+    elements: path
+    default: []
   host:
     description:
       - Host name waivers are matched against. Defaults to C(inventory_hostname).
@@ -281,6 +293,7 @@ def main():
             params=dict(type="dict", default={}),
             waivers=dict(type="list", elements="raw", default=[]),
             waiver_files=dict(type="list", elements="path", default=[]),
+            catalogue_dirs=dict(type="list", elements="path", default=[]),
             host=dict(type="str"),
             today=dict(type="raw"),
         ),

@@ -28,6 +28,8 @@ options:
   report_dir:
     description:
       - Directory the reports are written to; created when missing.
+      - A relative path is taken from the working directory of the C(ansible-playbook) process, never from
+        the playbook's or the collection's directory (the roles' default is V(gpuhost-reports)).
     type: path
     required: true
   hosts:
@@ -79,6 +81,13 @@ options:
     type: str
     choices: [critical, high, medium, low, none]
     default: none
+  host_notes:
+    description:
+      - A word per host shown with it in RV(console), for example that a host is a test capture
+        with hostile values on purpose. Keys are C(inventory_hostname); empty values are left out.
+      - The audit and remediate roles pass each host's C(gpuhost_note) variable.
+    type: dict
+    default: {}
 notes:
   - Supports check mode. The reports are written in check mode too, since an audit run with C(--check) must report.
     The task never reports C(changed) - the reports live on the controller, no host is changed.
@@ -129,7 +138,7 @@ paths:
     junit: /srv/reports/junit.xml
     prom: /srv/reports/metrics.prom
 report_dir:
-  description: The directory written to.
+  description: The directory written to, absolute.
   returned: success
   type: str
   sample: /srv/reports
@@ -150,6 +159,95 @@ totals:
     hosts_failing: 1
     reboot_required: 1
     fail_by_severity: {critical: 0, high: 8, medium: 1, low: 0, info: 0}
+stats:
+  description:
+    - Fleet and per-host totals for callers, computed from the report document (C(plugins/plugin_utils/stats.py)).
+      The audit and remediate roles publish it with C(ansible.builtin.set_stats) as the custom stat
+      C(gpuhost_baseline); C(docs/report.md) of the collection, "Totals for callers", describes every key.
+    - C(fleet) holds every key of RV(totals) with the same value, plus C(facts_errors) and C(names)
+      (host names that are C(unreachable), C(failed), or C(failing) - at least one finding with status fail).
+    - C(hosts) has, per host, C(state), C(message), C(profile), the five status counts, C(fail_by_severity),
+      C(reboot_required) (a failing finding whose fix needs a reboot), C(facts_errors) and C(pending) (count).
+    - C(reports) has C(dir) and the path of each file written, by format.
+  returned: success
+  type: dict
+  sample:
+    schema: 1
+    generated: "2025-06-01T12:00:00+00:00"
+    profile: amd-epyc-nvidia
+    collection_version: 0.1.0
+    fleet:
+      hosts: 2
+      audited: 1
+      unreachable: 1
+      failed: 0
+      pass: 40
+      fail: 9
+      unknown: 1
+      waived: 0
+      not_applicable: 2
+      hosts_failing: 1
+      reboot_required: 1
+      fail_by_severity: {critical: 0, high: 8, medium: 1, low: 0, info: 0}
+      facts_errors: 3
+      names: {unreachable: [gpu02], failed: [], failing: [gpu01]}
+    hosts:
+      gpu01:
+        state: audited
+        message: null
+        profile: amd-epyc-nvidia
+        pass: 40
+        fail: 9
+        unknown: 1
+        waived: 0
+        not_applicable: 2
+        fail_by_severity: {critical: 0, high: 8, medium: 1, low: 0, info: 0}
+        reboot_required: true
+        facts_errors: 3
+        pending: 1
+      gpu02:
+        state: unreachable
+        message: "Failed to connect to the host via ssh"
+        profile: auto
+        pass: 0
+        fail: 0
+        unknown: 0
+        waived: 0
+        not_applicable: 0
+        fail_by_severity: {critical: 0, high: 0, medium: 0, low: 0, info: 0}
+        reboot_required: false
+        facts_errors: 0
+        pending: 0
+    reports:
+      dir: /srv/reports
+      json: /srv/reports/report.json
+      md: /srv/reports/report.md
+console:
+  description:
+    - The run summary as lines of text, printed by the audit and remediate roles after the reports are written
+      (C(docs/report.md), "Console output"). Built from the report document by C(plugins/plugin_utils/console.py).
+    - A header with the fleet totals; one line per host (sorted, clean hosts too) with its state and counts by
+      status, failing findings also by severity, V(before -> after) after a remediation, the host's message
+      (why it is unreachable or failed) and its O(host_notes) entry.
+    - Then, per host with failing findings, one line per rule, worst severity first; findings of a rule that fail
+      the same way on several subjects are folded into one line with the subject list (PCI domain 0000 left out,
+      long lists shortened).
+    - Then the exit code the roles' verdict will give for O(fail_on) and the report directory.
+    - Host values are escaped - control and other non-printable characters (and U+FFFD) as V(\xNN),
+      V(\uNNNN), V(\n); a backslash as two - and cut after 240 characters, so no captured value can move the
+      cursor, colour the terminal or fake a line.
+  returned: success
+  type: list
+  elements: str
+  sample:
+    - "gpuhost baseline audit, profile amd-epyc-nvidia: 2 host(s), 1 audited, 1 unreachable, 0 failed; 1 with failing findings"
+    - "  gpu01  audited     fail 9 (high 8, medium 1), unknown 1, waived 0, pass 40, n/a 2"
+    - "  gpu02  unreachable - Failed to connect to the host via ssh"
+    - "gpu01: 9 failing finding(s), worst first"
+    - "  high     PCI-001 MaxReadReq 512 B < 4096 B on 8 GPUs: 03:00.0 04:00.0 23:00.0 24:00.0 83:00.0 ... 85:00.0 86:00.0"
+    - "  medium   NUMA-004 spread of free memory between nodes 7.7 pp > 5 pp"
+    - "exit code 4: unreachable: gpu02"
+    - "reports: /srv/reports"
 profile:
   description: Top-level profile of the report (shared by all hosts, or V(mixed)).
   returned: success
@@ -193,6 +291,7 @@ ARGUMENT_SPEC = dict(
     collection_version=dict(type="str"),
     generated=dict(type="str"),
     fail_on=dict(type="str", default="none", choices=["critical", "high", "medium", "low", "none"]),
+    host_notes=dict(type="dict", default={}),
 )
 
 

@@ -44,11 +44,20 @@ options:
     type: list
     elements: path
     default: []
+  catalogue_dirs:
+    description:
+      - Site catalogue directories (inventory variable C(gpuhost_catalogue_dirs)) layered over the bundled
+        catalogue in list order; see M(gpuhost.baseline.baseline_evaluate). Every file in them is checked
+        with the same schemas as the bundled ones; an error names the file and the entry.
+      - A relative path is resolved against the current directory of the C(ansible-playbook) process.
+    type: list
+    elements: path
+    default: []
   hosts:
     description:
-      - Validate the inputs of each of these inventory hosts instead of O(profile), O(params), O(waivers) and
-        O(waiver_files) - their C(gpuhost_profile), C(gpuhost_params), C(gpuhost_waivers) and C(gpuhost_waiver_files)
-        variables, with the same defaults. Run it once
+      - Validate the inputs of each of these inventory hosts instead of O(profile), O(params), O(waivers),
+        O(waiver_files) and O(catalogue_dirs) - their C(gpuhost_profile), C(gpuhost_params), C(gpuhost_waivers),
+        C(gpuhost_waiver_files) and C(gpuhost_catalogue_dirs) variables, with the same defaults. Run it once
         (C(run_once)) with V(ansible_play_hosts_all) so the whole fleet is checked before any host is contacted;
         hosts sharing the same inputs are validated once. The error names the first host whose inputs are wrong.
     type: list
@@ -96,6 +105,7 @@ def main():
             params=dict(type="dict", default={}),
             waivers=dict(type="list", elements="raw", default=[]),
             waiver_files=dict(type="list", elements="path", default=[]),
+            catalogue_dirs=dict(type="list", elements="path", default=[]),
             hosts=dict(type="list", elements="str"),
         ),
         supports_check_mode=True,

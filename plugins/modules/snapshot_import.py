@@ -33,11 +33,14 @@ options:
   src:
     description:
       - Path of the snapshot tarball on the controller (gzip, bzip2, xz or uncompressed).
+      - A relative path is taken from the working directory of the C(ansible-playbook) process.
     type: path
     required: true
   dest:
     description:
       - Snapshot directory to create on the controller; its parent is created when missing.
+      - A relative path is taken from the working directory of the C(ansible-playbook) process, never from
+        the playbook's or the collection's directory.
       - When it exists it must be a directory that is empty or holds a C(snapshot.json) (a previous
         snapshot); anything else fails the task and is left alone.
     type: path
@@ -61,7 +64,8 @@ attributes:
     platforms: posix
 notes:
   - C(playbooks/snapshot.yml) captures, fetches and imports in one run; C(--tags import) imports tarballs
-    already fetched to C(gpuhost_snapshot_dir).
+    already fetched to C(gpuhost_snapshot_dir) (default V(gpuhost-snapshots) under the working directory of
+    C(ansible-playbook)).
 seealso:
   - module: gpuhost.baseline.host_snapshot
   - module: gpuhost.baseline.host_facts

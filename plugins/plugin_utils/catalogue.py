@@ -14,11 +14,18 @@ that need them: importing this module never fails on a host without them.
 
 Everything malformed is rejected with :class:`CatalogueError` naming the file, the rule id
 (or profile / waiver) and what is wrong, before any host is judged.
+
+Site catalogues (``gpuhost_catalogue_dirs``, ``site_dirs`` here) layer over the bundled one in
+list order: each directory may hold ``rules/*.yml``, ``profiles/*.yml`` and ``waivers/*.yml``.
+New rules and profiles are added; one that reuses an id or a name of an earlier layer must say
+``replaces: true``, otherwise the collision is an error naming both files.
 """
 
 from __future__ import absolute_import, division, print_function
 
+import copy
 import datetime
+import hashlib
 import math
 import os
 import re
@@ -103,6 +110,11 @@ _ID_RE = re.compile(r"^([A-Z]+)-(\d{3})$")
 _PARAM_IN_EXPR_RE = re.compile(r"(?<![.\w@])params\.([A-Za-z_][A-Za-z0-9_]*)")
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 _DATE_RE = re.compile(r"^\d{4}-\d{2}-\d{2}$")
+
+#: What a site catalogue directory (``gpuhost_catalogue_dirs``) may hold.
+SITE_SUBDIRS = ("rules", "profiles", "waivers")
+#: How errors name the variable that lists the site catalogue directories.
+SITE_VARIABLE = "gpuhost_catalogue_dirs"
 
 
 class CatalogueError(Exception):
@@ -285,6 +297,8 @@ class Rule:
         self.pending_when = expr("pending_when")
         self.label = raw.get("label") or self.title
         self.unit = raw.get("unit") or ""
+        # a site rule that takes the place of a rule of an earlier layer with the same id
+        self.replaces = raw.get("replaces") is True
 
         (op, value), = raw["expect"].items()
         # YAML 1.1 reads a bare `true:` / `false:` key as a boolean (the schema saw it as the string).
@@ -310,17 +324,43 @@ class Rule:
 class Catalogue:
     """Every rule (by id, in catalogue order) and every resolved profile."""
 
-    def __init__(self, rules, profiles, base_dir):
+    def __init__(self, rules, profiles, base_dir, site_dirs=(), waiver_files=()):
         self.rules = rules
         self.by_id = dict((r.id, r) for r in rules)
         self.profiles = profiles
         self.base_dir = base_dir
+        #: absolute site catalogue directories layered over the bundled catalogue, in order
+        self.site_dirs = list(site_dirs)
+        #: waiver files of the site directories (``<dir>/waivers/*.yml``), in layer then name order
+        self.waiver_files = list(waiver_files)
+        self._views = {}
 
     def profile(self, name):
         if name not in self.profiles:
             raise CatalogueError("unknown profile %r: known profiles are %s, or auto" % (
                 name, ", ".join(sorted(self.profiles))))
         return self.profiles[name]
+
+    def for_profile(self, profile):
+        """This catalogue with the rule severities ``profile`` (a name or :class:`Profile`) sets in
+        ``rules.severity``; the catalogue itself when it changes none. The evaluator copies each
+        finding's severity from ``by_id``, so judging with the view reports the profile's severity."""
+        if isinstance(profile, str):
+            profile = self.profile(profile)
+        changed = dict((rid, sev) for rid, sev in (getattr(profile, "severity", None) or {}).items()
+                       if rid in self.by_id and self.by_id[rid].severity != sev)
+        if not changed:
+            return self
+        key = tuple(sorted(changed.items()))
+        if key not in self._views:
+            rules = []
+            for rule in self.rules:
+                if rule.id in changed:
+                    rule = copy.copy(rule)
+                    rule.severity = changed[rule.id]
+                rules.append(rule)
+            self._views[key] = Catalogue(rules, self.profiles, self.base_dir, self.site_dirs, self.waiver_files)
+        return self._views[key]
 
 
 def _item_where(base, noun, items, index):
@@ -375,23 +415,125 @@ def load_rules(base_dir):
     return build_rules(read_rule_files(base_dir))
 
 
-def build_rules(files):
-    """:class:`Rule` objects of schema-checked rule files, with the checks a schema cannot make."""
-    rules = []
-    seen = {}
-    for rel, area, data in files:
-        for index, raw in enumerate(data):
-            rule = Rule(raw, rel, index)
-            if rule.area != area:
-                raise CatalogueError("%s: area %r does not match its file (rules/%s.yml holds area %s)" % (
-                    rule.where, rule.area, area, area))
-            if rule.id in seen:
-                raise CatalogueError("%s: duplicate id %s (already defined in %s)" % (rule.where, rule.id, seen[rule.id]))
-            seen[rule.id] = rel
-            rules.append(rule)
+def build_rules(files, sites=()):
+    """:class:`Rule` objects of schema-checked rule files, with the checks a schema cannot make.
+
+    ``sites`` (documents of :func:`read_site_dir`) layer over ``files`` in order: a site rule
+    with a new id is added; one with the id of an earlier layer must say ``replaces: true``."""
+    by_id = {}
+    seen = {}  # id -> (file, layer)
+    layers = [(0, files)] + [(n + 1, site["rules"]) for n, site in enumerate(sites)]
+    for layer, layer_files in layers:
+        for rel, area, data in layer_files:
+            for index, raw in enumerate(data):
+                rule = Rule(raw, rel, index)
+                if area is not None and rule.area != area:
+                    raise CatalogueError("%s: area %r does not match its file (rules/%s.yml holds area %s)" % (
+                        rule.where, rule.area, area, area))
+                previous = seen.get(rule.id)
+                if previous is not None and previous[1] == layer:
+                    raise CatalogueError("%s: duplicate id %s (already defined in %s)" % (
+                        rule.where, rule.id, previous[0]))
+                if previous is not None and not rule.replaces:
+                    raise CatalogueError("%s: id %s is already defined in %s; a site rule replaces it only with "
+                                         "replaces: true" % (rule.where, rule.id, _layer_file(previous)))
+                if previous is None and rule.replaces:
+                    raise CatalogueError("%s: replaces: true, but no earlier catalogue (bundled, or a directory "
+                                         "listed before in %s) defines %s" % (rule.where, SITE_VARIABLE, rule.id))
+                seen[rule.id] = (rel, layer)
+                by_id[rule.id] = rule
     order = dict((a, i) for i, a in enumerate(AREA_NAMES))
-    rules.sort(key=lambda r: (order[r.area], r.id))
-    return rules
+    return sorted(by_id.values(), key=lambda r: (order[r.area], r.id))
+
+
+def _layer_file(previous):
+    """A file of an earlier layer, as errors name it: bundled files are relative to the collection."""
+    path, layer = previous
+    return "%s (bundled catalogue)" % path if layer == 0 else path
+
+
+def _check_site_dirs(site_dirs):
+    """Absolute paths of the site catalogue directories: a relative path is resolved against the
+    current directory (ansible-playbook's); each must exist and hold rules/, profiles/ or waivers/."""
+    if site_dirs is None:
+        return []
+    if not isinstance(site_dirs, (list, tuple)):
+        raise CatalogueError("%s must be a list of directories, got %r" % (SITE_VARIABLE, site_dirs))
+    out = []
+    for entry in site_dirs:
+        if not isinstance(entry, str) or not entry.strip():
+            raise CatalogueError("%s must be a list of directories, got the entry %r" % (SITE_VARIABLE, entry))
+        path = os.path.abspath(os.path.expanduser(str(entry)))
+        shown = entry if entry == path else "%s (%s)" % (entry, path)
+        if not os.path.isdir(path):
+            raise CatalogueError("%s: %s: no such directory" % (SITE_VARIABLE, shown))
+        if not any(os.path.isdir(os.path.join(path, sub)) for sub in SITE_SUBDIRS):
+            raise CatalogueError("%s: %s holds none of %s" % (
+                SITE_VARIABLE, shown, ", ".join(sub + "/" for sub in SITE_SUBDIRS)))
+        if path in out:
+            raise CatalogueError("%s: %s is listed twice" % (SITE_VARIABLE, shown))
+        out.append(path)
+    return out
+
+
+def _yaml_names(directory):
+    """Sorted names of the YAML files of ``directory`` (none when it does not exist)."""
+    if not os.path.isdir(directory):
+        return []
+    try:
+        names = os.listdir(directory)
+    except EnvironmentError as exc:
+        raise CatalogueError("%s: cannot list: %s" % (directory, exc.strerror or exc))
+    return sorted(n for n in names if n.endswith((".yml", ".yaml")) and not n.startswith("."))
+
+
+def read_site_dir(site_dir):
+    """The documents of one site catalogue directory, each file loaded and schema-checked:
+    ``{"dir", "rules": [[path, area or None, rules]], "profiles": {name: [data, path, where]},
+    "waivers": [path]}``. Files are named by their full path. A rule file named after an area
+    (``rules/kernel.yml``) holds rules of that area only; any other name may mix areas."""
+    rules = []
+    for name in _yaml_names(os.path.join(site_dir, "rules")):
+        path = os.path.join(site_dir, "rules", name)
+        stem = name.rsplit(".", 1)[0]
+        data = _load_yaml(path)
+        _check_file("rules", data, path, "rule")
+        rules.append([path, stem if stem in AREA_PREFIX else None, data])
+    profiles = {}
+    for name in _yaml_names(os.path.join(site_dir, "profiles")):
+        path = os.path.join(site_dir, "profiles", name)
+        pname = name.rsplit(".", 1)[0]
+        if not _NAME_RE.match(pname):
+            raise CatalogueError("%s: profile names are lower case letters, digits and dashes" % path)
+        if pname in profiles:
+            raise CatalogueError("%s: profile %s is also defined in %s" % (path, pname, profiles[pname][1]))
+        data = _load_yaml(path)
+        where = "%s: profile %s" % (path, pname)
+        _check_file("profile", data, where, items=False)
+        profiles[pname] = [data, path, where]
+    waivers = [os.path.join(site_dir, "waivers", name) for name in _yaml_names(os.path.join(site_dir, "waivers"))]
+    return {"dir": site_dir, "rules": rules, "profiles": profiles, "waivers": waivers}
+
+
+def layer_profiles(raw_profiles, sites=()):
+    """The bundled profile documents with the sites' layered over them in order: a new name is
+    added, a name of an earlier layer is replaced only by a profile that says ``replaces: true``."""
+    merged = {}
+    layers = [(0, raw_profiles)] + [(n + 1, site["profiles"]) for n, site in enumerate(sites)]
+    for layer, documents in layers:
+        for name in sorted(documents):
+            data, path, where = documents[name]
+            replaces = isinstance(data, dict) and data.get("replaces") is True
+            previous = merged.get(name)
+            if previous is not None and not replaces:
+                raise CatalogueError("%s: the name %s is already used by %s; a site profile replaces it only with "
+                                     "replaces: true (or pick another name and extends: %s)" % (
+                                         where, name, _layer_file((previous[0][1], previous[1])), name))
+            if previous is None and replaces:
+                raise CatalogueError("%s: replaces: true, but no earlier catalogue (bundled, or a directory listed "
+                                     "before in %s) defines profile %s" % (where, SITE_VARIABLE, name))
+            merged[name] = ([data, path, where], layer)
+    return dict((name, entry[0]) for name, entry in merged.items())
 
 
 # -- parameters -------------------------------------------------------------------------
@@ -483,7 +625,7 @@ def merge_params(base, overrides, where, ignore_unknown=False):
 class Profile:
     """A profile with ``extends`` resolved: rule ids selected and full parameters."""
 
-    def __init__(self, name, description, priority, match, rule_ids, params, file):
+    def __init__(self, name, description, priority, match, rule_ids, params, file, severity=None):
         self.name = name
         self.description = description
         self.priority = priority
@@ -491,6 +633,8 @@ class Profile:
         self.rule_ids = rule_ids
         self.params = params
         self.file = file
+        #: rule id -> severity for the selected rules whose severity this profile (or a parent) changes
+        self.severity = dict(severity or {})
 
 
 def load_profiles(base_dir, rules):
@@ -548,9 +692,13 @@ def build_profiles(raw_profiles, rules, prof_dir):
         areas = sel["areas"] if "areas" in sel else (parent.areas if parent else [])
         include = list(sel.get("include") or [])
         exclude = list(sel.get("exclude") or [])
+        own_severity = dict(sel.get("severity") or {})
         for rid in include + exclude:
             if rid not in known_ids:
                 raise CatalogueError("%s: rules: unknown rule id %r" % (where, rid))
+        for rid in sorted(own_severity):
+            if rid not in known_ids:
+                raise CatalogueError("%s: rules.severity: unknown rule id %r" % (where, rid))
         both = sorted(set(include) & set(exclude))
         if both:
             raise CatalogueError("%s: rules: %s both included and excluded" % (where, ", ".join(both)))
@@ -561,6 +709,13 @@ def build_profiles(raw_profiles, rules, prof_dir):
         selected = [r.id for r in rules if (r.area in areas or r.id in inc) and r.id not in exc]
         if not selected:
             raise CatalogueError("%s: selects no rule" % where)
+        for rid in sorted(own_severity):
+            if rid not in selected:
+                raise CatalogueError("%s: rules.severity: %s is not selected by this profile (excluded, or outside "
+                                     "its areas and include)" % (where, rid))
+        severity = dict(parent.severity) if parent else {}
+        severity.update(own_severity)
+        severity = dict((rid, sev) for rid, sev in severity.items() if rid in selected)
 
         params_raw = data.get("params") or {}
         if parent:
@@ -584,7 +739,8 @@ def build_profiles(raw_profiles, rules, prof_dir):
                 if ref not in params:
                     raise CatalogueError("%s: rule %s (%s) references unknown parameter %r (profile parameters: %s)" % (
                         where, rid, by_id[rid].file, ref, ", ".join(sorted(params))))
-        profile = Profile(name, " ".join(data["description"].split()), priority, match, selected, params, rel)
+        profile = Profile(name, " ".join(data["description"].split()), priority, match, selected, params, rel,
+                          severity)
         profile.areas = areas
         profile.include = sorted(inc)
         profile.exclude = sorted(exc)
@@ -603,8 +759,10 @@ def build_profiles(raw_profiles, rules, prof_dir):
 _CACHE = {}
 
 
-def _stamp(base_dir):
-    """Names, mtimes and sizes of the catalogue files and of the schemas that checked them."""
+def _stamp(base_dir, site_dirs=()):
+    """Names, mtimes and sizes of the catalogue files and of the schemas that checked them; for
+    the site directories also each file's content digest (a site file edited twice within the
+    clock's resolution, same size, is still seen)."""
     stamp = []
     for sub, d in (("rules", os.path.join(base_dir, "rules")), ("profiles", os.path.join(base_dir, "profiles")),
                    ("schemas", SCHEMA_DIR)):
@@ -614,28 +772,71 @@ def _stamp(base_dir):
                 stamp.append((sub, name, st.st_mtime_ns, st.st_size))
         except EnvironmentError:
             stamp.append((sub, None))
+    for site_dir in site_dirs:
+        for sub in SITE_SUBDIRS:
+            d = os.path.join(site_dir, sub)
+            try:
+                names = sorted(os.listdir(d)) if os.path.isdir(d) else None
+                if names is None:
+                    stamp.append(("site", site_dir, sub, None))
+                    continue
+                for name in names:
+                    path = os.path.join(d, name)
+                    st = os.stat(path)
+                    stamp.append(("site", site_dir, sub, name, st.st_mtime_ns, st.st_size, _digest(path)))
+            except EnvironmentError:
+                stamp.append(("site", site_dir, sub, "unreadable"))
     return tuple(stamp)
 
 
-def load_catalogue(base_dir=None):
-    """The validated :class:`Catalogue` of ``base_dir`` (default: this collection)."""
+def _digest(path):
+    if not os.path.isfile(path):
+        return None
+    with open(path, "rb") as handle:
+        return hashlib.sha256(handle.read()).hexdigest()
+
+
+def _sites_documents(documents, site_dirs):
+    """The site documents of a cached ``documents`` when they cover exactly ``site_dirs``, else None."""
+    sites = documents.get("sites", [])
+    if not isinstance(sites, list) or [s.get("dir") if isinstance(s, dict) else None for s in sites] != site_dirs:
+        return None
+    for site in sites:
+        if not (isinstance(site.get("rules"), list) and isinstance(site.get("profiles"), dict)
+                and isinstance(site.get("waivers"), list)):
+            return None
+    return sites
+
+
+def load_catalogue(base_dir=None, site_dirs=None):
+    """The validated :class:`Catalogue` of ``base_dir`` (default: this collection) with the site
+    catalogue directories ``site_dirs`` (``gpuhost_catalogue_dirs``; relative paths are resolved
+    against the current directory) layered over it in order."""
     base_dir = os.path.abspath(base_dir or COLLECTION_ROOT)
-    stamp = _stamp(base_dir)
-    cached = _CACHE.get(base_dir)
+    sites_wanted = _check_site_dirs(site_dirs)
+    stamp = _stamp(base_dir, sites_wanted)
+    key = (base_dir, tuple(sites_wanted))
+    cached = _CACHE.get(key)
     if cached and cached[0] == stamp:
         return cached[1]
     documents = _disk_cache(base_dir, stamp)
-    if documents is None:
+    sites = _sites_documents(documents, sites_wanted) if documents is not None else None
+    if documents is None or sites is None:
         documents = {"rules": read_rule_files(base_dir), "profiles": read_profile_files(base_dir)}
+        if sites_wanted:
+            documents["sites"] = sites = [read_site_dir(d) for d in sites_wanted]
+        else:
+            sites = []
         fresh = True
     else:
         fresh = False
-    rules = build_rules(documents["rules"])
-    profiles = build_profiles(documents["profiles"], rules, os.path.join(base_dir, "profiles"))
+    rules = build_rules(documents["rules"], sites)
+    profiles = build_profiles(layer_profiles(documents["profiles"], sites), rules, os.path.join(base_dir, "profiles"))
     if fresh:
         _disk_cache(base_dir, stamp, documents)
-    catalogue = Catalogue(rules, profiles, base_dir)
-    _CACHE[base_dir] = (stamp, catalogue)
+    waiver_files = [path for site in sites for path in site["waivers"]]
+    catalogue = Catalogue(rules, profiles, base_dir, sites_wanted, waiver_files)
+    _CACHE[key] = (stamp, catalogue)
     return catalogue
 
 
@@ -831,13 +1032,15 @@ def _resolve_auto_candidate(catalogue, name, params):
                                  ignore_unknown=True)
 
 
-def validate(profile="auto", params=None, waivers=None, base_dir=None, waiver_files=None):
+def validate(profile="auto", params=None, waivers=None, base_dir=None, waiver_files=None, site_dirs=None):
     """Load and check everything a run needs before any host is contacted.
 
     With ``profile: auto`` every profile's parameters are checked against ``params``
-    (the one chosen per host is only known from its facts).
+    (the one chosen per host is only known from its facts). ``site_dirs``: the site catalogue
+    directories (``gpuhost_catalogue_dirs``); their waiver files join ``waiver_files``.
     """
-    catalogue = load_catalogue(base_dir)
+    catalogue = load_catalogue(base_dir, site_dirs)
+    waiver_files = list(waiver_files or []) + catalogue.waiver_files
     if profile in (None, "auto"):
         names = sorted(catalogue.profiles)
     else:

@@ -307,4 +307,5 @@ ARGUMENT_SPEC = dict(
     collection_version=dict(type="str"),
     generated=dict(type="str"),
     fail_on=dict(type="str", default="none", choices=["critical", "high", "medium", "low", "none"]),
+    host_notes=dict(type="dict", default={}),
 )
