@@ -478,9 +478,30 @@ def _label(device, gpu_names):
     return "%s %s" % (ident, {"gpu": "GPU", "nic": "NIC", "nvme": "NVMe"}.get(kind, "device"))
 
 
+#: why the PCIe register rules do not apply to a device without a PCI Express capability
+NO_PCIE_CAPABILITY = ("no PCI Express capability, so no MaxReadReq, MaxPayload or link register to judge "
+                      "(a conventional PCI or paravirtual device)")
+
+
+def pcie_capability(device):
+    """True when the device has a PCI Express capability, False when its configuration space was read
+    (at least the 64-byte header, without a read error) and its capability list holds none (conventional
+    PCI, a virtio device on a PCI bus), None when that is not known."""
+    if isinstance(device.get("pcie"), dict):
+        return True
+    config = device.get("config_bytes")
+    if "pcie" in device and device.get("pcie") is None and not device.get("error") \
+            and isinstance(config, int) and not isinstance(config, bool) and config >= 64:
+        return False
+    return None
+
+
 def _with_label(device, gpu_names):
     item = dict(device)
     item["label"] = _label(device, gpu_names)
+    item["pcie_capability"] = pcie_capability(device)
+    # a subject element's not_applicable reason makes every rule over it not_applicable (evaluation.py)
+    item["not_applicable"] = NO_PCIE_CAPABILITY if item["pcie_capability"] is False else None
     return item
 
 
@@ -589,7 +610,8 @@ def _pcie(facts, params):
     mps = []
     for dev in peers:
         chain = dev.get("upstream")
-        item = {"address": dev["address"], "label": dev["label"], "path": None, "mismatches": None, "reason": None}
+        item = {"address": dev["address"], "label": dev["label"], "path": None, "mismatches": None, "reason": None,
+                "not_applicable": dev["not_applicable"]}
         if not isinstance(chain, list):
             item["reason"] = "upstream path unknown (sysfs device link not resolved)"
             mps.append(item)

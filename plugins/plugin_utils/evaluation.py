@@ -317,6 +317,13 @@ def _evaluate_rule(rule, doc, params):
             except EvaluationError:
                 detail = None
             detail = _fmt(detail) if detail not in (None, "", []) else None
+        # an element may carry why no rule over it applies (derive.py: a device without the PCI
+        # Express capability has none of the registers the PCIe rules judge)
+        reason = element.get("not_applicable") if isinstance(element, dict) else None
+        if isinstance(reason, str) and reason:
+            findings.append(_finding(rule, "not_applicable", subject, None, None, "%s on %s%s" % (
+                reason, subject, " (%s)" % detail if detail else "")))
+            continue
         findings.append(_evaluate_one(rule, doc, element, params, subject, detail))
     return findings
 

@@ -244,6 +244,61 @@ def test_no_gpu_makes_nvidia_rules_not_applicable():
             assert f["status"] == "not_applicable", (f["id"], f["message"])
 
 
+# -- device rules apply only to devices with the register they judge (issue 14, item 2) --------
+
+VIRTIO_NIC = "0000:00:03.0"
+#: the rules that read the PCI Express capability of a GPU or NIC (MaxReadReq, MaxPayload, link, boot MaxReadReq)
+PCIE_REGISTER_RULES = ("PCI-002", "PCI-003", "PCI-004", "PCI-005", "PCI-008")
+
+
+def _virtio_nic(config_bytes=256, error=None):
+    """A virtio network function on a conventional PCI bus: no capability list entry for PCI Express."""
+    def mutate(facts):
+        facts["pci"]["devices"].insert(0, {
+            "address": VIRTIO_NIC, "vendor_id": "0x1af4", "device_id": "0x1041", "class_id": "0x020000",
+            "kind": "nic", "driver": "virtio-pci", "numa_node": None, "local_cpulist": "0-31", "upstream": [],
+            "config_bytes": config_bytes, "pcie": None, "acs": None, "aer": None, "error": error})
+    return mutate
+
+
+def test_device_without_pcie_capability_is_not_applicable_with_the_reason():
+    result = _run({"smt": "on"}, _virtio_nic())
+    for rule_id in PCIE_REGISTER_RULES:
+        (f,) = [f for f in _of(result, rule_id) if f["subject"] == VIRTIO_NIC]
+        assert f["status"] == "not_applicable", (rule_id, f["message"])
+        assert f["message"] == ("no PCI Express capability, so no MaxReadReq, MaxPayload or link register to judge "
+                                "(a conventional PCI or paravirtual device) on 0000:00:03.0 (0x1af4 0x1041 NIC)")
+        assert (f["expected"], f["observed"]) == (None, None)
+    # nothing for pcie_tune to fix on it, and the other devices are judged as before: all pass
+    assert "pcie_tune" not in result["fix_plan"] and result["fix_plan"]["pcie_mrrs"] == {"gpu": [], "nic": []}
+    others = [f for f in result["findings"] if f["subject"] != VIRTIO_NIC and f["status"] != "pass"]
+    assert others == []
+
+
+def test_device_with_pcie_capability_is_judged_as_before():
+    def with_capability(facts):
+        _virtio_nic()(facts)
+        device(facts, VIRTIO_NIC)["pcie"] = dict(device(facts, NIC)["pcie"], max_read_request=512)
+    result = _run({}, with_capability)
+    (mrrs,) = [f for f in _of(result, "PCI-002") if f["subject"] == VIRTIO_NIC]
+    assert (mrrs["status"], mrrs["observed"]) == ("fail", 512)
+    (boot,) = [f for f in _of(result, "PCI-008") if f["subject"] == VIRTIO_NIC]
+    assert boot["status"] == "fail" and "no boot-time MaxReadReq" in boot["message"]
+    assert VIRTIO_NIC in result["fix_plan"]["pcie_mrrs"]["nic"]
+
+
+@pytest.mark.parametrize("config_bytes, error", [
+    (None, "cannot read /sys/bus/pci/devices/0000:00:03.0/config: PCI Express, ACS and AER unknown (see errors)"),
+    (64, "config space is 64 bytes: capabilities need root; run with become: true"),
+])
+def test_device_whose_capability_is_unknown_stays_unknown(config_bytes, error):
+    # an unreadable or cut-short config space does not prove the capability absent
+    result = _run({}, _virtio_nic(config_bytes, error))
+    (f,) = [f for f in _of(result, "PCI-002") if f["subject"] == VIRTIO_NIC]
+    assert f["status"] == "unknown" and error in f["message"], f["message"]
+    assert [f["status"] for f in _of(result, "PCI-004") if f["subject"] == VIRTIO_NIC] == ["unknown"]
+
+
 # -- the bundled snapshots ------------------------------------------------------------------
 
 @pytest.fixture(scope="module")
