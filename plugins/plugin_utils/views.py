@@ -139,6 +139,224 @@ def _changes(host):
 
 
 # ---------------------------------------------------------------------------
+# values and reasons in words (HTML and Markdown views)
+# ---------------------------------------------------------------------------
+
+#: What an empty list, mapping or string reads as.
+NOTHING = "nothing"
+
+
+def _scalar_words(value):
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    if isinstance(value, str):
+        return value if value.strip() else NOTHING
+    if isinstance(value, float) and value.is_integer() and abs(value) < 1e15:
+        return str(int(value))
+    return str(value)
+
+
+def human_inline(value):
+    """One line of words for any JSON value: lists comma-separated, mappings ``key: value``
+    joined by ``;``, nested lists in parentheses, ``nothing`` for an empty one, ``""`` for null."""
+    if isinstance(value, dict):
+        if not value:
+            return NOTHING
+        return "; ".join("%s: %s" % (k, _nested_inline(v)) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        if not value:
+            return NOTHING
+        return ", ".join(_nested_inline(v) for v in value)
+    return _scalar_words(value)
+
+
+def _nested_inline(value):
+    if isinstance(value, (list, tuple)) and value:
+        return "(%s)" % human_inline(value)
+    if isinstance(value, dict) and value:
+        return "(%s)" % ", ".join("%s: %s" % (k, _nested_inline(v)) for k, v in value.items())
+    return human_inline(value)
+
+
+def human_lines(value):
+    """The lines a person reads for an expected/observed value: one per list item or
+    mapping entry (``key: value``), ``["nothing"]`` for an empty one, ``[]`` for null."""
+    if value is None:
+        return []
+    if isinstance(value, dict):
+        return ["%s: %s" % (k, _nested_inline(v)) for k, v in value.items()] if value else [NOTHING]
+    if isinstance(value, (list, tuple)):
+        return [_nested_inline(v) if not isinstance(v, dict) else human_inline(v) for v in value] if value \
+            else [NOTHING]
+    return [_scalar_words(value)]
+
+
+def _clip(text, limit):
+    if len(text) <= limit:
+        return text
+    return " ".join(text.split())[:max(1, limit - 1)].rstrip() + "\u2026"
+
+
+def humanise(value, max_items=4, max_chars=90):
+    """What a view shows of an expected/observed value.
+
+    ``{"lines", "text", "inline", "truncated", "full"}``: ``lines`` are at most ``max_items``
+    lines of at most ``max_chars`` characters (longer ones cut with an ellipsis, then ``and N
+    more``); ``text`` is them on one line (``, `` between items, ``; `` between keys);
+    ``inline`` says that line reads well (short scalars, a single line); ``truncated`` says
+    something was cut, and then ``full`` holds every line uncut (folded in a ``<details>``).
+    """
+    full = human_lines(value)
+    shown = [_clip(line, max_chars) for line in full[:max_items]]
+    truncated = len(full) > max_items or any(a != b for a, b in zip(shown, full))
+    if truncated and len(full) > max_items:
+        shown.append("and %d more" % (len(full) - max_items))
+    if isinstance(value, (list, tuple)):
+        scalars = not any(isinstance(v, (list, tuple, dict)) for v in value)
+    else:
+        scalars = not isinstance(value, dict)
+    inline = len(shown) <= 1 or (scalars and len(", ".join(shown)) <= max_chars // 2)
+    text = ("; " if isinstance(value, dict) else ", ").join(shown)
+    return {"lines": shown, "text": text, "inline": inline, "truncated": truncated, "full": full if truncated else []}
+
+
+def _repeats_message(value, message):
+    """True when a value is only text the finding's message already says (the persisted-state
+    rules observe a list of problems their message spells out)."""
+    if not message or not value:
+        return False
+    items = value if isinstance(value, (list, tuple)) else [value]
+    if not all(isinstance(v, str) and len(v) > 40 for v in items):
+        return False
+    flat = " ".join(message.split())
+    return all(" ".join(v.split()) in flat for v in items)
+
+
+def observed_view(finding):
+    """``humanise`` of a finding's observed value, or a pointer to the message when the value
+    repeats it word for word."""
+    observed = finding.get("observed")
+    if _repeats_message(observed, finding.get("message")):
+        count = len(observed) if isinstance(observed, (list, tuple)) else 1
+        note = "see message" if count == 1 else "%d problems, see message" % count
+        return {"lines": [note], "text": note, "inline": True, "truncated": False, "full": [], "note": True}
+    return humanise(observed)
+
+
+def expected_view(finding):
+    return humanise(finding.get("expected"))
+
+
+#: Conditions of ``applies_when`` (split at top-level ``&&``) in words: "applies only to hosts ...".
+APPLIES_WORDS = {
+    "nvidia.present": "with the NVIDIA driver and GPUs present",
+    "derived.nvidia.has_blackwell": "with a Blackwell GPU",
+    "length(nvidia.gpus || `[]`) > `1`": "with more than one NVIDIA GPU",
+    "derived.nvidia.bus_gpus || (derived.nvidia.bus_gpus == null && nvidia.present)":
+        "with NVIDIA GPUs on the PCI bus",
+    "lxc.proxmox": "running Proxmox VE",
+    "params.lxc_numa_pinning": "whose profile asks for NUMA pinning of containers",
+    "derived.cpu.amd_zen": "with an AMD Zen CPU",
+    "cpu.cpufreq.policies != `0`": "where the kernel exposes CPU frequency scaling (cpufreq)",
+    "cpu.cpufreq.epp != `{}`": "where the CPU exposes an energy-performance preference (EPP)",
+    "params.smt != 'any'": "whose profile requires SMT on or off (this profile accepts either)",
+    "numa.node_count != `1`": "with more than one NUMA node",
+    "params.iommu_passthrough": "whose profile asks for IOMMU passthrough",
+}
+
+#: Subject lists of rules (``subjects``) in words, for "nothing to check" reasons.
+SUBJECT_WORDS = {
+    "derived.pcie.gpus": "no GPUs on the PCI bus",
+    "derived.pcie.nics": "no network adapters on the PCI bus",
+    "derived.pcie.mps_paths": "no PCIe paths from a root port to a GPU or NIC",
+    "derived.pcie.peer_devices": "no GPUs or NICs for peer-to-peer transfers",
+    "derived.pcie.acs_bridges": "no PCIe bridges between GPUs and NICs",
+    "derived.pcie.aer": "no PCIe devices reporting AER error counters",
+    "derived.nvidia.gpus": "no NVIDIA GPUs",
+    "derived.lxc.gpu_containers": "no LXC containers with a GPU",
+    "derived.lxc.containers": "no LXC containers",
+}
+
+_NA_CONDITION = re.compile(r"^not applicable: (?P<expr>.+) is (?P<value>[^ ]+)$", re.S)
+_NA_SUBJECTS = re.compile(r"^not applicable: no subjects \((?P<expr>.+) is empty\)$", re.S)
+
+
+def _split_and(expr):
+    """Top-level ``&&`` operands of a jmespath expression (not inside parentheses or literals)."""
+    parts, depth, quote, start, i = [], 0, None, 0, 0
+    while i < len(expr):
+        ch = expr[i]
+        if quote:
+            quote = None if ch == quote else quote
+        elif ch in "`'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            depth -= 1
+        elif depth == 0 and expr.startswith("&&", i):
+            parts.append(expr[start:i].strip())
+            start = i + 2
+            i += 1
+        i += 1
+    parts.append(expr[start:].strip())
+    return parts
+
+
+def na_reason(finding):
+    """Why a rule did not apply, in words, from the evaluator's message (which names the
+    ``applies_when`` or ``subjects`` expression; that text stays in report.json only)."""
+    message = " ".join((finding.get("message") or "").split())
+    title = finding.get("title") or finding.get("id") or "this rule"
+    match = _NA_SUBJECTS.match(message)
+    if match:
+        words = SUBJECT_WORDS.get(match.group("expr").strip())
+        return "nothing to check on this host (%s)" % words if words else \
+            "nothing to check on this host for: %s" % title
+    match = _NA_CONDITION.match(message)
+    if match:
+        parts = [APPLIES_WORDS.get(p) for p in _split_and(match.group("expr").strip())]
+        if parts and all(parts):
+            return "applies only to hosts %s" % " and ".join(parts)
+        return "condition for this rule not met: %s" % title
+    if message.startswith("not applicable") or not message:
+        return "does not apply to this host: %s" % title
+    return message
+
+
+def _worst_fail_rank(host):
+    ranks = [SEVERITY_RANK.get(f.get("severity"), SEVERITY_RANK["critical"])
+             for f in host["findings"] if f["status"] == "fail"]
+    return max(ranks) if ranks else -1
+
+
+def host_order_key(item):
+    """Sort key of ``(name, host)``, worst first: the worst failing severity, then the number of
+    failing findings, then hosts that could not be audited before clean ones, then the name."""
+    name, host = item
+    return (-_worst_fail_rank(host), -host["summary"]["fail"], 0 if host["state"] != "audited" else 1, str(name))
+
+
+def hosts_worst_first(report):
+    """``[(index, name, host)]`` worst host first; ``index`` is the host's place in report.json
+    (element ids stay ``host-<index>`` whatever the order)."""
+    items = [(i, name, host) for i, (name, host) in enumerate(report["hosts"].items())]
+    return sorted(items, key=lambda t: host_order_key((t[1], t[2])))
+
+
+def fail_severities(host):
+    """``[(severity, count)]`` of a host's failing findings, worst severity first."""
+    counts = {}
+    for f in host["findings"]:
+        if f["status"] == "fail":
+            sev = f.get("severity") or "unknown"
+            counts[sev] = counts.get(sev, 0) + 1
+    return sorted(counts.items(), key=lambda kv: -SEVERITY_RANK.get(kv[0], SEVERITY_RANK["critical"] + 1))
+
+
+# ---------------------------------------------------------------------------
 # Markdown
 # ---------------------------------------------------------------------------
 
@@ -150,6 +368,21 @@ def md_escape(value):
     text = _text(value)
     text = _MD_SPECIAL.sub(lambda m: {"<": "&lt;", ">": "&gt;", "&": "&amp;"}.get(m.group(1), "\\" + m.group(1)), text)
     return text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "<br>")
+
+
+_MD_TEXT_SPECIAL = re.compile(r"([\\`*\[\]<>&~|]|(?<![A-Za-z0-9])_|_(?![A-Za-z0-9]))")
+
+
+def md_text(value):
+    """Escape a value for Markdown prose (a list item, not a table cell): the same guarantees
+    as :func:`md_escape` (no markup, no link, no HTML, one line) with fewer backslashes, so the
+    file reads as plain text: ``_`` between letters or digits (``vm.zone_reclaim_mode``) cannot
+    start emphasis and stays as it is; a leading ``#`` is escaped."""
+    text = value if isinstance(value, str) else human_inline(value)
+    text = _MD_TEXT_SPECIAL.sub(
+        lambda m: {"<": "&lt;", ">": "&gt;", "&": "&amp;"}.get(m.group(1), "\\" + m.group(1)), text)
+    text = text.replace("\r\n", "\n").replace("\r", "\n").replace("\n", "<br>")
+    return "\\" + text if text.startswith("#") else text
 
 
 # ---------------------------------------------------------------------------
@@ -206,10 +439,12 @@ def template_environment(template_dir=None):
         keep_trailing_newline=True,
         finalize=finalize,
     )
-    env.filters.update(text=_text, md=md_escape, pending_text=_pending_text, waiver_text=_waiver_text,
-                       safe_url=_safe_url_filter, kib=_kib, sort_findings=_sort_findings)
+    env.filters.update(text=_text, md=md_escape, md_text=md_text, pending_text=_pending_text,
+                       waiver_text=_waiver_text, safe_url=_safe_url_filter, kib=_kib, sort_findings=_sort_findings,
+                       human=human_inline, humanise=humanise, na_reason=na_reason)
     env.globals.update(statuses=STATUSES, statuses_worst_first=STATUS_WORST_FIRST, status_labels=STATUS_LABELS,
-                       cell_marks=CELL_MARKS, changes=_changes)
+                       cell_marks=CELL_MARKS, changes=_changes, observed_view=observed_view,
+                       expected_view=expected_view, hosts_worst_first=hosts_worst_first)
     return env
 
 
@@ -237,8 +472,9 @@ def render_template(fmt, report, template_dir=None, **context):
 
 
 def render_markdown(report, template_dir=None):
-    """Markdown for people and pull requests: fleet summary, then non-pass findings per host."""
-    return render_template("md", report, template_dir)
+    """Markdown for people and pull requests: fleet summary, then non-pass findings per host,
+    worst host first."""
+    return render_template("md", report, template_dir, view=report_view(report))
 
 
 def _numa_chart(nodes):
@@ -285,10 +521,11 @@ def _matrix_cells(columns, findings):
 
 
 def _host_view(index, name, host, columns):
-    """What the page shows of one host: matrix cells, findings with their anchors, changes, NUMA."""
+    """What the page shows of one host: matrix cells, findings with their anchors (problems:
+    fail, unknown, waived; then not applicable and passing ones, folded), changes, NUMA."""
     hid = "host-%d" % index
-    entry = {"name": name, "id": hid, "host": host, "cells": None, "problems": [], "passes": [],
-             "changes": [], "numa": _numa_chart(host["numa"])}
+    entry = {"name": name, "id": hid, "host": host, "cells": None, "problems": [], "not_applicable": [],
+             "passes": [], "changes": [], "numa": _numa_chart(host["numa"]), "fail_severities": fail_severities(host)}
     if host["state"] != "audited":
         return entry
     entry["cells"] = _matrix_cells(columns, host["findings"])
@@ -298,13 +535,17 @@ def _host_view(index, name, host, columns):
         key = "%s-%s" % (hid, finding["id"])
         anchor = "" if key in seen else key
         seen.add(key)
-        (entry["passes"] if finding["status"] == "pass" else entry["problems"]).append((finding, anchor))
+        group = {"pass": "passes", "not_applicable": "not_applicable"}.get(finding["status"], "problems")
+        entry[group].append((finding, anchor))
+    # rules that did not apply: by rule, severity says nothing about them
+    entry["not_applicable"].sort(key=lambda pair: (pair[0]["id"], pair[0].get("subject") or ""))
     entry["changes"] = _changes(host)
     return entry
 
 
-def html_view(report):
-    """The view model of report.html: rule columns, area header spans, one entry per host."""
+def report_view(report):
+    """The view model of report.html and report.md: rule columns, area header spans, one entry
+    per host, worst host first (:func:`host_order_key`); report.json keeps its own order."""
     columns = _rule_columns(report)
     areas = []
     for area, dummy, dummy2 in columns:
@@ -312,13 +553,17 @@ def html_view(report):
             areas[-1][1] += 1
         else:
             areas.append([area, 1])
-    hosts = [_host_view(i, name, host, columns) for i, (name, host) in enumerate(report["hosts"].items())]
+    hosts = [_host_view(i, name, host, columns) for i, name, host in hosts_worst_first(report)]
     return {"columns": columns, "areas": areas, "hosts": hosts}
+
+
+#: The HTML view model (the Markdown view uses the same one).
+html_view = report_view
 
 
 def render_html(report, template_dir=None):
     """One self-contained HTML page: inline CSS and SVG, no script, no external asset."""
-    return render_template("html", report, template_dir, view=html_view(report))
+    return render_template("html", report, template_dir, view=report_view(report))
 
 
 # ---------------------------------------------------------------------------

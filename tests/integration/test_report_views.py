@@ -139,8 +139,13 @@ def test_dom_matrix_rows_columns_and_cell_status(written, dom):
     rules = [rid for dummy, rid, dummy2 in views._rule_columns(report)]
     assert [th.attrs["data-rule"] for th in matrix[0].find_all("th", cls="rule")] == rules
     rows = matrix[0].find_all("tr", cls="hostrow")
-    assert [r.find_all("th", cls="host")[0].text() for r in rows] == list(report["hosts"])
-    for row, (name, host) in zip(rows, report["hosts"].items()):
+    # worst host first: most severe failure, then failure count; hosts not audited before clean ones
+    order = ["gpu-incident-01", HOSTILE, "gpu-broken-05", "gpu-down-04", "gpu-healthy-02", "gpu-intel-03"]
+    assert [r.find_all("th", cls="host")[0].text() for r in rows] == order
+    assert [s.attrs["id"] for s in dom.find_all("section", cls="host")] == \
+        ["host-%d" % list(report["hosts"]).index(name) for name in order]
+    for row, name in zip(rows, order):
+        host = report["hosts"][name]
         cells = row.find_all("td", cls="c")
         if host["state"] != "audited":
             assert cells == []
@@ -155,7 +160,7 @@ def test_dom_matrix_rows_columns_and_cell_status(written, dom):
         for cell, rule in zip(cells, rules):
             expected = views._cell(by_rule[rule])[0] if rule in by_rule else "none"
             assert "st-" + expected in cell.classes, (name, rule, cell.classes)
-    incident = rows[list(report["hosts"]).index("gpu-incident-01")]
+    incident = rows[0]
     pci = incident.find_all("td", cls="c", data_rule="PCI-001")[0]
     assert "st-fail" in pci.classes and pci.text() == "8"
 
@@ -291,7 +296,16 @@ def test_markdown_rows_and_escaping(written):
     with open(paths["md"]) as handle:
         md = handle.read()
     fleet = md.split("## Fleet", 1)[1].split("\n## ", 1)[0]
-    assert len([line for line in fleet.splitlines() if line.startswith("| ")]) == 1 + len(report["hosts"])
+    rows = [line for line in fleet.splitlines() if line.startswith("| ")]
+    assert len(rows) == 1 + len(report["hosts"])
+    assert rows[1].startswith("| gpu-incident-01 | audited | 20 | high |"), rows[1]
+    headings = [line[3:] for line in md.splitlines() if line.startswith("## ")][1:]
+    assert headings[:2] == ["gpu-incident-01", "&lt;script&gt;alert(1)&lt;/script&gt;"]
+    incident = md.split("## gpu-incident-01", 1)[1].split("\n## ", 1)[0]
+    # findings as lists, not wide tables; values in words
+    assert "| status |" not in md and "### Failing (20)" in incident
+    assert "- **CPU-001** (high)" in incident and "observed: acpi-cpufreq" in incident
+    assert "### Not applicable (1)" in incident and "- LXC-003: profile does not ask for pinning" in incident
     assert "## &lt;script&gt;alert(1)&lt;/script&gt;" in md
     assert "<script" not in md and "<img" not in md
 
