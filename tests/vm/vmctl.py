@@ -6,8 +6,8 @@
 The guests are shaped like the incident host: two NUMA nodes (one CPU socket
 each), PCIe endpoints behind root ports, an e1000e behind a pxb-pcie expander
 local to node 1, and ACPI C-states/P-states from tests/vm/ssdt.dsl so the guest
-kernel runs acpi_idle and acpi-cpufreq. They run under TCG (this machine's KVM
-cannot run stock guests) with a patched QEMU whose PCIe Device Control
+kernel runs acpi_idle and acpi-cpufreq. They run under TCG (no /dev/kvm needed;
+some machines' KVM cannot run stock guests) with a patched QEMU whose PCIe Device Control
 MaxReadReq field is writable.
 
     vmctl.py build [--only image|qemu|ssdt]   build what is missing (cached)
@@ -130,6 +130,28 @@ def _build_ssdt(tmp):
         raise VmError('iasl could not compile tests/vm/ssdt.dsl:\n%s' % result.stdout)
 
 
+def _run_build_script(script, tmp, log):
+    """Run a build script that builds into TMP, its output going to LOG line by line.
+
+    Returns (exit status, held lines). The script ends with "== <component> ready in TMP": TMP is
+    the temporary directory build() renames into place afterwards, so that line is held back and
+    build() prints it with the final path once the rename is done.
+    """
+    proc = subprocess.Popen(['bash', script, tmp], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    held = []
+    try:
+        for raw in iter(proc.stdout.readline, b''):
+            line = raw.decode('utf-8', 'replace')
+            if line.startswith('== ') and (' ready in %s' % tmp) in line:
+                held.append(line)
+            else:
+                log.write(line)
+                log.flush()
+    finally:
+        proc.stdout.close()
+    return proc.wait(), held
+
+
 def build(component, log=sys.stdout):
     """Build COMPONENT into its cache directory unless it is there; return the directory."""
     final = component_dir(component)
@@ -141,6 +163,7 @@ def build(component, log=sys.stdout):
         tmp = '%s.tmp.%d' % (final, os.getpid())
         shutil.rmtree(tmp, ignore_errors=True)
         started = time.time()
+        ready = []
         try:
             if component == 'ssdt':
                 _build_ssdt(tmp)
@@ -153,15 +176,20 @@ def build(component, log=sys.stdout):
                     for rel in COMPONENTS[component]:
                         shutil.copy2(os.path.join(HERE, rel), os.path.join(copies, rel))
                     script = os.path.join(copies, COMPONENTS[component][0])
-                    result = subprocess.run(['bash', script, tmp], stdout=log, stderr=subprocess.STDOUT, check=False)
+                    returncode, ready = _run_build_script(script, tmp, log)
                 finally:
                     shutil.rmtree(copies, ignore_errors=True)
-                if result.returncode != 0:
+                if returncode != 0:
+                    log.write(''.join(ready))
                     raise VmError('tests/vm/%s failed (exit %d); its output is above'
-                                  % (COMPONENTS[component][0], result.returncode))
+                                  % (COMPONENTS[component][0], returncode))
             with open(os.path.join(tmp, 'build-seconds'), 'w') as handle:
                 handle.write('%.1f\n' % (time.time() - started))
             os.rename(tmp, final)
+            # Said only now, with the path the component has from here on (not the temporary one).
+            for line in ready or ['== %s ready in %s\n' % (component, tmp)]:
+                log.write(line.replace(tmp, final).rstrip('\n') + ' (built in %.0f s)\n' % (time.time() - started))
+            log.flush()
         finally:
             shutil.rmtree(tmp, ignore_errors=True)
         # Older entries of the same component are dead weight (a raw image is ~1.7 GiB),
