@@ -233,8 +233,8 @@ console:
       the same way on several subjects are folded into one line with the subject list (PCI domain 0000 left out,
       long lists shortened).
     - Then the exit code the roles' verdict will give for O(fail_on) and the report directory.
-    - Host values are escaped - control and other non-printable characters (and U+FFFD) as V(\xNN),
-      V(\uNNNN), V(\n); a backslash as two - and cut after 240 characters, so no captured value can move the
+    - Host values are escaped - control and other non-printable characters (and U+FFFD) as V(\\xNN),
+      V(\\uNNNN), V(\\n); a backslash as two - and cut after 240 characters, so no captured value can move the
       cursor, colour the terminal or fake a line.
   returned: success
   type: list

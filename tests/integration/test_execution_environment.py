@@ -87,7 +87,7 @@ def context(tmp_path_factory, tarball):
     shutil.copy(str(tarball), str(work / tarball.name))
     # no network needed (and none given where the machine allows a network namespace)
     run(OFFLINE + [os.path.join(BIN, "ansible-builder"), "create", "--file", "execution-environment.yml",
-         "--context", "context", "--output-filename", "Containerfile"], work)
+                   "--context", "context", "--output-filename", "Containerfile"], work)
     return work / "context"
 
 
@@ -105,7 +105,7 @@ def introspected(tmp_path_factory, tarball, context):
     script = context / "_build" / "scripts" / "introspect.py"
     assert script.is_file()
     run(OFFLINE + [sys.executable, str(script), "introspect", "--write-pip", str(pip_out), "--write-bindep", str(bindep_out),
-         str(collections)], collections)
+                   str(collections)], collections)
     pip_lines = pip_out.read_text().splitlines() if pip_out.exists() else []
     bindep_lines = bindep_out.read_text().splitlines() if bindep_out.exists() else []
     return pip_lines, bindep_lines

@@ -202,7 +202,7 @@ def test_bad_input_fails_cleanly(snapshot_trees, tmp_path):
     tasks = [
         ("gpuhost.baseline.kernel_cmdline", {"add": {"iommu": "pt"}, "root": roots["no-loader"], "backup": True}),
         ("gpuhost.baseline.kernel_sysctl", {"key": "kernel.numa_balancing", "value": "0", "root": roots["ro-proc"],
-                                     "backup": True}),
+                                            "backup": True}),
         ("gpuhost.baseline.kernel_sysctl", {"key": "kernel.numa_balancing", "value": "0", "root": roots["hostile"]}),
         ("gpuhost.baseline.kernel_sysctl", {"key": "net.ipv4.ip_forward", "value": "1", "root": roots["healthy"]}),
         ("gpuhost.baseline.kernel_cmdline", {"add": {"iommu": "pt"}, "root": roots["hostile"]}),

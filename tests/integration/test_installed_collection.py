@@ -38,7 +38,7 @@ def galaxy_meta():
 
 def run(cmd, cwd, env, timeout=600):
     return subprocess.run(cmd, cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=timeout)
+                          universal_newlines=True, timeout=timeout, check=False)
 
 
 def tree_state(root):
@@ -68,10 +68,11 @@ def readonly_bind_mount(path):
     """As root, ``chmod a-w`` stops nothing: a read-only bind mount does. True when it is in place."""
     if os.geteuid() != 0:
         return False
-    if subprocess.run(["mount", "--bind", path, path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode:
+    if subprocess.run(["mount", "--bind", path, path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                      check=False).returncode:
         return False
     if subprocess.run(["mount", "-o", "remount,bind,ro", path], stdout=subprocess.DEVNULL,
-                      stderr=subprocess.DEVNULL).returncode:
+                      stderr=subprocess.DEVNULL, check=False).returncode:
         subprocess.run(["umount", path], check=False)
         return False
     return True

@@ -22,7 +22,7 @@ def play(cwd, playbook, hosts, *args):
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_SHOW_CUSTOM_STATS="true")
     return subprocess.run([ANSIBLE_PLAYBOOK, "-i", inventory, os.path.join(REPO, "playbooks", playbook)] + list(args),
                           cwd=str(cwd), env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=600)
+                          universal_newlines=True, timeout=600, check=False)
 
 
 def local_host(**hostvars):

@@ -12,6 +12,7 @@ from helpers.site_catalogue import make_site
 
 DEMO = os.path.join(REPO, "build", "snapshots")
 
+
 @pytest.fixture(scope="module")
 def demo(request):
     """The demo snapshots of build/snapshots, or generated ones when the build has none."""

@@ -77,7 +77,7 @@ def main(argv):
             result = outcome(what)
             ended.setdefault(key[0], []).append(result)
             rows.append("%-26s %5.0f s%s" % ("%s %s" % key, time.monotonic() - started.pop(key),
-                                              "  " + result if result else ""))
+                                             "  " + result if result else ""))
     for key, since in started.items():  # a step that never said it ended: molecule was cut off
         rows.append("%-26s %5.0f s  NOT FINISHED" % ("%s %s" % key, time.monotonic() - since))
     if timings:

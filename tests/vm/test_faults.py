@@ -48,6 +48,7 @@ fi
 /usr/bin/python3 "$payload" "$@"
 """.replace("MARK", MARK)
 
+
 def inventory(inst):
     return {"all": {"hosts": {"gpuhost-fault": {
         "ansible_host": inst["address"], "ansible_port": inst["port"], "ansible_user": inst["user"],

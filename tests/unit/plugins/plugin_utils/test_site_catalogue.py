@@ -250,8 +250,8 @@ def test_schema_error_in_a_site_rule_names_file_and_rule(site):
     path = write(site / "rules" / "kernel.yml", SITE_RULE.replace("severity: medium", "severity: urgent"))
     with pytest.raises(CatalogueError, match=r"^%s: rule KERNEL-901: unknown severity 'urgent'" % path):
         catalogue.load_catalogue(site_dirs=[str(site)])
-    write(site / "rules" / "kernel.yml", SITE_RULE.replace("  reboot_required: true", "  reboot_required: true\n"
-                                                            "  replaces: maybe"))
+    write(site / "rules" / "kernel.yml",
+          SITE_RULE.replace("  reboot_required: true", "  reboot_required: true\n  replaces: maybe"))
     with pytest.raises(CatalogueError, match=r"^%s: rule KERNEL-901: replaces must be true or false" % path):
         catalogue.load_catalogue(site_dirs=[str(site)])
 
