@@ -14,6 +14,9 @@ set -euo pipefail
 
 progress_every=${GPUHOST_PROGRESS_SECONDS:-50}
 ticker_pid=
+# The progress lines go to the script's own stdout, also for a phase whose output is thrown away
+# (`phase "image build" ... >/dev/null` redirects the ticker along with the command).
+exec {progress_out}>&1
 timings=${timings:-}
 
 # ticker LABEL: print a progress line every $progress_every s until killed or until the script
@@ -25,7 +28,7 @@ ticker() {
     while :; do
         read -r -t "$progress_every" -u "$nap" || true
         kill -0 "$$" 2>/dev/null || exit 0
-        echo "== $label: still running, $((SECONDS - start)) s"
+        echo "== $label: still running, $((SECONDS - start)) s" >&"$progress_out"
     done
 }
 
@@ -43,7 +46,7 @@ stop_ticker() {
 phase() {
     local label=$1 start=$SECONDS rc=0 rows outer=${GPUHOST_VM_TIMINGS:-}
     shift
-    echo "== $label"
+    echo "== $label" >&"$progress_out"
     rows=$(mktemp)
     export GPUHOST_VM_TIMINGS=$rows
     ticker "$label" &
