@@ -28,7 +28,7 @@ options:
       - Subsystems to gather. Default is all of them.
     type: list
     elements: str
-    choices: [kernel, cpu, numa, pci, iommu, nvidia, lxc, persistence]
+    choices: [kernel, cpu, numa, pci, iommu, nvidia, lxc, persistence, health]
   root:
     description:
       - Directory the host's C(/sys), C(/proc) and C(/etc) are read from.
@@ -66,7 +66,7 @@ ansible_facts:
     gpuhost:
       description:
         - The host document, grouped by subsystem (C(kernel), C(cpu), C(numa), C(pci), C(iommu),
-          C(nvidia), C(lxc), C(persistence)); see C(docs/facts.md) for every key.
+          C(nvidia), C(lxc), C(persistence), C(health)); see C(docs/facts.md) for every key.
       returned: always
       type: dict
       contains:
@@ -85,7 +85,7 @@ ansible_facts:
           type: list
           elements: str
           returned: always
-          sample: [kernel, cpu, numa, pci, iommu, nvidia, lxc, persistence]
+          sample: [kernel, cpu, numa, pci, iommu, nvidia, lxc, persistence, health]
         errors:
           description: Every path or command that could not be read, with the reason.
           type: list

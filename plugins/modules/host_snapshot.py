@@ -21,6 +21,9 @@ description:
   - Only the files the gatherers read are captured; no secrets and no other files are copied. Of the
     environment of PID 1 (C(/proc/1/environ)), which container detection reads, only the C(container=)
     entry is stored.
+  - Of the kernel log of the current boot (C(journalctl -k -b), or C(dmesg) without journalctl), read
+    for the NVIDIA Xid events of the C(health) subsystem, only the lines holding C(NVRM) and C(Xid) are stored, after
+    a line giving the number of kernel messages read.
   - Symbolic links with an absolute target (C(systemctl enable) writes them under
     C(/etc/systemd/system/*.wants/)) are stored relative to the link's directory, pointing at the same
     path inside the snapshot; the facts read from the snapshot are the same, and
@@ -42,7 +45,7 @@ options:
       - Subsystems to capture. Default is all of them.
     type: list
     elements: str
-    choices: [kernel, cpu, numa, pci, iommu, nvidia, lxc, persistence]
+    choices: [kernel, cpu, numa, pci, iommu, nvidia, lxc, persistence, health]
 attributes:
   check_mode:
     description: In check mode the host is read but no tarball is written.

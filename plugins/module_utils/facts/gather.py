@@ -7,7 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import (
-    cpu, iommu, kernel, lxc, numa, nvidia, pci, persist,
+    cpu, health, iommu, kernel, lxc, numa, nvidia, pci, persist,
 )
 
 __metaclass__ = type
@@ -24,6 +24,7 @@ GATHERERS = (
     ("nvidia", nvidia.gather),
     ("lxc", lxc.gather),
     ("persistence", persist.gather),
+    ("health", health.gather),
 )
 
 SUBSYSTEMS = tuple(name for name, unused_gather in GATHERERS)

@@ -36,12 +36,22 @@ __metaclass__ = type
 COMMAND_CAPTURES = {
     "nvidia-smi-q": "commands/nvidia-smi-q.xml",
     "nvidia-smi-topo": "commands/nvidia-smi-topo-m.txt",
+    # health (facts/health.py): the kernel log is stored reduced to its NVRM Xid lines
+    "kernel-log": "commands/journalctl-k-b.txt",
+    "kernel-log-dmesg": "commands/dmesg.txt",
+    "nvidia-smi-nvlink": "commands/nvidia-smi-nvlink-s.txt",
+    "fabricmanager-state": "commands/systemctl-show-nvidia-fabricmanager.txt",
 }
 
 #: argv per capture on a live host (binary resolved by the caller's ``which``).
 COMMAND_ARGV = {
     "nvidia-smi-q": ["nvidia-smi", "-q", "-x"],
     "nvidia-smi-topo": ["nvidia-smi", "topo", "-m"],
+    "kernel-log": ["journalctl", "-k", "-b", "-o", "short-monotonic", "--no-pager", "-q", "-n", "100000"],
+    "kernel-log-dmesg": ["dmesg"],
+    "nvidia-smi-nvlink": ["nvidia-smi", "nvlink", "-s"],
+    "fabricmanager-state": ["systemctl", "show", "nvidia-fabricmanager.service",
+                            "--property=LoadState,ActiveState,SubState,UnitFileState", "--no-pager"],
 }
 
 

@@ -1,0 +1,445 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""GPU and fabric health: Xid events, NVLink, Fabric Manager, RDMA ports, GPUDirect, EDAC.
+
+Passive and cheap: nothing here loads the GPUs or the network. The parsers are pure functions
+over text that never raise; :func:`gather` reads through a :class:`facts.root.Root` and builds
+the ``health`` section of docs/facts.md. Judging (which Xid codes matter, what a link or a port
+should look like) is the controller's (``plugins/plugin_utils/derive_health.py``).
+
+Sources of the formats (real outputs are quoted in tests/fixtures/health/README.md):
+
+* ``NVRM: Xid (PCI:0000:41:00): 79, pid=..., name=..., GPU has fallen off the bus.``: the NVIDIA
+  driver's kernel log line (https://docs.nvidia.com/deploy/xid-errors/index.html); older drivers
+  write no ``pid=`` and ``(0000:41:00)`` without ``PCI:``.
+* ``nvidia-smi nvlink -s``: ``GPU 0: <name> (UUID: GPU-...)`` then ``\\t Link N: 26.562 GB/s`` or
+  ``Link N: <inactive>``; a GPU without NVLink gets ``NVML: Unable to retrieve NVLink information:
+  Not Supported``, one whose links are all down ``... as all links are inActive``.
+* ``/sys/class/infiniband/<dev>/ports/<n>/{state,phys_state,rate,link_layer}``: ``4: ACTIVE``,
+  ``5: LinkUp``, ``400 Gb/sec (4X NDR)``, ``InfiniBand`` or ``Ethernet``
+  (https://www.kernel.org/doc/Documentation/ABI/stable/sysfs-class-infiniband).
+* ``/sys/devices/system/edac/mc/mcN/{ce_count,ue_count}`` and ``dimmN/dimm_{ce,ue}_count``
+  (https://docs.kernel.org/admin-guide/ras.html).
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import posixpath
+import re
+
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import COMMAND_ARGV
+
+__metaclass__ = type
+
+SUBSYSTEM = "health"
+
+NVIDIA_VERSION_PATH = "/proc/driver/nvidia/version"
+PCI_DEVICES = "/sys/bus/pci/devices"
+INFINIBAND_DIR = "/sys/class/infiniband"
+EDAC_MC_DIR = "/sys/devices/system/edac/mc"
+#: kernel modules that give GPUDirect RDMA through the peer-memory interface
+PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
+#: ``journalctl -n``: the newest kernel messages of the boot that are read (bounded output)
+KERNEL_LOG_LINES = int(COMMAND_ARGV["kernel-log"][-1])
+
+#: first line of a stored (reduced) kernel log capture: how many lines the host's log had
+_HEADER_RE = re.compile(r"^# gpuhost\.baseline kernel log: (\d+) lines? read from (.+?), (\d+) kept\s*$")
+_HEADER = "# gpuhost.baseline kernel log: %d lines read from %s, %d kept\n"
+
+_XID_MARK = "NVRM: Xid"
+# NVRM: Xid (PCI:0000:41:00): 79, pid=1234, name=python3, GPU has fallen off the bus.
+_XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{1,8}):([0-9A-Fa-f]{1,2}):([0-9A-Fa-f]{1,2})(?:\.([0-7]))?\):"
+                     r"\s*(\d{1,5})\s*(?:,\s*(.*))?$")
+# [ 1234.567890] (dmesg, journalctl -o short-monotonic)
+_MONOTONIC_RE = re.compile(r"^\s*\[\s*(\d+\.\d+)\]")
+_PID_NAME_RE = re.compile(r"^(?:pid=[^,]*,\s*)?(?:name=[^,]*,\s*)?")
+
+_NVLINK_GPU_RE = re.compile(r"^GPU (\d+): (.*?)(?: \(UUID: ([^)]*)\))?(?:\s+(NVML:.*))?\s*$")
+_NVLINK_LINK_RE = re.compile(r"^Link (\d+): (.*?)\s*$")
+_NVLINK_SPEED_RE = re.compile(r"^(\d+(?:\.\d+)?) GB/s$")
+
+_IB_STATE_RE = re.compile(r"^(\d+): ?(\S.*?)\s*$")
+_IB_RATE_RE = re.compile(r"^(\d+(?:\.\d+)?) Gb/sec(?: \((.*)\))?\s*$")
+_ADDRESS_RE = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
+
+
+# -- kernel log ---------------------------------------------------------------------
+def reduce_kernel_log(text, source):
+    """What a snapshot stores of a kernel log: a header with the line count, then the Xid lines.
+
+    The kernel log holds much more than the audit needs (other drivers' messages, addresses);
+    only the ``NVRM: Xid`` lines are kept, with their timestamps.
+    """
+    if not isinstance(text, str):
+        text = ""
+    lines = [line for line in text.splitlines() if line.strip()]
+    kept = [line for line in lines if _XID_MARK in line]
+    return _HEADER % (len(lines), source, len(kept)) + "".join(line + "\n" for line in kept)
+
+
+def _seconds(line):
+    match = _MONOTONIC_RE.match(line)
+    return float(match.group(1)) if match else None
+
+
+def parse_kernel_log(text):
+    """Xid events of a kernel log (``journalctl -k -b -o short-monotonic`` or ``dmesg`` text,
+    whole or as :func:`reduce_kernel_log` stored it).
+
+    Returns ``{"lines", "source", "events", "by_gpu", "unparsed", "unparsed_example"}``:
+    ``lines`` the kernel messages read (from the header of a stored capture), ``by_gpu`` maps the
+    PCI address of the NVRM line (``0000:41:00.0``; the line names no function, so ``.0``) to
+    ``{code (str): {"count", "first_s", "last_s", "message"}}`` (seconds since boot, the text
+    after the code without ``pid=``/``name=``, at most 200 characters). ``unparsed`` counts
+    ``NVRM: Xid`` lines of another shape. Never raises; non-text gives ``None``.
+    """
+    if not isinstance(text, str):
+        return None
+    lines = text.replace("\r", "").split("\n")
+    total = None
+    source = None
+    if lines and _HEADER_RE.match(lines[0]):
+        match = _HEADER_RE.match(lines[0])
+        total, source = int(match.group(1)), match.group(2)
+        lines = lines[1:]
+    if total is None:
+        total = len([line for line in lines if line.strip()])
+    by_gpu = {}
+    events = 0
+    unparsed = 0
+    example = None
+    for line in lines:
+        if _XID_MARK not in line:
+            continue
+        match = _XID_RE.search(line)
+        if match is None:
+            unparsed += 1
+            example = example or line.strip()[:200]
+            continue
+        domain, bus, dev, func, code, rest = match.groups()
+        address = "%04x:%02x:%02x.%s" % (int(domain, 16), int(bus, 16), int(dev, 16), func or "0")
+        seconds = _seconds(line)
+        entry = by_gpu.setdefault(address, {}).setdefault(str(int(code)), {
+            "count": 0, "first_s": seconds, "last_s": seconds,
+            "message": _PID_NAME_RE.sub("", (rest or "").strip())[:200] or None})
+        entry["count"] += 1
+        if seconds is not None:
+            entry["first_s"] = seconds if entry["first_s"] is None else min(entry["first_s"], seconds)
+            entry["last_s"] = seconds if entry["last_s"] is None else max(entry["last_s"], seconds)
+        events += 1
+    return {"lines": total, "source": source, "events": events, "by_gpu": by_gpu,
+            "unparsed": unparsed, "unparsed_example": example}
+
+
+# -- nvidia-smi nvlink -s -------------------------------------------------------------
+def _nvml_note(text):
+    """``(supported, note)`` of an ``NVML: Unable to retrieve NVLink information...`` message."""
+    lowered = text.lower()
+    if "not supported" in lowered:
+        return False, text
+    if "inactive" in lowered:
+        return True, text
+    return None, text
+
+
+def parse_nvlink_status(text):
+    """Parse ``nvidia-smi nvlink -s`` (``--status``).
+
+    Returns ``{"gpus": [...], "unrecognised": [lines], "note"}`` or ``None`` when neither a ``GPU n:``
+    header nor an ``NVML:`` message is found (empty, garbage); ``note`` is an ``NVML:`` message
+    printed before any ``GPU n:`` line (it then concerns every GPU). Per GPU: ``{"index", "name", "uuid", "supported" (False when NVML says
+    Not Supported, True with links or "all links are inActive", else None), "links_total",
+    "links_active", "speeds_gbps" ({"26.562": 12}), "inactive" ([link numbers]), "unknown" (links
+    whose state is neither a speed nor ``<inactive>``: ``{"link", "text"}``), "note" (the NVML
+    message)}``. A link is active only with a positive speed: ``0 GB/s`` counts as inactive.
+    """
+    if not isinstance(text, str):
+        return None
+    gpus = []
+    current = None
+    unrecognised = []
+    note = None
+    for raw in text.replace("\r", "").split("\n"):
+        line = raw.strip()
+        if not line:
+            continue
+        header = _NVLINK_GPU_RE.match(line)
+        if header:
+            current = {"index": int(header.group(1)), "name": header.group(2).strip() or None,
+                       "uuid": header.group(3), "supported": None, "links_total": 0, "links_active": 0,
+                       "speeds_gbps": {}, "inactive": [], "unknown": [], "note": None}
+            gpus.append(current)
+            if header.group(4):
+                current["supported"], current["note"] = _nvml_note(header.group(4))
+            continue
+        if current is None:
+            if line.startswith("NVML:"):
+                note = note or line[:200]  # printed without a GPU line: it is about every GPU
+            else:
+                unrecognised.append(line[:200])
+            continue
+        if line.startswith("NVML:"):
+            current["supported"], current["note"] = _nvml_note(line)
+            continue
+        link = _NVLINK_LINK_RE.match(line)
+        if link is None:
+            unrecognised.append(line[:200])
+            continue
+        number, state = int(link.group(1)), link.group(2)
+        current["links_total"] += 1
+        current["supported"] = True
+        speed = _NVLINK_SPEED_RE.match(state)
+        if speed and float(speed.group(1)) > 0:
+            current["links_active"] += 1
+            key = speed.group(1)
+            current["speeds_gbps"][key] = current["speeds_gbps"].get(key, 0) + 1
+        elif speed or state.lower() == "<inactive>":
+            current["inactive"].append(number)
+        else:
+            current["unknown"].append({"link": number, "text": state[:80]})
+    if not gpus and note is None:
+        return None
+    return {"gpus": gpus, "unrecognised": unrecognised, "note": note}
+
+
+# -- systemctl show -------------------------------------------------------------------
+def parse_systemctl_show(text):
+    """``KEY=VALUE`` lines of ``systemctl show --property=...`` as a dict (``None`` without any)."""
+    if not isinstance(text, str):
+        return None
+    result = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition("=")
+        if sep and key.strip() and re.match(r"^[A-Za-z]+$", key.strip()):
+            result[key.strip()] = value.strip()
+    return result or None
+
+
+# -- /sys/class/infiniband -------------------------------------------------------------
+def parse_ib_state(text):
+    """``"4: ACTIVE"`` -> ``(4, "ACTIVE")``; ``"5: LinkUp"`` -> ``(5, "LinkUp")``; else ``None``."""
+    if not isinstance(text, str):
+        return None
+    match = _IB_STATE_RE.match(text.strip())
+    if match is None:
+        return None
+    return int(match.group(1)), match.group(2)
+
+
+def parse_ib_rate(text):
+    """``"400 Gb/sec (4X NDR)"`` -> ``(400.0, "4X NDR")``; ``"10 Gb/sec"`` -> ``(10.0, None)``; else ``None``."""
+    if not isinstance(text, str):
+        return None
+    match = _IB_RATE_RE.match(text.strip())
+    if match is None:
+        return None
+    return float(match.group(1)), match.group(2)
+
+
+# -- gather -------------------------------------------------------------------------------
+def _quietly(root, function, *args):
+    """Call ``function``; drop the errors it records (another subsystem reports those reads)."""
+    mark = len(root.errors)
+    try:
+        return function(*args)
+    finally:
+        del root.errors[mark:]
+
+
+def _bus_scan(root):
+    """``(nvidia_gpu_on_bus, nvswitch_addresses)`` from vendor and class of every PCI function.
+
+    NVSwitch: vendor 0x10de with class 0x0680 (bridge, other), as HGX baseboards show them.
+    """
+    gpu = False
+    switches = []
+    for name in root.listdir(PCI_DEVICES):
+        base = posixpath.join(PCI_DEVICES, name)
+        vendor = root.read_value(base + "/vendor", SUBSYSTEM, optional=True)
+        klass = root.read_value(base + "/class", SUBSYSTEM, optional=True)
+        if not vendor or not klass or vendor.lower() != "0x10de":
+            continue
+        klass = klass.lower()
+        if klass.startswith("0x03"):
+            gpu = True
+        elif klass.startswith("0x0680"):
+            switches.append(name.lower())
+    return gpu, sorted(switches)
+
+
+def _record(root, capture, text):
+    """Keep ``text`` as the capture's output in a snapshot being recorded. A live ``Root.command``
+    records it already; a ``Root`` over a snapshot does not, and a capture made from a snapshot
+    must hold what the facts were computed from."""
+    if root.recorder is not None:
+        root.recorder.command(capture, text)
+
+
+def _kernel_log(root):
+    section = {"source": None, "lines": None, "truncated": None, "events": None, "by_gpu": None,
+               "unparsed": None, "unparsed_example": None, "error": None}
+    text, reason = root.command("kernel-log", SUBSYSTEM)
+    source = "journalctl -k -b"
+    if text is None and reason and "journalctl not found" in reason:
+        mark = len(root.errors)
+        text, second = root.command("kernel-log-dmesg", SUBSYSTEM)
+        if text is not None:
+            del root.errors[mark - 1:mark]  # the journal's absence is not an error when dmesg answers
+            source, reason = "dmesg", None
+        else:
+            reason = "%s; %s" % (reason, second)
+    if text is None:
+        section["error"] = "kernel log not read: %s" % reason
+        return section
+    reduced = text if _HEADER_RE.match(text.split("\n", 1)[0]) else reduce_kernel_log(text, source)
+    _record(root, "kernel-log-dmesg" if source == "dmesg" else "kernel-log", reduced)
+    parsed = parse_kernel_log(reduced)
+    section.update(parsed)
+    section["source"] = parsed["source"] or source
+    if not parsed["lines"]:
+        section["events"] = section["by_gpu"] = None
+        section["error"] = ("the kernel log of this boot is empty (%s printed nothing): the journal is not readable "
+                            "by this user (run with become: true) or keeps no kernel messages" % section["source"])
+        root.error(SUBSYSTEM, section["source"], section["error"])
+        return section
+    section["truncated"] = section["source"].startswith("journalctl") and parsed["lines"] >= KERNEL_LOG_LINES
+    if parsed["unparsed"]:
+        root.error(SUBSYSTEM, section["source"], "%d NVRM Xid line(s) not in the known format, first: %r"
+                   % (parsed["unparsed"], parsed["unparsed_example"]))
+    return section
+
+
+def _nvlink(root):
+    section = {"gpus": None, "note": None, "error": None}
+    text, reason = root.command("nvidia-smi-nvlink", SUBSYSTEM)
+    if text is None:
+        section["error"] = reason
+        return section
+    _record(root, "nvidia-smi-nvlink", text)
+    parsed = parse_nvlink_status(text)
+    if parsed is None:
+        section["error"] = ("nvidia-smi nvlink -s printed no 'GPU n:' line and no NVML message (%d bytes): NVLink "
+                            "state unknown"
+                            % len(text))
+        root.error(SUBSYSTEM, "nvidia-smi nvlink -s", section["error"])
+        return section
+    section["gpus"] = parsed["gpus"]
+    section["note"] = parsed["note"]
+    odd = parsed["unrecognised"] + ["Link %d: %s" % (u["link"], u["text"]) for g in parsed["gpus"] for u in g["unknown"]]
+    if odd:
+        root.error(SUBSYSTEM, "nvidia-smi nvlink -s", "%d line(s) not in the known format, first: %r" % (len(odd), odd[0]))
+    return section
+
+
+def _fabric_manager(root, switches):
+    section = {"nvswitches": switches, "checked": False, "load_state": None, "active_state": None,
+               "sub_state": None, "unit_file_state": None, "error": None}
+    if not switches:
+        return section
+    text, reason = root.command("fabricmanager-state", SUBSYSTEM)
+    section["checked"] = True
+    if text is None:
+        section["error"] = reason
+        return section
+    _record(root, "fabricmanager-state", text)
+    props = parse_systemctl_show(text)
+    if props is None or "ActiveState" not in props:
+        section["error"] = "systemctl show nvidia-fabricmanager.service printed no ActiveState= line"
+        root.error(SUBSYSTEM, "systemctl show nvidia-fabricmanager.service", section["error"])
+        return section
+    section.update(load_state=props.get("LoadState"), active_state=props.get("ActiveState"),
+                   sub_state=props.get("SubState"), unit_file_state=props.get("UnitFileState"))
+    return section
+
+
+def _port(root, base, port):
+    path = "%s/%s" % (base, port)
+    item = {"port": int(port) if port.isdigit() else port, "state": None, "state_code": None, "phys_state": None,
+            "phys_state_code": None, "rate": None, "rate_gbps": None, "link_layer": None, "error": None}
+    problems = []
+    for key, parser in (("state", parse_ib_state), ("phys_state", parse_ib_state)):
+        text = root.read_value("%s/%s" % (path, key), SUBSYSTEM)
+        value = parser(text) if text is not None else None
+        if value is None:
+            problems.append("%s/%s %s" % (path, key, "unreadable" if text is None else "is not 'N: NAME': %r" % text[:40]))
+            if text is not None:
+                root.error(SUBSYSTEM, "%s/%s" % (path, key), "not 'N: NAME': %r" % text[:40])
+            continue
+        item[key + "_code"], item[key] = value
+    rate_text = root.read_value(path + "/rate", SUBSYSTEM)
+    if rate_text is not None:
+        item["rate"] = rate_text[:80]
+        rate = parse_ib_rate(rate_text)
+        if rate is None:
+            problems.append("%s/rate is not 'N Gb/sec (...)': %r" % (path, rate_text[:40]))
+            root.error(SUBSYSTEM, path + "/rate", "not 'N Gb/sec (...)': %r" % rate_text[:40])
+        else:
+            item["rate_gbps"] = rate[0]
+    else:
+        problems.append("%s/rate unreadable" % path)
+    item["link_layer"] = root.read_value(path + "/link_layer", SUBSYSTEM, optional=True)
+    item["error"] = "; ".join(problems) or None
+    return item
+
+
+def _rdma(root):
+    devices = []
+    for name in root.listdir(INFINIBAND_DIR):
+        base = posixpath.join(INFINIBAND_DIR, name)
+        # /sys/class/infiniband/<dev> is a link into the device tree; its "device" link is relative to there
+        real = root.resolve_link(base) or base
+        target = root.resolve_link(real + "/device", SUBSYSTEM)
+        address = posixpath.basename(target).lower() if target else None
+        entry = {"name": name, "pci_address": address if address and _ADDRESS_RE.match(address) else None,
+                 "ports": [], "error": None}
+        if target is not None and entry["pci_address"] is None:
+            entry["error"] = "%s/device points to %s, not a PCI function" % (base, target)
+            root.error(SUBSYSTEM, base + "/device", entry["error"])
+        elif target is None:
+            entry["error"] = "%s/device is not a readable link: the PCI function of this RDMA device is unknown" % base
+        ports_dir = base + "/ports"
+        for port in root.listdir(ports_dir, SUBSYSTEM):
+            entry["ports"].append(_port(root, ports_dir, port))
+        devices.append(entry)
+    return {"devices": devices}
+
+
+def _edac(root):
+    controllers = []
+    for name in root.listdir(EDAC_MC_DIR, pattern="mc[0-9]*"):
+        base = posixpath.join(EDAC_MC_DIR, name)
+        item = {"name": name, "mc_name": root.read_value(base + "/mc_name", SUBSYSTEM, optional=True),
+                "ce_count": root.read_int(base + "/ce_count", SUBSYSTEM),
+                "ue_count": root.read_int(base + "/ue_count", SUBSYSTEM),
+                "ce_noinfo_count": root.read_int(base + "/ce_noinfo_count", SUBSYSTEM, optional=True),
+                "ue_noinfo_count": root.read_int(base + "/ue_noinfo_count", SUBSYSTEM, optional=True),
+                "dimms": []}
+        for dimm in root.listdir(base, pattern="dimm[0-9]*"):
+            dbase = posixpath.join(base, dimm)
+            item["dimms"].append({
+                "name": dimm,
+                "label": root.read_value(dbase + "/dimm_label", SUBSYSTEM, optional=True),
+                "ce_count": root.read_int(dbase + "/dimm_ce_count", SUBSYSTEM, optional=True),
+                "ue_count": root.read_int(dbase + "/dimm_ue_count", SUBSYSTEM, optional=True),
+            })
+        controllers.append(item)
+    return {"present": bool(controllers) or root.isdir(EDAC_MC_DIR), "controllers": controllers}
+
+
+def gather(root):
+    """The ``health`` section of the facts (docs/facts.md) read through ``root``."""
+    module_loaded = root.exists(NVIDIA_VERSION_PATH)
+    gpu_on_bus, switches = _quietly(root, _bus_scan, root)
+    nvidia = module_loaded or gpu_on_bus
+    kernel_log = _kernel_log(root) if nvidia else None
+    nvlink = _nvlink(root) if module_loaded else None
+    return {
+        "nvidia_seen": nvidia,
+        "kernel_log": kernel_log,
+        "nvlink": nvlink,
+        "fabric_manager": _fabric_manager(root, switches),
+        "peermem": dict((name, root.exists("/sys/module/" + name)) for name in PEERMEM_MODULES),
+        "rdma": _rdma(root),
+        "edac": _edac(root),
+    }

@@ -1,0 +1,369 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Tests of plugins/module_utils/facts/health.py: parsers over real-format fixtures
+(tests/fixtures/health/README.md), hostile variants, gather over snapshot roots and a recorded
+live capture."""
+
+import io
+import json
+import os
+import tarfile
+
+import pytest
+
+from helpers.tree import write_tree
+
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import health
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.health import (
+    gather, parse_ib_rate, parse_ib_state, parse_kernel_log, parse_nvlink_status, parse_systemctl_show,
+    reduce_kernel_log,
+)
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import (
+    COMMAND_ARGV, COMMAND_CAPTURES, Recorder, Root, write_snapshot,
+)
+
+TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+FIXTURES = os.path.join(TESTS, "fixtures", "health")
+
+
+def fixture(name):
+    with open(os.path.join(FIXTURES, name), encoding="utf-8") as handle:
+        return handle.read()
+
+
+# -- kernel log: Xid lines ---------------------------------------------------------------------
+def test_journal_xids_counted_per_gpu_and_code():
+    parsed = parse_kernel_log(fixture("journal-k-b-xid.txt"))
+    assert parsed["lines"] == 14 and parsed["source"] is None
+    assert parsed["events"] == 8 and parsed["unparsed"] == 0
+    by_gpu = parsed["by_gpu"]
+    assert sorted(by_gpu) == ["0000:01:00.0", "0000:10:1c.0", "0000:2b:00.0", "0000:3b:00.0"]
+    assert by_gpu["0000:2b:00.0"] == {"79": {"count": 1, "first_s": 81234.401205, "last_s": 81234.401205,
+                                             "message": "GPU has fallen off the bus."}}
+    # pid= and name= are not part of the message; the bus 0x10, device 0x1c are kept as written
+    assert by_gpu["0000:10:1c.0"]["63"]["message"].startswith("Row Remapper: New row marked")
+    assert by_gpu["0000:10:1c.0"]["48"]["message"].startswith("An uncorrectable double bit error")
+    thirteen = by_gpu["0000:3b:00.0"]["13"]
+    assert (thirteen["count"], thirteen["first_s"], thirteen["last_s"]) == (2, 91100.250001, 91100.250007)
+    assert by_gpu["0000:3b:00.0"]["43"]["count"] == 1
+    # the old formats: no PCI: prefix, no pid=
+    assert by_gpu["0000:01:00.0"]["3"]["message"] == "C 00000005 SC 00000007 M 00001ffc Data ffffffff"
+    assert by_gpu["0000:01:00.0"]["32"]["message"] == "Channel ID 00000009 intr 00800000"
+
+
+def test_dmesg_format():
+    parsed = parse_kernel_log(fixture("dmesg-xid-79.txt"))
+    assert parsed["lines"] == 3
+    assert parsed["by_gpu"] == {"0000:03:00.0": {"79": {"count": 1, "first_s": 5107.644336, "last_s": 5107.644336,
+                                                        "message": "GPU has fallen off the bus."}}}
+
+
+def test_reduced_capture_keeps_only_xid_lines_and_parses_the_same():
+    text = fixture("journal-k-b-xid.txt")
+    reduced = reduce_kernel_log(text, "journalctl -k -b")
+    assert reduced.splitlines()[0] == "# gpuhost.baseline kernel log: 14 lines read from journalctl -k -b, 8 kept"
+    assert "Linux version" not in reduced and "mlx5_core" not in reduced and "GPU at PCI" not in reduced
+    full, stored = parse_kernel_log(text), parse_kernel_log(reduced)
+    assert stored["lines"] == 14 and stored["source"] == "journalctl -k -b"
+    assert stored["by_gpu"] == full["by_gpu"] and stored["events"] == full["events"]
+
+
+def test_quoted_pid_and_function_in_the_address():
+    text = ("[ 1.000000] NVRM: Xid (PCI:0000:01:00): 48, pid='<unknown>', name=<unknown>, An uncorrectable double bit error\n"
+            "[ 2.000000] NVRM: Xid (PCI:0000:00:01.0): 79, pid='<unknown>', name='<unknown>', GPU has fallen off the bus.\n")
+    parsed = parse_kernel_log(text)
+    assert parsed["by_gpu"]["0000:01:00.0"]["48"]["message"] == "An uncorrectable double bit error"
+    assert parsed["by_gpu"]["0000:00:01.0"]["79"]["message"] == "GPU has fallen off the bus."
+
+
+@pytest.mark.parametrize("text, unparsed", [
+    ("[ 1.0] NVRM: Xid (PCI:zzzz:41:00): 79, GPU has fallen off the bus.\n", 1),
+    ("[ 1.0] NVRM: Xid (PCI:0000:4", 1),                       # truncated mid-line
+    ("NVRM: Xid 79\n", 1),
+    ("\x00\xff garbage \x1b[31m\n\n", 0),
+    ("", 0),
+])
+def test_hostile_kernel_logs_never_raise(text, unparsed):
+    parsed = parse_kernel_log(text)
+    assert parsed["events"] == 0 and parsed["by_gpu"] == {}
+    assert parsed["unparsed"] == unparsed
+    assert (parsed["unparsed_example"] is None) == (unparsed == 0)
+
+
+def test_kernel_log_not_text_is_none():
+    assert parse_kernel_log(None) is None and parse_kernel_log(b"NVRM: Xid") is None
+
+
+# -- nvidia-smi nvlink -s ----------------------------------------------------------------------
+def test_nvlink_h100_pcie_pair_with_bridges():
+    parsed = parse_nvlink_status(fixture("nvlink-s-h100-pcie-bridged.txt"))
+    assert parsed["unrecognised"] == [] and parsed["note"] is None
+    assert [g["index"] for g in parsed["gpus"]] == [0, 1]
+    gpu = parsed["gpus"][1]
+    assert (gpu["name"], gpu["uuid"]) == ("NVIDIA H100 PCIe", "GPU-9d24b6e1-7c03-4f5a-8e61-2b9c0d7e3f52")
+    assert (gpu["supported"], gpu["links_total"], gpu["links_active"]) == (True, 18, 12)
+    assert gpu["speeds_gbps"] == {"26.562": 12}
+    assert gpu["inactive"] == [4, 5, 10, 11, 16, 17] and gpu["unknown"] == []
+
+
+def test_nvlink_not_supported_and_all_inactive():
+    none = parse_nvlink_status(fixture("nvlink-s-not-supported.txt"))["gpus"][0]
+    assert (none["supported"], none["links_total"], none["links_active"]) == (False, 0, 0)
+    assert none["note"] == "NVML: Unable to retrieve NVLink information: Not Supported"
+    inactive = parse_nvlink_status(fixture("nvlink-s-all-inactive.txt"))["gpus"]
+    assert [(g["supported"], g["links_active"]) for g in inactive] == [(True, 0), (True, 0)]
+    assert "all links are inActive" in inactive[1]["note"]
+
+
+def test_nvlink_message_without_gpu_line_concerns_every_gpu():
+    parsed = parse_nvlink_status("NVML: Unable to retrieve Nvlink information as all links are inActive\n")
+    assert parsed == {"gpus": [], "unrecognised": [],
+                      "note": "NVML: Unable to retrieve Nvlink information as all links are inActive"}
+
+
+def test_nvlink_zero_speed_is_inactive_and_odd_states_are_kept_apart():
+    parsed = parse_nvlink_status("GPU 0: NVIDIA A100-SXM4-40GB (UUID: GPU-abc)\n\t Link 0: 25 GB/s\n"
+                                 "\t Link 1: 0 GB/s\n\t Link 2: some future status\n\t Link 3: 12.5 GB/s\n")
+    gpu = parsed["gpus"][0]
+    assert (gpu["links_total"], gpu["links_active"], gpu["inactive"]) == (4, 2, [1])
+    assert gpu["speeds_gbps"] == {"25": 1, "12.5": 1}
+    assert gpu["unknown"] == [{"link": 2, "text": "some future status"}]
+
+
+@pytest.mark.parametrize("text", ["", "\x1b[31m\x1b[0m\n", "garbage\nLink 0: 26 GB/s\n", None, b"GPU 0: x"])
+def test_nvlink_garbage_is_none(text):
+    assert parse_nvlink_status(text) is None
+
+
+def test_nvlink_truncated_keeps_what_was_read():
+    text = fixture("nvlink-s-h100-pcie-bridged.txt")
+    parsed = parse_nvlink_status(text[:text.index("Link 7:", text.index("GPU 1:")) + 4])
+    assert [g["links_total"] for g in parsed["gpus"]] == [18, 7]
+    assert parsed["unrecognised"] == ["Link"]
+
+
+# -- systemctl show, infiniband sysfs values -----------------------------------------------------
+def test_systemctl_show_fabricmanager():
+    assert parse_systemctl_show(fixture("systemctl-show-fabricmanager-active.txt")) == {
+        "LoadState": "loaded", "ActiveState": "active", "SubState": "running", "UnitFileState": "enabled"}
+    assert parse_systemctl_show(fixture("systemctl-show-fabricmanager-not-found.txt"))["LoadState"] == "not-found"
+    assert parse_systemctl_show("System has not been booted with systemd as init system (PID 1).\n") is None
+    assert parse_systemctl_show(None) is None
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("4: ACTIVE\n", (4, "ACTIVE")), ("1: DOWN", (1, "DOWN")), ("5: LinkUp\n", (5, "LinkUp")),
+    ("2: Polling\n", (2, "Polling")), ("7: Phy Test\n", (7, "Phy Test")),
+    ("ACTIVE\n", None), ("\xff\xfe\n", None), ("", None), (None, None), ("4:", None),
+])
+def test_ib_state(text, expected):
+    assert parse_ib_state(text) == expected
+
+
+@pytest.mark.parametrize("text, expected", [
+    ("400 Gb/sec (4X NDR)\n", (400.0, "4X NDR")), ("200 Gb/sec (4X HDR)", (200.0, "4X HDR")),
+    ("2.5 Gb/sec (1X SDR)\n", (2.5, "1X SDR")), ("10 Gb/sec (4X)\n", (10.0, "4X")),
+    ("fast\n", None), ("-22", None), ("", None), (None, None),
+])
+def test_ib_rate(text, expected):
+    assert parse_ib_rate(text) == expected
+
+
+# -- gather over snapshot roots --------------------------------------------------------------------
+GPU_DEV = "/sys/devices/pci0000:40/0000:40:01.1/0000:41:00.0"
+NIC_DEV = "/sys/devices/pci0000:40/0000:40:03.1/0000:45:00.0"
+SWITCH_DEV = "/sys/devices/pci0000:40/0000:40:05.1/0000:4a:00.0"
+
+
+def _host(tmp_path, extra=None, links=True, nvswitch=False):
+    files = {
+        "/proc/driver/nvidia/version": "NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  570.133.20\n",
+        GPU_DEV + "/vendor": "0x10de\n", GPU_DEV + "/class": "0x030200\n",
+        NIC_DEV + "/vendor": "0x15b3\n", NIC_DEV + "/class": "0x020700\n",
+        NIC_DEV + "/infiniband/mlx5_0/ports/1/state": "4: ACTIVE\n",
+        NIC_DEV + "/infiniband/mlx5_0/ports/1/phys_state": "5: LinkUp\n",
+        NIC_DEV + "/infiniband/mlx5_0/ports/1/rate": "400 Gb/sec (4X NDR)\n",
+        NIC_DEV + "/infiniband/mlx5_0/ports/1/link_layer": "InfiniBand\n",
+        "/sys/devices/system/edac/mc/mc0/mc_name": "F1Ah\n",
+        "/sys/devices/system/edac/mc/mc0/ce_count": "7\n",
+        "/sys/devices/system/edac/mc/mc0/ue_count": "0\n",
+        "/sys/devices/system/edac/mc/mc0/dimm0/dimm_label": "P0_CH_A_DIMM_0\n",
+        "/sys/devices/system/edac/mc/mc0/dimm0/dimm_ce_count": "7\n",
+        "/sys/devices/system/edac/mc/mc0/dimm0/dimm_ue_count": "0\n",
+        "/sys/module/nvidia_peermem": None,
+        "/commands/journalctl-k-b.txt": reduce_kernel_log(fixture("journal-k-b-xid.txt"), "journalctl -k -b"),
+        "/commands/nvidia-smi-nvlink-s.txt": fixture("nvlink-s-not-supported.txt"),
+    }
+    if nvswitch:
+        files[SWITCH_DEV + "/vendor"] = "0x10de\n"
+        files[SWITCH_DEV + "/class"] = "0x068000\n"
+        files["/commands/systemctl-show-nvidia-fabricmanager.txt"] = fixture("systemctl-show-fabricmanager-failed.txt")
+    files.update(extra or {})
+    base = write_tree(tmp_path, dict((k, v) for k, v in files.items() if v is not False))
+    os.makedirs(os.path.join(base, "sys/bus/pci/devices"))
+    os.makedirs(os.path.join(base, "sys/class/infiniband"))
+    for dev in (GPU_DEV, NIC_DEV) + ((SWITCH_DEV,) if nvswitch else ()):
+        parent, name = dev.split("/")[-2:]
+        os.symlink("../../../devices/pci0000:40/%s/%s" % (parent, name), os.path.join(base, "sys/bus/pci/devices", name))
+    if links:
+        os.symlink("../../devices/pci0000:40/0000:40:03.1/0000:45:00.0/infiniband/mlx5_0",
+                   os.path.join(base, "sys/class/infiniband/mlx5_0"))
+        os.symlink("../../../0000:45:00.0", os.path.join(base, NIC_DEV.lstrip("/"), "infiniband/mlx5_0/device"))
+    return Root(base)
+
+
+def test_gather_snapshot_with_everything(tmp_path):
+    root = _host(tmp_path)
+    facts = gather(root)
+    assert root.errors == []
+    assert facts["nvidia_seen"] is True
+    log = facts["kernel_log"]
+    assert (log["source"], log["lines"], log["events"], log["truncated"], log["error"]) == \
+        ("journalctl -k -b", 14, 8, False, None)
+    assert log["by_gpu"]["0000:2b:00.0"]["79"]["count"] == 1
+    assert facts["nvlink"]["gpus"][0]["supported"] is False
+    assert facts["fabric_manager"] == {"nvswitches": [], "checked": False, "load_state": None, "active_state": None,
+                                       "sub_state": None, "unit_file_state": None, "error": None}
+    assert facts["peermem"] == {"nvidia_peermem": True, "nv_peer_mem": False}
+    (dev,) = facts["rdma"]["devices"]
+    assert (dev["name"], dev["pci_address"], dev["error"]) == ("mlx5_0", "0000:45:00.0", None)
+    assert dev["ports"] == [{"port": 1, "state": "ACTIVE", "state_code": 4, "phys_state": "LinkUp",
+                             "phys_state_code": 5, "rate": "400 Gb/sec (4X NDR)", "rate_gbps": 400.0,
+                             "link_layer": "InfiniBand", "error": None}]
+    (mc,) = facts["edac"]["controllers"]
+    assert (mc["name"], mc["mc_name"], mc["ce_count"], mc["ue_count"]) == ("mc0", "F1Ah", 7, 0)
+    assert mc["dimms"] == [{"name": "dimm0", "label": "P0_CH_A_DIMM_0", "ce_count": 7, "ue_count": 0}]
+    assert facts["edac"]["present"] is True
+    json.dumps(facts)
+
+
+def test_gather_nvswitch_host_reads_fabric_manager(tmp_path):
+    root = _host(tmp_path, nvswitch=True)
+    fabric = gather(root)["fabric_manager"]
+    assert root.errors == []
+    assert fabric["nvswitches"] == ["0000:4a:00.0"] and fabric["checked"] is True
+    assert (fabric["load_state"], fabric["active_state"], fabric["sub_state"]) == ("loaded", "failed", "failed")
+
+
+def test_gather_host_without_nvidia_runs_nothing_and_reports_nothing(tmp_path):
+    base = write_tree(tmp_path, {"/sys/bus/pci/devices": None})
+    root = Root(base)
+    facts = gather(root)
+    assert root.errors == []
+    assert facts["nvidia_seen"] is False and facts["kernel_log"] is None and facts["nvlink"] is None
+    assert facts["rdma"] == {"devices": []}
+    assert facts["edac"] == {"present": False, "controllers": []}
+    assert facts["peermem"] == {"nvidia_peermem": False, "nv_peer_mem": False}
+
+
+def test_gather_old_snapshot_without_the_captures_names_them(tmp_path):
+    root = _host(tmp_path, extra={"/commands/journalctl-k-b.txt": False, "/commands/nvidia-smi-nvlink-s.txt": False})
+    facts = gather(root)
+    assert facts["kernel_log"]["error"] == ("kernel log not read: commands/journalctl-k-b.txt not captured in "
+                                            "snapshot (missing)")
+    assert facts["kernel_log"]["by_gpu"] is None
+    assert facts["nvlink"]["error"] == "commands/nvidia-smi-nvlink-s.txt not captured in snapshot (missing)"
+    assert sorted(e["path"] for e in root.errors) == ["commands/journalctl-k-b.txt", "commands/nvidia-smi-nvlink-s.txt"]
+
+
+def test_gather_hostile_values_give_errors_naming_the_file(tmp_path):
+    port = NIC_DEV + "/infiniband/mlx5_0/ports/1"
+    root = _host(tmp_path, extra={
+        port + "/state": b"\xff\xfe\n", port + "/rate": "fast\n", port + "/phys_state": False,
+        "/sys/devices/system/edac/mc/mc0/ce_count": "banana\n",
+        "/commands/journalctl-k-b.txt": b"# gpuhost.baseline kernel log: 0 lines read from journalctl -k -b, 0 kept\n",
+        "/commands/nvidia-smi-nvlink-s.txt": b"\x1b[31m\xff\n\t Link",
+    })
+    facts = gather(root)
+    json.dumps(facts)
+    reasons = dict((e["path"], e["reason"]) for e in root.errors)
+    port = "/sys/class/infiniband/mlx5_0/ports/1"  # read through the class link
+    assert reasons[port + "/rate"] == "not 'N Gb/sec (...)': 'fast'"
+    assert reasons[port + "/phys_state"] == "missing"
+    assert reasons["/sys/devices/system/edac/mc/mc0/ce_count"] == "not an integer: 'banana'"
+    assert "printed no 'GPU n:' line" in reasons["nvidia-smi nvlink -s"]
+    assert "kernel log of this boot is empty" in reasons["journalctl -k -b"]
+    (dev,) = facts["rdma"]["devices"]
+    assert dev["ports"][0]["state"] is None and dev["ports"][0]["rate_gbps"] is None
+    assert port + "/rate is not 'N Gb/sec" in dev["ports"][0]["error"]
+    assert facts["kernel_log"]["by_gpu"] is None and facts["edac"]["controllers"][0]["ce_count"] is None
+
+
+def test_gather_rdma_link_flattened_or_dangling(tmp_path):
+    root = _host(tmp_path, links=False)
+    os.symlink("../../devices/pci0000:ff/0000:ff:00.0/infiniband/mlx5_9",
+               os.path.join(root.root, "sys/class/infiniband/mlx5_9"))
+    facts = gather(root)
+    (dev,) = facts["rdma"]["devices"]
+    assert dev["name"] == "mlx5_9" and dev["pci_address"] is None and dev["ports"] == []
+    assert "PCI function of this RDMA device is unknown" in dev["error"]
+    assert any(e["path"] == "/sys/class/infiniband/mlx5_9/ports" for e in root.errors)
+
+
+# -- live: the capture is recorded reduced, and a snapshot of it gives the same facts ---------------
+class FakeHost:
+    def __init__(self, outputs, missing=()):
+        self.outputs = outputs
+        self.missing = missing
+        self.ran = []
+
+    def which(self, name):
+        return None if name in self.missing else "/usr/bin/" + name
+
+    def run(self, argv):
+        self.ran.append(argv)
+        return 0, self.outputs[os.path.basename(argv[0])], ""
+
+
+def _live(fake):
+    recorder = Recorder()
+    return Root("/", run_command=fake.run, which=fake.which, recorder=recorder), recorder
+
+
+def test_live_journal_is_recorded_reduced_and_replays(tmp_path):
+    fake = FakeHost({"journalctl": fixture("journal-k-b-xid.txt")})
+    root, recorder = _live(fake)
+    live = health._kernel_log(root)
+    assert fake.ran == [["/usr/bin/journalctl"] + COMMAND_ARGV["kernel-log"][1:]]
+    assert "-n" in fake.ran[0] and live["events"] == 8 and root.errors == []
+    stored = recorder.commands["kernel-log"]
+    assert stored["file"] == COMMAND_CAPTURES["kernel-log"]
+    assert "Linux version" not in stored["stdout"] and stored["stdout"].count("NVRM: Xid") == 8
+    buffer = io.BytesIO()
+    write_snapshot(recorder, buffer, {"format": 1})
+    buffer.seek(0)
+    with tarfile.open(fileobj=buffer) as tar:
+        tar.extractall(str(tmp_path), filter="data")
+    replay = Root(str(tmp_path))
+    assert health._kernel_log(replay) == live and replay.errors == []
+
+
+def test_live_without_journalctl_falls_back_to_dmesg(tmp_path):
+    fake = FakeHost({"dmesg": fixture("dmesg-xid-79.txt")}, missing=("journalctl",))
+    root, recorder = _live(fake)
+    section = health._kernel_log(root)
+    assert section["source"] == "dmesg" and section["by_gpu"]["0000:03:00.0"]["79"]["count"] == 1
+    assert root.errors == []  # journalctl's absence is not an error when dmesg answers
+    assert recorder.commands["kernel-log"]["error"] == "journalctl not found in PATH"
+    buffer = io.BytesIO()
+    write_snapshot(recorder, buffer, {"format": 1})
+    buffer.seek(0)
+    with tarfile.open(fileobj=buffer) as tar:
+        tar.extractall(str(tmp_path), filter="data")
+    # the snapshot.json written by write_snapshot replays the journal's failure, then reads dmesg
+    replay = Root(str(tmp_path))
+    assert health._kernel_log(replay) == section and replay.errors == []
+
+
+def test_live_truncated_journal_is_flagged():
+    lines = "".join("[ %d.000000] h kernel: line %d\n" % (i, i) for i in range(health.KERNEL_LOG_LINES))
+    root, _recorder = _live(FakeHost({"journalctl": lines}))
+    section = health._kernel_log(root)
+    assert section["truncated"] is True and section["lines"] == health.KERNEL_LOG_LINES
+
+
+def test_live_nothing_found_names_both_commands():
+    root, _recorder = _live(FakeHost({}, missing=("journalctl", "dmesg")))
+    section = health._kernel_log(root)
+    assert section["error"] == "kernel log not read: journalctl not found in PATH; dmesg not found in PATH"

@@ -1,0 +1,282 @@
+"""The health rules (rules/health.yml): a passing and a failing document each, the messages they
+give, and derived.health (plugins/plugin_utils/derive_health.py) on odd facts.
+
+Cases live in helpers/health_facts.py (HEALTH_CASES) so the catalogue-wide test can take them too.
+"""
+import copy
+
+import pytest
+
+from helpers.baseline_facts import GPU0, GPU1, NIC, healthy_facts
+from helpers.health_facts import HEALTH_CASES, XID_79, add_health
+
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import derive
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_health import derive_health
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.xid_catalogue import SOURCE, XID_CATALOGUE, describe
+
+TODAY = "2026-06-01"
+
+
+@pytest.fixture(scope="module")
+def catalogue():
+    return load_catalogue()
+
+
+def _facts(mutate=None):
+    facts = add_health(healthy_facts())
+    if mutate is not None:
+        mutate(facts)
+    return facts
+
+
+def _run(params, mutate, profile="amd-epyc-nvidia"):
+    return evaluation.evaluate(_facts(mutate), profile=profile, params=params, host="gpu01", today=TODAY)
+
+
+def _of(result, rule_id):
+    return [f for f in result["findings"] if f["id"] == rule_id]
+
+
+def test_every_health_rule_has_cases_and_is_selected(catalogue):
+    ids = set(r.id for r in catalogue.rules if r.area == "health")
+    assert ids == set(HEALTH_CASES)
+    for profile in ("amd-epyc-nvidia", "generic-nvidia-inference"):
+        assert ids <= set(catalogue.profile(profile).rule_ids)
+
+
+def test_healthy_document_passes_every_health_rule():
+    result = _run({"smt": "on", "nccl_nic_per_gpu": True}, None)
+    health = [f for f in result["findings"] if f["area"] == "health"]
+    assert len(set(f["id"] for f in health)) == len(HEALTH_CASES)
+    assert [(f["id"], f["status"], f["message"]) for f in health if f["status"] != "pass"] == []
+    # and the rest of the catalogue is not disturbed by the health section
+    assert [f["id"] for f in result["findings"] if f["status"] in ("fail", "unknown")] == []
+    # without the locality parameter (the profiles' default) HEALTH-010 does not apply
+    assert [f["status"] for f in _of(_run({"smt": "on"}, None), "HEALTH-010")] == ["not_applicable"]
+
+
+def test_pcie_cards_without_nvlink_or_nvswitch_are_not_judged_for_them():
+    def mutate(facts):
+        facts["health"]["nvlink"]["gpus"] = [
+            {"index": i, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "uuid": None, "supported": False,
+             "links_total": 0, "links_active": 0, "speeds_gbps": {}, "inactive": [], "unknown": [],
+             "note": "NVML: Unable to retrieve NVLink information: Not Supported"} for i in (0, 1)]
+        facts["health"]["fabric_manager"] = {"nvswitches": [], "checked": False, "load_state": None,
+                                             "active_state": None, "sub_state": None, "unit_file_state": None,
+                                             "error": None}
+        for row in facts["nvidia"]["topology"]["matrix"].values():
+            for other in row:
+                if row[other] == "NV18":
+                    row[other] = "PXB"
+    result = _run({}, mutate)
+    for rule_id in ("HEALTH-005", "HEALTH-006"):
+        assert [f["status"] for f in _of(result, rule_id)] == ["not_applicable"]
+
+
+@pytest.mark.parametrize("rule_id", sorted(HEALTH_CASES))
+def test_rule_passes(rule_id):
+    params, mutate = HEALTH_CASES[rule_id][0]
+    findings = _of(_run(params, mutate), rule_id)
+    assert findings, "no finding for %s" % rule_id
+    assert [f["status"] for f in findings] == ["pass"] * len(findings), [f["message"] for f in findings]
+
+
+@pytest.mark.parametrize("rule_id", sorted(HEALTH_CASES))
+def test_rule_fails(rule_id):
+    params, mutate = HEALTH_CASES[rule_id][1]
+    result = _run(params, mutate)
+    failing = [f for f in _of(result, rule_id) if f["status"] == "fail"]
+    assert failing, [(f["status"], f["message"]) for f in _of(result, rule_id)]
+    for f in failing:
+        assert f["message"] and f["fix"] and f["source"].startswith("https://")
+        assert f["observed"] is not None
+    others = set(f["id"] for f in result["findings"] if f["status"] == "fail") - {rule_id}
+    assert others == set(), others
+
+
+# -- messages --------------------------------------------------------------------------------------
+def test_xid_79_message_names_meaning_and_action():
+    result = _run({}, HEALTH_CASES["HEALTH-001"][1][1])
+    (f,) = [f for f in _of(result, "HEALTH-001") if f["status"] == "fail"]
+    assert f["subject"] == GPU0
+    (text,) = f["observed"]
+    assert text.startswith("Xid 79 x1 (first 81234 s after boot): GPU has fallen off the bus [critical]; action: ")
+    assert "drain and reboot the node" in text and text.endswith("log: GPU has fallen off the bus.")
+    # the application-class rule stays quiet about it
+    assert [g["status"] for g in _of(result, "HEALTH-002")] == ["pass", "pass"]
+
+
+def test_row_remapping_messages():
+    pending = [f for f in _of(_run({}, HEALTH_CASES["HEALTH-003"][1][1]), "HEALTH-003") if f["status"] == "fail"]
+    assert [f["subject"] for f in pending] == [GPU0]
+    assert pending[0]["observed"] == ["row remapping pending (0 correctable, 1 uncorrectable rows remapped): "
+                                      "reset the GPU to apply it"]
+    failed = [f for f in _of(_run({}, HEALTH_CASES["HEALTH-004"][1][1]), "HEALTH-004") if f["status"] == "fail"]
+    assert [f["subject"] for f in failed] == [GPU1]
+    assert "no spare row left" in failed[0]["observed"][0]
+
+
+def test_nvlink_down_and_slow_links():
+    (f,) = [f for f in _of(_run({}, HEALTH_CASES["HEALTH-005"][1][1]), "HEALTH-005") if f["status"] == "fail"]
+    assert f["subject"] == GPU1
+    assert f["observed"] == ["12 NVLink(s) active where other NVIDIA RTX PRO 6000 Blackwell Server Edition GPUs of "
+                             "this host have 18 (inactive: link 12, 13, 14, 15, 16, 17)"]
+
+    def slow(facts):
+        facts["health"]["nvlink"]["gpus"][1]["speeds_gbps"] = {"26.562": 17, "13.281": 1}
+    (f,) = [f for f in _of(_run({}, slow), "HEALTH-005") if f["status"] == "fail"]
+    assert f["observed"] == ["NVLink(s) at 13.281 GB/s where the fastest run at 26.562 GB/s"]
+
+
+def test_nvlink_all_inactive_on_an_nvswitch_board_fails_every_gpu():
+    def mutate(facts):
+        facts["health"]["nvlink"] = {"gpus": [], "error": None,
+                                     "note": "NVML: Unable to retrieve Nvlink information as all links are inActive"}
+    findings = _of(_run({}, mutate), "HEALTH-005")
+    assert [f["status"] for f in findings] == ["fail", "fail"]
+    assert findings[0]["observed"] == ["no active NVLink although 2 NVSwitch(es) are on the PCI bus (NVML: Unable "
+                                       "to retrieve Nvlink information as all links are inActive)"]
+
+
+def test_nvlink_unknown_state_is_unknown_not_fail():
+    def mutate(facts):
+        facts["health"]["nvlink"]["gpus"][0]["unknown"] = [{"link": 3, "text": "Status unavailable"}]
+    f = _of(_run({}, mutate), "HEALTH-005")[0]
+    assert f["status"] == "unknown" and "link 3: Status unavailable" in f["message"]
+
+
+def test_fabric_manager_not_installed():
+    def mutate(facts):
+        facts["health"]["fabric_manager"].update(load_state="not-found", active_state="inactive", sub_state="dead")
+    (f,) = _of(_run({}, mutate), "HEALTH-006")
+    assert f["status"] == "fail" and "nvidia-fabricmanager.service is not installed, with 2 NVSwitch" in f["message"]
+
+
+def test_gpudirect_by_dmabuf_passes_without_peermem():
+    def mutate(facts):
+        facts["health"]["peermem"] = {"nvidia_peermem": False, "nv_peer_mem": False}
+    result = _run({}, mutate)
+    (f,) = _of(result, "HEALTH-007")
+    assert f["status"] == "pass"   # open module on 6.14: DMA-BUF
+    doc = derive(_facts(mutate), {})
+    assert doc["derived"]["health"]["gpudirect"]["dmabuf"] is True
+    (f,) = _of(_run({}, HEALTH_CASES["HEALTH-007"][1][1]), "HEALTH-007")
+    assert "the NVIDIA kernel module is the proprietary one" in f["message"] and "mlx5_0" in f["message"]
+
+
+def test_rdma_port_down_says_why_and_rate_is_not_judged():
+    result = _run({}, HEALTH_CASES["HEALTH-008"][1][1])
+    (f,) = _of(result, "HEALTH-008")
+    assert f["subject"] == "mlx5_0/1"
+    assert f["observed"] == ["state 1: DOWN, physical state 2: Polling (no link partner: cable, transceiver or "
+                             "switch port)"]
+    assert f["message"].endswith("on mlx5_0/1 (mlx5_0 port 1 (%s, InfiniBand))" % NIC)
+    (rate,) = _of(result, "HEALTH-009")
+    assert rate["status"] == "unknown" and "not active" in rate["message"]
+
+
+def test_rdma_slow_port_against_the_same_model():
+    findings = _of(_run({}, HEALTH_CASES["HEALTH-009"][1][1]), "HEALTH-009")
+    assert [(f["subject"], f["status"]) for f in findings] == [("mlx5_0/1", "pass"), ("mlx5_1/1", "fail")]
+    assert findings[1]["observed"] == ["200 Gb/sec (4X HDR), where other active InfiniBand ports of the same NIC "
+                                       "model run at 400 Gb/sec"]
+
+
+def test_nccl_locality_per_gpu():
+    findings = _of(_run({"nccl_nic_per_gpu": True}, HEALTH_CASES["HEALTH-010"][1][1]), "HEALTH-010")
+    assert [(f["subject"], f["status"]) for f in findings] == [(GPU0, "pass"), (GPU1, "fail")]
+    assert "nearest RDMA NIC mlx5_0 (NIC0) at NODE" in findings[1]["observed"][0]
+    assert findings[0]["message"].endswith(", nearest RDMA NIC mlx5_0 (NIC0) at PXB)")
+
+
+def test_nccl_locality_without_topology_is_unknown():
+    def mutate(facts):
+        facts["nvidia"]["topology"] = None
+    findings = _of(_run({"nccl_nic_per_gpu": True}, mutate), "HEALTH-010")
+    assert [f["status"] for f in findings] == ["unknown", "unknown"]
+    assert "nvidia-smi topo -m was not read" in findings[0]["message"]
+
+
+def test_edac_messages_name_the_dimm():
+    (f,) = [f for f in _of(_run({}, HEALTH_CASES["HEALTH-011"][1][1]), "HEALTH-011") if f["status"] == "fail"]
+    assert f["subject"] == "mc0" and f["observed"] == 1
+    assert "dimm0 (P0_CH_A_DIMM_0): 0 corrected, 1 uncorrected" in f["message"]
+    (f,) = [f for f in _of(_run({}, HEALTH_CASES["HEALTH-012"][1][1]), "HEALTH-012") if f["status"] == "fail"]
+    assert (f["subject"], f["observed"], f["expected"]) == ("mc1", 5000, 100)
+
+
+# -- unknowns and odd facts ------------------------------------------------------------------------
+def test_unreadable_kernel_log_gives_unknown_with_the_reason():
+    def mutate(facts):
+        facts["health"]["kernel_log"] = {"source": None, "lines": None, "truncated": None, "events": None,
+                                         "by_gpu": None, "unparsed": None, "unparsed_example": None,
+                                         "error": "kernel log not read: journalctl not found in PATH"}
+    result = _run({}, mutate)
+    for rule_id in ("HEALTH-001", "HEALTH-002"):
+        assert [f["status"] for f in _of(result, rule_id)] == ["unknown", "unknown"]
+        assert "journalctl not found in PATH" in _of(result, rule_id)[0]["message"]
+
+
+def test_health_not_gathered_is_unknown_naming_it():
+    facts = healthy_facts()
+    result = evaluation.evaluate(facts, profile="amd-epyc-nvidia", params={}, host="gpu01", today=TODAY)
+    findings = [f for f in result["findings"] if f["area"] == "health"]
+    assert findings and all(f["status"] in ("unknown", "not_applicable") for f in findings)
+    assert any("the health facts were not gathered" in f["message"] for f in findings)
+
+
+def test_gpu_only_in_the_kernel_log_is_a_subject():
+    def mutate(facts):
+        facts["health"]["kernel_log"]["by_gpu"]["0000:c1:00.0"] = {"79": dict(XID_79)}
+    findings = _of(_run({}, mutate), "HEALTH-001")
+    assert [(f["subject"], f["status"]) for f in findings] == [
+        (GPU0, "pass"), (GPU1, "pass"), ("0000:c1:00.0", "fail")]
+    assert "GPU in the kernel log only" in findings[2]["message"]
+
+
+def test_truncated_log_is_said_in_the_message():
+    def mutate(facts):
+        HEALTH_CASES["HEALTH-001"][1][1](facts)
+        facts["health"]["kernel_log"].update(truncated=True, lines=100000)
+    (f,) = [f for f in _of(_run({}, mutate), "HEALTH-001") if f["status"] == "fail"]
+    assert f["observed"][0].endswith("(only the newest 100000 kernel messages of this boot were read)")
+
+
+def test_unreported_gpu_memory_state_is_unknown_with_the_smi_reason():
+    def mutate(facts):
+        del facts["nvidia"]["gpus"][1]
+    result = _run({}, mutate)
+    (f,) = [f for f in _of(result, "HEALTH-003") if f["subject"] == GPU1]
+    assert f["status"] == "unknown" and "does not list this GPU" in f["message"]
+
+
+@pytest.mark.parametrize("health", [None, {}, {"kernel_log": "x", "nvlink": [], "rdma": {"devices": "x"},
+                                               "edac": {"controllers": [None, 3]}, "fabric_manager": 5,
+                                               "peermem": None}])
+def test_derive_health_never_raises_on_odd_facts(health):
+    facts = _facts()
+    facts["health"] = health
+    result = derive_health(facts, {}, derive(copy.deepcopy(facts), {})["derived"])
+    assert isinstance(result, dict)
+    assert derive_health(None, None, None)["gpus"] is None
+
+
+# -- the Xid table -------------------------------------------------------------------------------------
+def test_xid_table_entries_are_complete():
+    assert SOURCE.startswith("https://docs.nvidia.com/")
+    for code, (klass, severity, meaning, action) in XID_CATALOGUE.items():
+        assert klass in ("hardware", "application") and severity in ("critical", "high", "medium", "low"), code
+        assert meaning and action, code
+    for code in (48, 63, 64, 74, 79, 92, 94, 95, 119, 120):
+        assert XID_CATALOGUE[code][0] == "hardware", code
+    for code in (13, 31, 43, 45):
+        assert XID_CATALOGUE[code][0] == "application", code
+
+
+def test_unlisted_code_points_to_the_catalogue():
+    info = describe("999")
+    assert (info["code"], info["class"], info["listed"]) == (999, "application", False)
+    assert SOURCE in info["action"]
+    assert describe("x")["code"] is None
