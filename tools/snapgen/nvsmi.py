@@ -29,9 +29,12 @@ class Gpu:
                  power_min=150, power_max=600, power_draw=32.5, active_reasons=(),
                  gen_current=5, gen_max=5, gen_host_max=5, width_current=16, width_max=16,
                  memory_total=97887, processes=(), brand="NVIDIA RTX", architecture="Blackwell",
-                 vbios="98.02.52.00.02"):
+                 vbios="98.02.52.00.02", performance_state=None):
         self.__dict__.update(locals())
         del self.__dict__["self"]
+        if performance_state is None:
+            # idle (P8, link speed lowered to save power) unless something runs on it
+            self.performance_state = "P8" if not processes else "P1"
 
 
 def _render(node, depth, out):
@@ -123,7 +126,7 @@ def _gpu_node(gpu):
             ("atomic_caps_inbound", "N/A"),
         ]),
         ("fan_speed", "N/A"),
-        ("performance_state", "P8" if not gpu.processes else "P1"),
+        ("performance_state", gpu.performance_state),
         ("clocks_event_reasons", reasons),
         ("clocks_event_reasons_counters", [
             ("clocks_event_reasons_counters_sw_power_cap",
@@ -177,7 +180,7 @@ def _gpu_node(gpu):
                          ("gpu_temp_max_gpu_threshold", "88 C"), ("gpu_target_temperature", "N/A"),
                          ("memory_temp", "40 C"), ("gpu_temp_max_mem_threshold", "95 C")]),
         ("gpu_power_readings", [
-            ("power_state", "P8" if not gpu.processes else "P1"),
+            ("power_state", gpu.performance_state),
             ("average_power_draw", "%.2f W" % gpu.power_draw),
             ("instant_power_draw", "%.2f W" % gpu.power_draw),
             ("current_power_limit", "%.2f W" % gpu.power_limit),

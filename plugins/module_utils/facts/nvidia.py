@@ -190,6 +190,18 @@ def _clock_reasons(gpu):
     return {"active": sorted(active), "raw": raw, "source": section.tag}
 
 
+_PSTATE_RE = re.compile(r"^P([0-9]{1,2})$")
+
+
+def performance_state(value):
+    """``<performance_state>`` as ``"P0"``..``"P15"``; ``None`` for N/A, Unknown or anything else
+    (NVML's states run from P0, maximum performance, to P15, minimum; 32 is 'unknown')."""
+    match = _PSTATE_RE.match(value.strip().upper()) if isinstance(value, str) else None
+    if not match or int(match.group(1)) > 15:
+        return None
+    return "P%d" % int(match.group(1))
+
+
 def _pcie(gpu):
     link = gpu.find("pci/pci_gpu_link_info")
     return {
@@ -279,6 +291,7 @@ def _gpu(index, gpu):
             "pending": _text(gpu, "ecc_mode/pending_ecc"),
         },
         "power": _power(gpu),
+        "performance_state": performance_state(_text(gpu, "performance_state")),
         "clocks_event_reasons": _clock_reasons(gpu),
         "pcie": _pcie(gpu),
         "mig": _mig(gpu),
