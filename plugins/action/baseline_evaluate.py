@@ -16,6 +16,8 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather impo
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError, load_catalogue, select_profile
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import (
     RULE_TEXT_FIELDS, compact_findings, evaluate, expand_findings, host_report)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import (
+    HistoryError, earlier_in_boot, history_path, read_history)
 
 __metaclass__ = type
 
@@ -46,6 +48,25 @@ def keep_rule_text(part, catalogue):
     return part
 
 
+def boot_id_of(facts):
+    """The host's boot id (fact ``kernel.boot_id``), ``None`` when not gathered."""
+    kernel = facts.get("kernel") if isinstance(facts, dict) else None
+    boot_id = kernel.get("boot_id") if isinstance(kernel, dict) else None
+    return boot_id if isinstance(boot_id, str) and boot_id else None
+
+
+def with_history(facts, history_dir, host):
+    """``(facts, warnings)``: a shallow copy of ``facts`` with ``history`` (what the audits earlier in
+    this boot saw, from ``host``'s file in ``history_dir``) for the rules (PCI-008); never raises."""
+    try:
+        path = history_path(history_dir, host)
+    except HistoryError as exc:
+        return dict(facts, history={"boot_id": boot_id_of(facts), "source": None, "audits": 0, "first": None,
+                                    "last": None, "reason": str(exc), "earlier": {}}), [str(exc)]
+    records, warnings = read_history(path, host=host)
+    return dict(facts, history=earlier_in_boot(records, boot_id_of(facts), source=path)), warnings
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
@@ -67,6 +88,7 @@ class ActionModule(ActionBase):
             catalogue_dirs=dict(type="list", elements="path", default=[]),
             host=dict(type="str"),
             today=dict(type="raw"),
+            history_dir=dict(type="path"),
         ))
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
@@ -85,12 +107,19 @@ class ActionModule(ActionBase):
             facts = gathered["facts"]
             if args["return_facts"]:
                 result["ansible_facts"] = {"gpuhost": facts}
+        judged = facts
+        if args["history_dir"] and isinstance(facts, dict):
+            # the host's history file is named after its inventory name, as baseline_report writes it
+            judged, warnings = with_history(facts, args["history_dir"],
+                                            (task_vars or {}).get("inventory_hostname") or host)
+            if warnings:
+                result["warnings"] = list(result.get("warnings") or []) + warnings
         try:
             catalogue = load_catalogue(site_dirs=args["catalogue_dirs"])
             if isinstance(facts, dict):
                 # the chosen profile's rules.severity: the findings carry the severity it sets
                 catalogue = catalogue.for_profile(select_profile(catalogue, args["profile"], facts))
-            outcome = evaluate(facts, profile=args["profile"], params=args["params"],
+            outcome = evaluate(judged, profile=args["profile"], params=args["params"],
                                waivers=args["waivers"], host=host, today=args["today"], catalogue=catalogue,
                                waiver_files=list(args["waiver_files"]) + catalogue.waiver_files)
         except CatalogueError as exc:
@@ -102,6 +131,8 @@ class ActionModule(ActionBase):
         result["host_report"] = host_report(facts, outcome, before=args["before"], note=args["note"],
                                             failure=args["failure"])
         keep_rule_text(result["host_report"], catalogue)
+        # the boot this audit saw: baseline_report keeps it in the history (same boot or across a reboot)
+        result["host_report"]["boot_id"] = boot_id_of(facts)
         result["changed"] = False
         return result
 

@@ -114,6 +114,17 @@ options:
       - Date (YYYY-MM-DD) to judge waiver expiry against instead of the controller's date (for tests and reports
         of a past run).
     type: raw
+  history_dir:
+    description:
+      - Directory of the drift history on the controller (role variable C(gpuhost_history_dir)), the one
+        M(gpuhost.baseline.baseline_report) appends to. When set, the host's history file (named after its
+        C(inventory_hostname)) is read and what the audits earlier in the same boot (same C(kernel.boot_id))
+        saw is given to the rules as C(history), so PCI-008 fails a MaxReadReq that was different earlier in this
+        boot while nothing sets it at boot (C(docs/rules.md)).
+      - A missing file is no history; a damaged line is skipped with a warning; the host is never touched.
+      - A relative path is resolved against the current directory of the C(ansible-playbook) process.
+      - Unset (the default), PCI-008 has no history to go by and fails only on a boot mechanism that sets another value.
+    type: path
 extends_documentation_fragment:
   - gpuhost.baseline.controller
 notes:
@@ -260,7 +271,8 @@ host_report:
     - This host's part of the report, the input of M(gpuhost.baseline.baseline_report) - C(state) (V(audited),
       V(failed) when facts could not be gathered or O(failure) is set, V(unreachable)), C(message), C(hostname),
       C(findings), C(profile),
-      C(numa) (nodes for the chart), C(facts_errors), and with O(before) also C(before) and C(pending).
+      C(numa) (nodes for the chart), C(facts_errors), C(boot_id) (fact C(kernel.boot_id), for the drift
+      history of M(gpuhost.baseline.baseline_report)), and with O(before) also C(before) and C(pending).
     - Its findings (and C(before.findings)) leave out what each finding copies from its rule (C(title), C(area),
       C(severity), C(fix), C(reboot_required), C(rationale), C(source), C(fix_action)), the same on every host, so
       M(gpuhost.baseline.baseline_report) puts it back from the catalogue. RV(findings) keeps every field.
@@ -294,6 +306,7 @@ def main():
             waivers=dict(type="list", elements="raw", default=[]),
             waiver_files=dict(type="list", elements="path", default=[]),
             catalogue_dirs=dict(type="list", elements="path", default=[]),
+            history_dir=dict(type="path"),
             host=dict(type="str"),
             today=dict(type="raw"),
         ),

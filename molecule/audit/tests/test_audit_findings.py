@@ -51,8 +51,12 @@ def test_each_drift_fails(audit, start):
     nics = dict((a, ident) for a, (ident, _devctl) in start["endpoints"].items() if ident in (vm.VIRTIO_NET, vm.E1000E))
     for rule, subjects in (("NUMA-001", [None]), ("NUMA-006", [None]), ("KERNEL-005", [None]), ("KERNEL-007", [None]),
                            ("CPU-003", [None]), ("CPU-006", [None]), ("CPU-008", [None]), ("IOMMU-001", [None]),
-                           ("PCI-002", sorted(nics)), ("PCI-008", sorted(nics))):
+                           ("PCI-002", sorted(nics))):
         assert vm.statuses(audit, rule) == dict((s, "fail") for s in subjects), (rule, vm.findings(audit, rule))
+    # nothing sets the NICs' MaxReadReq at boot, but without the audit history nothing shows that prepare's
+    # values were set at runtime (PCI-008 fails only on evidence); they are below the parameter: PCI-002's
+    assert vm.statuses(audit, "PCI-008") == dict((s, "pass") for s in sorted(nics)), vm.findings(audit, "PCI-008")
+    assert all("nothing wanted to lose at reboot" in f["message"] for f in vm.findings(audit, "PCI-008"))
     assert [f["observed"] for f in vm.findings(audit, "NUMA-001")] == [1]
     # what prepare wrote: 512 B on the virtio-net, 128 B on the e1000e
     assert dict((f["subject"], f["observed"]) for f in vm.findings(audit, "PCI-002")) == dict(

@@ -1,0 +1,483 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Drift history: one JSON Lines file per host, one compact record per audit (docs/report.md,
+"History and changes").
+
+Controller side. A record holds the audit's time, the host's boot id
+(``/proc/sys/kernel/random/boot_id``, fact ``kernel.boot_id``), the collection version and, per
+rule and subject, the status and the observed value. ``baseline_report`` compares a host's new
+record with its last one (:func:`compare`: new fails, resolved, other status changes, values
+changed; same boot or across a reboot), appends it and prunes the file to a retention count
+(:func:`record_audit`); ``baseline_evaluate`` hands the values seen earlier in the running boot
+to the rules (:func:`earlier_in_boot`, PCI-008).
+
+Reading never raises on a damaged file: a truncated or garbage line is skipped with a warning.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import datetime
+import hashlib
+import json
+import os
+import re
+import tempfile
+
+__metaclass__ = type
+
+#: Version of the record format; a line with another version is skipped with a warning.
+RECORD_SCHEMA = 1
+
+#: File name suffix of a host's history.
+SUFFIX = ".jsonl"
+
+#: Retention count when none is given.
+DEFAULT_KEEP = 50
+
+#: Fact values the rules want from earlier audits of the same boot, and the rules whose observed
+#: value is that fact (per subject, the PCI address): MaxReadReq of GPUs (PCI-001) and NICs (PCI-002).
+EARLIER_VALUE_RULES = {"max_read_request": ("PCI-001", "PCI-002")}
+
+#: Change kinds of :func:`compare`, in the order the reports show them.
+CHANGE_KINDS = ("new_fails", "resolved", "status_changed", "values_changed")
+
+#: Statuses after which a failing finding counts as resolved (``None``: no longer reported).
+_RESOLVED = ("pass", "waived", "not_applicable", None)
+
+#: Host names used as file names unchanged; anything else is rewritten and suffixed with a hash.
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+
+
+class HistoryError(ValueError):
+    """A history directory or file that cannot be used (the message names it and why)."""
+
+
+# ---------------------------------------------------------------------------
+# where
+# ---------------------------------------------------------------------------
+
+def file_name(host):
+    """The history file name of inventory host ``host``, safe on any file system.
+
+    A plain name (letters, digits, ``.``, ``_``, ``-``, not starting with a dot, at most 100
+    characters) is used as it is; any other (``/``, ``..`` at the start, spaces, control
+    characters, non-ASCII, empty, too long) becomes its safe characters plus the first 16 hex
+    digits of the SHA-256 of the name, so it can neither leave the directory nor collide with
+    another host's file."""
+    name = host if isinstance(host, str) else str(host)
+    if _PLAIN_NAME.match(name) and name not in (".", ".."):
+        return name + SUFFIX
+    digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()[:16]
+    safe = _UNSAFE.sub("_", name).lstrip(".")[:60] or "host"
+    return "%s-%s%s" % (safe, digest, SUFFIX)
+
+
+def resolve_dir(directory):
+    """``directory`` absolute on the controller: ``~`` expanded, a relative path taken from the
+    working directory of the ansible-playbook process. Raises :class:`HistoryError` for an empty value."""
+    if not isinstance(directory, str) or not directory.strip():
+        raise HistoryError("no history directory given")
+    path = os.path.expanduser(directory)
+    try:
+        return os.path.normpath(path if os.path.isabs(path) else os.path.join(os.getcwd(), path))
+    except OSError as exc:  # the working directory is gone
+        raise HistoryError("cannot resolve the relative history directory %r: %s" % (directory, exc))
+
+
+def history_path(directory, host):
+    """Path of ``host``'s history file in ``directory`` (see :func:`file_name`); checked to stay in it."""
+    base = resolve_dir(directory)
+    path = os.path.join(base, file_name(host))
+    if os.path.dirname(path) != base:  # file_name never makes one; kept as a guard
+        raise HistoryError("history file of host %r would leave %s" % (host, base))
+    return path
+
+
+# ---------------------------------------------------------------------------
+# records
+# ---------------------------------------------------------------------------
+
+def _plain(value):
+    """``value`` as it reads back from JSON (tuples become lists, keys strings, other types text)."""
+    return json.loads(json.dumps(value, sort_keys=True, default=str))
+
+
+def _time_text(value):
+    if isinstance(value, datetime.datetime):
+        if value.tzinfo is None:
+            value = value.replace(tzinfo=datetime.timezone.utc)
+        return value.isoformat()
+    return str(value)
+
+
+def epoch(text):
+    """Unix time (int) of an ISO 8601 time (``Z`` or an offset; naive is UTC); ``None`` when not one."""
+    if not isinstance(text, str):
+        return None
+    value = text.strip()
+    if value.endswith("Z"):
+        value = value[:-1] + "+00:00"
+    try:
+        stamp = datetime.datetime.fromisoformat(value)
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=datetime.timezone.utc)
+    return int((stamp - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)).total_seconds())
+
+
+def make_record(host, findings, time, boot_id=None, collection_version=None, profile=None, state="audited"):
+    """The compact record of one audit of ``host``: ``findings`` (report.json findings, or any
+    mappings with ``id``, ``subject``, ``status``, ``observed``) become ``[id, subject, status, observed]``."""
+    rows = []
+    for finding in findings or []:
+        if not isinstance(finding, dict) or not isinstance(finding.get("id"), str):
+            continue
+        subject = finding.get("subject")
+        rows.append([finding["id"], None if subject is None else str(subject), finding.get("status"),
+                     _plain(finding.get("observed"))])
+    return {
+        "schema": RECORD_SCHEMA,
+        "time": _time_text(time),
+        "host": str(host),
+        "boot_id": boot_id if isinstance(boot_id, str) and boot_id else None,
+        "collection_version": None if collection_version is None else str(collection_version),
+        "profile": None if profile is None else str(profile),
+        "state": state,
+        "findings": rows,
+    }
+
+
+def encode(record):
+    """One line of JSON (newlines inside strings are escaped), newline-terminated."""
+    return json.dumps(record, sort_keys=True, ensure_ascii=True, separators=(",", ":"), default=str) + "\n"
+
+
+def _check_record(record, host):
+    """Why ``record`` is not a usable record (``None`` when it is)."""
+    if not isinstance(record, dict):
+        return "not a JSON object"
+    if record.get("schema") != RECORD_SCHEMA:
+        return "record schema %r, not %d" % (record.get("schema"), RECORD_SCHEMA)
+    if epoch(record.get("time")) is None:
+        return "no valid time"
+    if host is not None and record.get("host") != str(host):
+        return "record of host %r, not %r" % (record.get("host"), str(host))
+    boot = record.get("boot_id")
+    if boot is not None and not isinstance(boot, str):
+        return "boot_id is not a string"
+    rows = record.get("findings")
+    if not isinstance(rows, list):
+        return "no findings list"
+    for row in rows:
+        if not (isinstance(row, list) and len(row) == 4 and isinstance(row[0], str)
+                and (row[1] is None or isinstance(row[1], str)) and isinstance(row[2], str)):
+            return "a finding is not [rule, subject, status, observed]"
+    return None
+
+
+def parse_lines(lines, source="history", host=None):
+    """``(records, warnings)`` of the lines of a history file. A line that is not a complete,
+    valid record (cut short by a crash, garbage, another host's, another format) is skipped with
+    a warning naming ``source`` and the line number; blank lines are ignored."""
+    records, warnings = [], []
+    for number, line in enumerate(lines, 1):
+        if isinstance(line, bytes):
+            line = line.decode("utf-8", "replace")
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError as exc:
+            warnings.append("%s line %d: not a JSON record (%s%s); skipped" % (
+                source, number, exc.msg if hasattr(exc, "msg") else exc,
+                "; the line is cut short" if not line.endswith("\n") else ""))
+            continue
+        why = _check_record(record, host)
+        if why:
+            warnings.append("%s line %d: %s; skipped" % (source, number, why))
+            continue
+        records.append(record)
+    return records, warnings
+
+
+def read_history(path, host=None):
+    """``(records, warnings)`` of the history file at ``path``, oldest first; a missing file is no history."""
+    try:
+        with open(path, "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        return [], []
+    except (IOError, OSError) as exc:
+        return [], ["history file %s cannot be read (%s); audited as if there were no history" % (
+            path, exc.strerror or exc)]
+    text = data.decode("utf-8", "replace")
+    return parse_lines(text.splitlines(True), source="history file %s" % path, host=host)
+
+
+# ---------------------------------------------------------------------------
+# comparing
+# ---------------------------------------------------------------------------
+
+def _index(rows):
+    out = {}
+    order = []
+    for rule, subject, status, observed in rows:
+        key = (rule, subject)
+        if key not in out:
+            out[key] = (status, observed)
+            order.append(key)
+    return out, order
+
+
+def boot_relation(before, after):
+    """``same`` (both boot ids known and equal), ``reboot`` (known and different) or ``unknown``."""
+    if isinstance(before, str) and before and isinstance(after, str) and after:
+        return "same" if before == after else "reboot"
+    return "unknown"
+
+
+def _summary_text(changes):
+    """``since the audit of <time> (same boot): 1 new fail, 2 values changed`` (``no change``)."""
+    previous = changes["previous"]
+    if previous is None:
+        return "first audit in the history: nothing to compare with"
+    boot = {"same": "same boot",
+            "reboot": "across a reboot: boot id %s, now %s" % (previous.get("boot_id"), changes.get("boot_id")),
+            "unknown": "boot unknown: a boot id is missing"}[changes["boot"]]
+    counts = changes["counts"]
+    words = (("new_fails", "new fail", "new fails"), ("resolved", "resolved", "resolved"),
+             ("status_changed", "other status change", "other status changes"),
+             ("values_changed", "value changed", "values changed"))
+    parts = ["%d %s" % (counts[kind], one if counts[kind] == 1 else many) for kind, one, many in words if counts[kind]]
+    return "since the audit of %s (%s): %s" % (previous.get("time"), boot, ", ".join(parts) or "no change")
+
+
+def compare(previous, current):
+    """What changed from record ``previous`` (``None``: no earlier audit) to record ``current``.
+
+    Per rule and subject: ``new_fails`` (now fail, before not, or not reported), ``resolved``
+    (fail before; now pass, waived, not applicable or no longer reported), ``status_changed``
+    (any other status move, a subject appearing or disappearing included) and ``values_changed``
+    (same status, another observed value). Each item: ``rule``, ``subject``, ``status_before``,
+    ``status_after``, ``observed_before``, ``observed_after``. ``boot`` says whether both audits
+    saw the same boot. ``last_change`` is the time since which the statuses are as they are now:
+    this audit's when a status moved (or there is no earlier audit), else the earlier record's
+    (values that move with load, such as free memory, do not count)."""
+    changes = dict((kind, []) for kind in CHANGE_KINDS)
+    changes.update(previous=None, boot=None, boot_id=current.get("boot_id"))
+    if previous is None:
+        changes["last_change"] = current["time"]
+    else:
+        changes["previous"] = {"time": previous.get("time"), "boot_id": previous.get("boot_id"),
+                               "collection_version": previous.get("collection_version")}
+        changes["boot"] = boot_relation(previous.get("boot_id"), current.get("boot_id"))
+        before, before_order = _index(previous["findings"])
+        after, after_order = _index(current["findings"])
+        for key in after_order + [k for k in before_order if k not in after]:
+            old = before.get(key)
+            new = after.get(key)
+            status_before, observed_before = old if old else (None, None)
+            status_after, observed_after = new if new else (None, None)
+            item = {"rule": key[0], "subject": key[1], "status_before": status_before, "status_after": status_after,
+                    "observed_before": observed_before, "observed_after": observed_after}
+            if status_before != status_after:
+                if status_after == "fail":
+                    kind = "new_fails"
+                elif status_before == "fail" and status_after in _RESOLVED:
+                    kind = "resolved"
+                else:
+                    kind = "status_changed"
+            elif old and new and observed_before != observed_after:
+                kind = "values_changed"
+            else:
+                continue
+            changes[kind].append(item)
+        moved = any(changes[kind] for kind in ("new_fails", "resolved", "status_changed"))
+        changes["last_change"] = current["time"] if moved else (
+            previous.get("last_change") if epoch(previous.get("last_change")) is not None else previous.get("time"))
+    changes["counts"] = dict((kind, len(changes[kind])) for kind in CHANGE_KINDS)
+    changes["count"] = sum(changes["counts"].values())
+    changes["last_change_timestamp"] = epoch(changes["last_change"])
+    changes["summary"] = _summary_text(changes)
+    # the words first, the lists last: report.json reads top down
+    order = ("summary", "previous", "boot", "boot_id", "last_change", "last_change_timestamp", "count", "counts")
+    return dict([(key, changes[key]) for key in order] + [(kind, changes[kind]) for kind in CHANGE_KINDS])
+
+
+def fleet_summary(by_host):
+    """Totals over ``{host: changes}`` (hosts without history included as ``first``)."""
+    out = {"hosts": len(by_host), "hosts_compared": 0, "hosts_first_audit": 0, "hosts_changed": 0,
+           "hosts_rebooted": 0, "hosts_with_new_fails": 0, "hosts_with_error": 0}
+    out.update((kind, 0) for kind in CHANGE_KINDS)
+    changed = []
+    for name in sorted(by_host):
+        changes = by_host[name]
+        if not isinstance(changes, dict) or changes.get("error"):
+            out["hosts_with_error"] += 1
+            continue
+        if changes.get("previous") is None:
+            out["hosts_first_audit"] += 1
+            continue
+        out["hosts_compared"] += 1
+        out["hosts_rebooted"] += changes.get("boot") == "reboot"
+        out["hosts_with_new_fails"] += bool(changes["counts"]["new_fails"])
+        for kind in CHANGE_KINDS:
+            out[kind] += changes["counts"][kind]
+        if changes["count"]:
+            out["hosts_changed"] += 1
+            changed.append(name)
+    out["changed_hosts"] = changed
+    return out
+
+
+# ---------------------------------------------------------------------------
+# the running boot, for the rules
+# ---------------------------------------------------------------------------
+
+def earlier_in_boot(records, boot_id, source=None, rules=None):
+    """What the audits of the running boot saw, for ``facts["history"]`` (PCI-008 reads it).
+
+    ``{"boot_id", "source", "audits", "first", "last", "reason", "earlier": {fact: {subject:
+    [{"time", "value"}]}}}``: per fact of ``rules`` (default :data:`EARLIER_VALUE_RULES`), the
+    values each subject had at the earlier audits with the same boot id, oldest first, a value
+    listed again only when it changed. ``reason`` says why no audit can be matched to this boot."""
+    rules = EARLIER_VALUE_RULES if rules is None else rules
+    out = {"boot_id": boot_id if isinstance(boot_id, str) and boot_id else None, "source": source,
+           "audits": 0, "first": None, "last": None, "reason": None,
+           "earlier": dict((fact, {}) for fact in rules)}
+    if out["boot_id"] is None:
+        out["reason"] = "this boot's id is unknown (fact kernel.boot_id), so no earlier audit can be matched to it"
+        return out
+    wanted = {}
+    for fact, rule_ids in rules.items():
+        for rule_id in rule_ids:
+            wanted[rule_id] = fact
+    for record in records:
+        if record.get("boot_id") != out["boot_id"]:
+            continue
+        out["audits"] += 1
+        out["first"] = out["first"] or record["time"]
+        out["last"] = record["time"]
+        for rule, subject, status, observed in record["findings"]:
+            fact = wanted.get(rule)
+            if fact is None or subject is None or observed is None or status in ("unknown", "not_applicable"):
+                continue
+            seen = out["earlier"][fact].setdefault(subject, [])
+            if not seen or seen[-1]["value"] != observed:
+                seen.append({"time": record["time"], "value": observed})
+    return out
+
+
+# ---------------------------------------------------------------------------
+# writing
+# ---------------------------------------------------------------------------
+
+class _Lock:
+    """An exclusive ``flock`` on the history directory: two runs take turns per directory."""
+
+    def __init__(self, directory):
+        self.directory = directory
+        self.fd = None
+
+    def __enter__(self):
+        import fcntl  # pylint: disable=import-outside-toplevel
+
+        self.fd = os.open(self.directory, os.O_RDONLY)
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)
+        return False
+
+
+def _rewrite(path, records):
+    directory = os.path.dirname(path)
+    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="ascii", newline="\n") as handle:
+            for record in records:
+                handle.write(encode(record))
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def record_audit(directory, host, record, keep=DEFAULT_KEEP):
+    """Append ``record`` to ``host``'s history in ``directory`` and prune it to the last ``keep``
+    records, under a lock on the directory. Returns ``(previous, changes, warnings)``: the last
+    valid record before this one (``None`` when none), :func:`compare`'s result with
+    ``last_change`` stored in the new record, and the warnings of reading the file.
+
+    The file is appended to with one write while it holds fewer than ``keep`` valid lines, and
+    rewritten (temporary file, rename) when it has to be pruned or held damaged lines. Raises
+    ``OSError`` when the directory or the file cannot be read or written (the file is then left as it is)."""
+    keep = max(1, int(keep))
+    path = history_path(directory, host)
+    base = os.path.dirname(path)
+    os.makedirs(base, exist_ok=True)
+    with _Lock(base):
+        try:
+            with open(path, "rb") as handle:
+                data = handle.read()
+        except FileNotFoundError:
+            data = b""
+        text = data.decode("utf-8", "replace")
+        records, warnings = parse_lines(text.splitlines(True), source="history file %s" % path, host=host)
+        # a last line without its newline (cut short, or edited by hand) would swallow the append
+        damaged = bool(warnings) or (text and not text.endswith("\n"))
+        previous = records[-1] if records else None
+        changes = compare(previous, record)
+        record = dict(record, last_change=changes["last_change"])
+        if damaged or len(records) + 1 > keep:
+            _rewrite(path, (records + [record])[-keep:])
+        else:
+            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+            try:
+                os.write(fd, encode(record).encode("ascii"))
+            finally:
+                os.close(fd)
+    changes["records"] = min(len(records) + 1, keep)
+    return previous, changes, warnings
+
+
+def record_report(report, boot_ids, directory, keep=DEFAULT_KEEP):
+    """Append one record per host of ``report`` (the report.json document) that has findings to
+    its history in ``directory``, and put what changed since its previous record into the document:
+    ``hosts.<name>.changes`` (:func:`compare`, plus ``records``) and the fleet totals in ``changes``
+    (:func:`fleet_summary`). ``boot_ids`` maps host names to the boot id their audit saw. A host
+    whose history cannot be written gets ``changes: {"error": ...}``. Returns the warnings."""
+    warnings = []
+    time = report.get("generated")
+    if epoch(time) is None:
+        time = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
+    by_host = {}
+    for name, host in report.get("hosts", {}).items():
+        if not isinstance(host, dict) or not host.get("findings"):
+            continue  # unreachable, or failed before any finding: nothing seen, nothing to keep
+        record = make_record(name, host["findings"], time, boot_id=(boot_ids or {}).get(name),
+                             collection_version=report.get("collection_version"), profile=host.get("profile"),
+                             state=host.get("state") or "audited")
+        try:
+            dummy, changes, problems = record_audit(directory, name, record, keep)
+        except (HistoryError, IOError, OSError) as exc:
+            message = "history of host %s not kept in %s: %s" % (name, directory, exc)
+            warnings.append(message)
+            host["changes"] = {"error": message}
+            by_host[name] = host["changes"]
+            continue
+        warnings.extend(problems)
+        host["changes"] = changes
+        by_host[name] = changes
+    summary = fleet_summary(by_host)
+    summary["hosts_not_recorded"] = len(report.get("hosts", {})) - len(by_host)
+    report["changes"] = summary
+    return warnings
