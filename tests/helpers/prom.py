@@ -35,7 +35,8 @@ def parse_labels(text):
 def parse_metrics(text):
     """``[(name, labels, value)]`` of every sample line; comment lines skipped."""
     out = []
-    for line in text.splitlines():
+    # only "\n" ends a line in the exposition format (a label value may hold "\r" or U+2028)
+    for line in text.split("\n"):
         if not line or line.startswith("#"):
             continue
         match = _SAMPLE.match(line)
@@ -43,3 +44,36 @@ def parse_metrics(text):
             raise ValueError("not a sample line: %r" % line)
         out.append((match.group(1), parse_labels(match.group(2)) if match.group(2) else {}, float(match.group(3))))
     return out
+
+
+_COMMENT = re.compile(r'^# (HELP|TYPE) ([a-zA-Z_:][a-zA-Z0-9_:]*) (.*)$')
+
+
+def parse_families(text):
+    """``{family: {"help", "type", "samples": [(labels, value)]}}`` of an exposition text, checking
+    what the textfile collector and ``promtool`` insist on: HELP and TYPE once per family and before
+    its samples, a family's samples contiguous, no series twice, the file ending in a newline."""
+    assert text == "" or text.endswith("\n"), "the file must end with a newline"
+    families = {}
+    current = None
+    seen = set()
+    for line in text[:-1].split("\n") if text else []:
+        comment = _COMMENT.match(line)
+        if comment:
+            kind, name, rest = comment.groups()
+            family = families.setdefault(name, {"help": None, "type": None, "samples": []})
+            assert family[kind.lower()] is None, "%s %s given twice" % (kind, name)
+            assert not family["samples"], "%s %s after its samples" % (kind, name)
+            family[kind.lower()] = rest
+            current = name
+            continue
+        assert line and not line.startswith("#"), "unexpected line %r" % line
+        (name, labels, value), = parse_metrics(line)
+        assert name == current, "sample of %s outside its family block (after %s)" % (name, current)
+        key = (name, tuple(sorted(labels.items())))
+        assert key not in seen, "series twice: %r" % (key,)
+        seen.add(key)
+        families[name]["samples"].append((labels, value))
+    for name, family in families.items():
+        assert family["help"] and family["type"], "%s lacks HELP or TYPE" % name
+    return families

@@ -1,0 +1,426 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Prometheus text exposition of ``report.json`` (metric list in docs/report.md, "metrics.prom").
+
+Controller side, pure functions of the report document (as ``build_report`` makes it, or as
+``report.json`` stores it: each function expands a stored document first):
+
+- :func:`render_metrics` is the whole document (``metrics.prom`` of one run);
+- :func:`render_host_metrics` is one host's series (the node_exporter textfile a host writes
+  for itself);
+- :func:`merge_metrics` is the fleet file: this run's series plus, from the file already
+  there, the series of the hosts this run did not audit (``--limit``), unless they are older
+  than ``keep_seconds``.
+
+Every series has a label set that does not depend on a finding's status or a host's state, so a
+status change changes a value and never starts a new series: a finding is one series per
+(host, rule, subject) with a 0/1 ``failing`` value, a host's state is one 0/1 series per possible
+state. Label values come from hosts and are hostile: they are escaped as the exposition format
+wants (backslash, double quote, newline), and text UTF-8 cannot carry (lone surrogates) is
+replaced by U+FFFD. Every family is a gauge with HELP and TYPE; ``promtool check metrics``
+passes on the output.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import datetime
+import io
+import json
+import math
+import re
+
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import HOST_STATES, SEVERITY_RANK, STATUSES, expand_document
+
+__metaclass__ = type
+
+#: A host the fleet file keeps from an earlier run (one a ``--limit`` run skipped) is dropped when
+#: its ``gpuhost_baseline_last_run_timestamp_seconds`` is older than this, counted from the
+#: generation time of the report being written: seven days, long enough for a weekly audit of a
+#: part of the fleet, short enough that a host taken out of the inventory leaves the file.
+KEEP_SECONDS = 7 * 86400
+
+#: ``(name, label names, help)`` of every family, in the order the file lists them. The first two
+#: describe the run; every other one has ``host`` as its first label.
+FAMILIES = (
+    ("gpuhost_baseline_info", ("version", "profile"),
+     "Collection version and profile of the run that wrote this file (always 1)."),
+    ("gpuhost_baseline_report_timestamp_seconds", (),
+     "Unix time the report of the run that wrote this file was generated."),
+    ("gpuhost_baseline_host_info", ("host", "profile", "version"),
+     "Resolved profile and collection version of the last audit of the host (always 1)."),
+    ("gpuhost_baseline_host_up", ("host",),
+     "1 if the last audit of the host ran, 0 if the host was unreachable or its audit failed."),
+    ("gpuhost_baseline_host_state", ("host", "state"),
+     "State of the last audit of the host: 1 for its state, 0 for the others (audited, unreachable, failed)."),
+    ("gpuhost_baseline_last_run_timestamp_seconds", ("host",),
+     "Unix time of the last audit run that included the host, whatever its outcome."),
+    ("gpuhost_baseline_run_duration_seconds", ("host",),
+     "Wall time of the last audit run that included the host, when the report records it."),
+    ("gpuhost_baseline_last_change_timestamp_seconds", ("host",),
+     "Unix time of the last change of a finding of the host seen by the drift history."),
+    ("gpuhost_baseline_findings", ("host", "status"),
+     "Number of findings of the host per status (pass, fail, unknown, waived, not_applicable)."),
+    ("gpuhost_baseline_failures", ("host", "severity"),
+     "Number of failing findings of the host per rule severity."),
+    ("gpuhost_baseline_facts_errors", ("host",),
+     "Number of facts that could not be read on the host."),
+    ("gpuhost_baseline_finding_failing", ("host", "rule", "subject", "severity", "area"),
+     "1 if the rule fails on the subject of the host, 0 if it does not (pass, unknown, waived, not applicable)."),
+    ("gpuhost_baseline_numa_free_memory_ratio", ("host", "node"),
+     "Free memory of the NUMA node as a ratio of its total (0 to 1) at audit time."),
+)
+
+FAMILY_LABELS = dict((name, labels) for name, labels, dummy in FAMILIES)
+RUN_FAMILIES = tuple(name for name, labels, dummy in FAMILIES if "host" not in labels)
+
+_SURROGATE = re.compile(u"[\ud800-\udfff]")
+_NAME = r"[a-zA-Z_:][a-zA-Z0-9_:]*"
+# a sample value as Prometheus writes and reads it (Go's ParseFloat would take more; we keep only these)
+_VALUE = r"(?:[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?|[+-]?Inf|NaN)"
+_UNESCAPE = {"\\": "\\", '"': '"', "n": "\n"}
+
+
+class MetricsError(ValueError):
+    """A request the renderer cannot answer (a host the report does not have)."""
+
+
+# ---------------------------------------------------------------------------
+# values and labels
+# ---------------------------------------------------------------------------
+
+def label_text(value):
+    """A label value as text: ``None`` is empty, booleans are ``true``/``false``, other non-strings JSON."""
+    if value is None:
+        return ""
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, str):
+        return value
+    if isinstance(value, (int, float)):
+        return str(value)
+    return json.dumps(value, sort_keys=True)
+
+
+def prom_escape(value):
+    """Escape a label value per the text exposition format (backslash, double quote, newline);
+    lone surrogates, which UTF-8 cannot encode, become U+FFFD."""
+    text = _SURROGATE.sub(u"\ufffd", label_text(value))
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
+
+
+def epoch_seconds(value):
+    """Unix time of an ISO 8601 text (``Z`` or an offset; naive is UTC) or of a number; ``None`` when neither."""
+    if isinstance(value, bool) or value is None:
+        return None
+    if isinstance(value, (int, float)):
+        return float(value) if math.isfinite(value) else None
+    text = str(value).strip()
+    if text.endswith("Z"):
+        text = text[:-1] + "+00:00"
+    try:
+        stamp = datetime.datetime.fromisoformat(text)
+    except ValueError:
+        return None
+    if stamp.tzinfo is None:
+        stamp = stamp.replace(tzinfo=datetime.timezone.utc)
+    return (stamp - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)).total_seconds()
+
+
+def _number(value):
+    """A finite int/float that is not a bool, else ``None``."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return None
+    return value if math.isfinite(value) else None
+
+
+def _value_text(value):
+    if isinstance(value, float):
+        return repr(value)
+    return str(value)
+
+
+# ---------------------------------------------------------------------------
+# the series of a report
+# ---------------------------------------------------------------------------
+
+def _run_samples(report):
+    samples = {"gpuhost_baseline_info": [((label_text(report.get("collection_version")), label_text(report.get("profile"))), 1)]}
+    stamp = epoch_seconds(report.get("generated"))
+    if stamp is not None:
+        samples["gpuhost_baseline_report_timestamp_seconds"] = [((), stamp)]
+    return samples
+
+
+def _duration(report, host):
+    """Seconds the run took for ``host``: its own ``duration_seconds`` when the report has it, else
+    ``generated`` minus the run's ``started`` when the report has both; ``None`` otherwise."""
+    own = _number(host.get("duration_seconds"))
+    if own is not None and own >= 0:
+        return own
+    started = epoch_seconds(report.get("started"))
+    generated = epoch_seconds(report.get("generated"))
+    if started is None or generated is None or generated < started:
+        return None
+    return generated - started
+
+
+def _free_ratio(node):
+    total = _number(node.get("mem_total_kb"))
+    free = _number(node.get("mem_free_kb"))
+    if total and total > 0 and free is not None:
+        ratio = free / total
+    else:
+        pct = _number(node.get("free_pct"))
+        if pct is None:
+            return None
+        ratio = pct / 100.0
+    if not 0 <= ratio <= 1:
+        return None  # garbage counters (free above total) are not a ratio worth alerting on
+    return round(ratio, 6)
+
+
+def _host_samples(report, name, host):
+    """``{family: [(label values after host, value)]}`` of one host of ``report``."""
+    out = {}
+
+    def add(family, labels, value):
+        out.setdefault(family, []).append(((name,) + tuple(label_text(v) for v in labels), value))
+
+    state = host.get("state") or "audited"
+    add("gpuhost_baseline_host_info", (host.get("profile"), report.get("collection_version")), 1)
+    add("gpuhost_baseline_host_up", (), 1 if state == "audited" else 0)
+    for one in HOST_STATES:
+        add("gpuhost_baseline_host_state", (one,), 1 if state == one else 0)
+    stamp = epoch_seconds(report.get("generated"))
+    if stamp is not None:
+        add("gpuhost_baseline_last_run_timestamp_seconds", (), stamp)
+    duration = _duration(report, host)
+    if duration is not None:
+        add("gpuhost_baseline_run_duration_seconds", (), duration)
+    changes = host.get("changes")
+    if isinstance(changes, dict):
+        changed = epoch_seconds(changes.get("last_change"))
+        if changed is not None:
+            add("gpuhost_baseline_last_change_timestamp_seconds", (), changed)
+    findings = [f for f in host.get("findings") or [] if isinstance(f, dict)]
+    summary = host.get("summary") or {}
+    for status in STATUSES:
+        count = _number(summary.get(status))
+        add("gpuhost_baseline_findings", (status,),
+            count if count is not None else sum(1 for f in findings if f.get("status") == status))
+    per_severity = dict((sev, 0) for sev in SEVERITY_RANK)
+    for finding in findings:
+        if finding.get("status") == "fail":
+            sev = label_text(finding.get("severity")) or "unknown"
+            per_severity[sev] = per_severity.get(sev, 0) + 1
+    for sev in sorted(per_severity):
+        add("gpuhost_baseline_failures", (sev,), per_severity[sev])
+    errors = _number(host.get("facts_errors"))
+    add("gpuhost_baseline_facts_errors", (), errors if errors is not None else 0)
+    seen = {}
+    failing = out.setdefault("gpuhost_baseline_finding_failing", [])
+    for finding in findings:  # the bulk of a fleet file: written without add()
+        rid, subject, severity, area = (
+            v if v.__class__ is str else label_text(v)
+            for v in (finding.get("id"), finding.get("subject"), finding.get("severity"), finding.get("area")))
+        count = seen[(rid, subject)] = seen.get((rid, subject), 0) + 1
+        if count > 1:
+            # two findings of one rule on one subject would be one series twice, which the
+            # textfile collector rejects: the repeats are numbered
+            subject = "%s#%d" % (subject, count)
+        failing.append(((name, rid, subject, severity, area), 1 if finding.get("status") == "fail" else 0))
+    for index, node in enumerate(host.get("numa") or []):
+        if isinstance(node, dict):
+            ratio = _free_ratio(node)
+            if ratio is not None:
+                node_id = node.get("id")
+                add("gpuhost_baseline_numa_free_memory_ratio", (index if node_id is None else node_id,), ratio)
+    return out
+
+
+def _template(name, labels):
+    if not labels:
+        return name + " %s"
+    return name + "{" + ",".join('%s="%%s"' % k for k in labels) + "} %s"
+
+
+#: family -> ``%`` template of its sample line (label values, then the value)
+_TEMPLATES = dict((name, _template(name, labels)) for name, labels, dummy in FAMILIES)
+
+
+class _Escaped(dict):
+    """``prom_escape`` of each label value, computed once per value (a fleet repeats them a lot)."""
+
+    def __missing__(self, key):
+        value = self[key] = prom_escape(key)
+        return value
+
+
+def _lines(samples):
+    """``{family: [(host, sample line)]}`` of ``{family: [(label values, value)]}``."""
+    escaped = _Escaped()
+    out = {}
+    for family, series in samples.items():
+        template = _TEMPLATES[family]
+        out[family] = [(values[0] if values else "",
+                        template % (tuple(escaped[v] for v in values) + (_value_text(value),)))
+                       for values, value in series]
+    return out
+
+
+def _exposition(lines_by_family):
+    """The text of ``{family: [(host, sample line)]}``: families in :data:`FAMILIES` order, each
+    with HELP and TYPE, none without samples."""
+    lines = []
+    for name, dummy, help_text in FAMILIES:
+        series = lines_by_family.get(name)
+        if not series:
+            continue
+        lines.append("# HELP %s %s" % (name, help_text))
+        lines.append("# TYPE %s gauge" % name)
+        lines.extend(line for dummy, line in series)
+    return "\n".join(lines) + "\n" if lines else ""
+
+
+def _merge_into(target, samples):
+    for family, series in samples.items():
+        target.setdefault(family, []).extend(series)
+
+
+def _hosts(report):
+    hosts = report.get("hosts") or {}
+    return hosts if isinstance(hosts, dict) else {}
+
+
+def _report_samples(report):
+    samples = _run_samples(report)
+    for name, host in _hosts(report).items():
+        if isinstance(host, dict):
+            _merge_into(samples, _host_samples(report, name, host))
+    return samples
+
+
+def render_metrics(report):
+    """``metrics.prom`` of ``report``: the run's two series and every host's."""
+    return _exposition(_lines(_report_samples(expand_document(report))))
+
+
+def render_host_metrics(report, host):
+    """The series of one host of ``report`` (every family that has ``host`` as a label), for the
+    node_exporter textfile a host writes for itself. Raises :class:`MetricsError` when the report
+    has no such host."""
+    report = expand_document(report)
+    hosts = _hosts(report)
+    if host not in hosts or not isinstance(hosts[host], dict):
+        raise MetricsError("the report has no host %r (hosts: %s)" % (host, ", ".join(sorted(map(str, hosts))) or "none"))
+    return _exposition(_lines(_host_samples(report, host, hosts[host])))
+
+
+# ---------------------------------------------------------------------------
+# reading an existing file, and the fleet file
+# ---------------------------------------------------------------------------
+
+_LABEL_VALUE = r'[^"\\\n]*(?:\\[\\"n][^"\\\n]*)*'  # only the three escapes, no raw quote or newline
+_PAIR = r'[a-zA-Z_][a-zA-Z0-9_]*="%s"' % _LABEL_VALUE
+_SAMPLE = re.compile(r'(%s)(?:\{((?:%s(?:,%s)*,?)?)\})? (%s)' % (_NAME, _PAIR, _PAIR, _VALUE))
+_PAIRS = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="(%s)"' % _LABEL_VALUE)
+_ESCAPE = re.compile(r'\\(.)')
+_LAST_RUN = re.compile(r'^gpuhost_baseline_last_run_timestamp_seconds\{host="(%s)",?\} (%s)$' % (_LABEL_VALUE, _VALUE), re.M)
+
+
+def _unescape(value):
+    return _ESCAPE.sub(lambda m: _UNESCAPE[m.group(1)], value) if "\\" in value else value
+
+
+def _parsed(text):
+    """``(family, {label: value}, value text, line)`` of each well-formed sample line of ``text``."""
+    for line in text.split("\n"):
+        if not line or line[0] == "#":
+            continue
+        match = _SAMPLE.fullmatch(line)
+        if not match:
+            continue
+        pairs = [(k, _unescape(v)) for k, v in _PAIRS.findall(match.group(2))] if match.group(2) else []
+        labels = dict(pairs)
+        if len(labels) != len(pairs):
+            continue  # a label given twice
+        yield match.group(1), labels, match.group(3), line
+
+
+def parse_samples(text):
+    """``[(family, {label: value}, value text)]`` of the sample lines of an exposition text.
+
+    Comment lines and blank lines are skipped; so is any line that is not a sample as this module
+    writes them (a timestamp after the value, an unknown escape, a malformed label list): an old
+    or damaged file can only lose lines, never put a broken one into the file written next.
+    """
+    return [(family, labels, value) for family, labels, value, dummy in _parsed(text)]
+
+
+def _last_runs(text):
+    """``{host: last run}`` from the ``gpuhost_baseline_last_run_timestamp_seconds`` lines of ``text``."""
+    stamps = {}
+    for host, value in _LAST_RUN.findall(text):
+        stamp = float(value)
+        if math.isfinite(stamp):
+            host = _unescape(host)
+            stamps[host] = max(stamp, stamps.get(host, stamp))
+    return stamps
+
+
+def kept_hosts(report, existing, now=None, keep_seconds=KEEP_SECONDS):
+    """``{host: last run}`` of the hosts of ``existing`` (exposition text) that the fleet file keeps:
+    not in ``report``, with a last-run time no older than ``keep_seconds`` before ``now`` (default:
+    the report's generation time). A host without a last-run time cannot be dated and is dropped."""
+    if now is None:
+        now = epoch_seconds(report.get("generated"))
+    if now is None or not existing:
+        return {}
+    current = set(_hosts(report))
+    existing = _SURROGATE.sub(u"\ufffd", existing)
+    return dict((host, stamp) for host, stamp in _last_runs(existing).items()
+                if host not in current and now - stamp <= keep_seconds)
+
+
+def merge_metrics(report, existing, now=None, keep_seconds=KEEP_SECONDS):
+    """The fleet ``metrics.prom``: the series of ``report``, plus the series that ``existing`` (the
+    text of the file being replaced; empty or ``None`` for none) has for the hosts in
+    :func:`kept_hosts`. A kept line must belong to a family of :data:`FAMILIES` with its current
+    label names (a line of a renamed or reshaped family is dropped) and not repeat a series; it is
+    written as it was. Families stay contiguous, hosts in name order within each."""
+    report = expand_document(report)
+    lines = _lines(_report_samples(report))
+    keep = kept_hosts(report, existing, now=now, keep_seconds=keep_seconds)
+    if keep:
+        seen = set()
+        for family, labels, dummy, line in _parsed(_SURROGATE.sub(u"\ufffd", existing)):
+            names = FAMILY_LABELS.get(family)
+            if not names or labels.get("host") not in keep or len(labels) != len(names) or "host" not in names:
+                continue
+            try:
+                values = tuple(labels[k] for k in names)
+            except KeyError:
+                continue  # other label names
+            if (family, values) in seen:
+                continue
+            seen.add((family, values))
+            lines.setdefault(family, []).append((values[0], line))
+        for family, series in lines.items():
+            series.sort(key=lambda item: item[0])  # stable: each host's series keep their order
+    return _exposition(lines)
+
+
+def read_existing(path):
+    """Text of the metrics file at ``path``, or ``""`` when there is none or it cannot be read.
+    Bytes that are not UTF-8 are replaced (their lines still parse, or are dropped by the merge)."""
+    try:
+        with io.open(path, "r", encoding="utf-8", errors="replace", newline="") as handle:
+            return handle.read()
+    except (IOError, OSError, ValueError):
+        return ""
+
+
+def fleet_metrics(report, path, keep_seconds=KEEP_SECONDS):
+    """:func:`merge_metrics` of ``report`` with the file at ``path`` as it is now."""
+    return merge_metrics(report, read_existing(path), keep_seconds=keep_seconds)
