@@ -17,7 +17,9 @@ suite=bookworm
 # The guest's package list: what the harness and the Ansible roles touch inside it.
 # grub-pc-bin + grub2-common give /etc/default/grub and update-grub (the fix mode
 # writes kernel command-line parameters there) without installing a boot loader.
-packages=systemd-sysv,udev,kmod,iproute2,openssh-server,python3,pciutils,numactl,linux-image-amd64,initramfs-tools,procps,sudo,grub-pc-bin,grub2-common
+# python3-yaml, python3-jmespath, python3-jsonschema: what the self_audit role's runner needs
+# to judge the host on the host; prometheus-node-exporter serves its textfile (molecule/self_audit).
+packages=systemd-sysv,udev,kmod,iproute2,openssh-server,python3,pciutils,numactl,linux-image-amd64,initramfs-tools,procps,sudo,grub-pc-bin,grub2-common,python3-yaml,python3-jmespath,python3-jsonschema,prometheus-node-exporter
 
 die() { echo "build_image.sh: $*" >&2; exit 1; }
 

@@ -1,0 +1,114 @@
+"""The self_audit role in the guest: one run of its service feeds Debian's node_exporter, the
+textfile passes promtool, the timer is listed, and state absent leaves nothing behind.
+
+The side effect kept what it saw under <ephemeral>/self-audit/ (run.txt: the service run;
+metrics.txt: node_exporter's /metrics read inside the guest; state.txt: the textfile, report.json's
+totals and systemctl list-timers) before it removed the self-audit; the guest itself is checked
+for what is left after state absent.
+"""
+import json
+import os
+import re
+import shutil
+import subprocess
+
+import pytest
+
+import vmverify as vm
+from helpers.prom import parse_metrics
+
+HOST = "gpuhost-self-audit"
+TEXTFILE = "/var/lib/prometheus/node-exporter/gpuhost_baseline.prom"
+INSTALLED = (
+    "/usr/local/sbin/gpuhost-self-audit",
+    "/etc/gpuhost-self-audit.json",
+    "/etc/systemd/system/gpuhost-self-audit.service",
+    "/etc/systemd/system/gpuhost-self-audit.timer",
+    TEXTFILE,
+    "/var/lib/gpuhost-baseline",
+    "/var/cache/gpuhost-baseline",
+)
+
+
+def kept(name):
+    with open(os.path.join(vm.ephemeral(), "self-audit", name)) as handle:
+        return handle.read()
+
+
+def sections():
+    """``{name: text}`` of state.txt's ``== name`` sections."""
+    out, current = {}, None
+    for line in kept("state.txt").splitlines():
+        if line.startswith("== "):
+            current = line[3:].strip()
+            out[current] = []
+        elif current:
+            out[current].append(line)
+    return dict((k, "\n".join(v) + "\n") for k, v in out.items())
+
+
+def samples(text):
+    """``{(name, labels): value}`` of an exposition text; ``labels`` sorted ``(name, value)`` pairs
+    without the empty ones (Prometheus treats an empty label as absent, and node_exporter leaves
+    ``subject=""`` out when it serves the file)."""
+    out = {}
+    for name, labels, value in parse_metrics(text):
+        out[(name, tuple(sorted((k, v) for k, v in labels.items() if v != "")))] = value
+    return out
+
+
+def test_the_service_ran_once_and_succeeded():
+    run = kept("run.txt")
+    assert "Result=success" in run and "ExecMainStatus=0" in run, run
+    assert re.search(r"gpuhost-self-audit: %s audited with profile generic-nvidia-inference: \d+ pass, \d+ fail" % HOST, run), run
+
+
+def test_report_json_on_the_host():
+    report = json.loads(sections()["report"].strip())
+    assert report["hosts"] == [HOST] and report["state"] == ["audited"]
+    totals = report["totals"]
+    assert totals["pass"] > 10 and totals["fail"] > 0, totals  # stock Debian drifts (numa_balancing, swappiness)
+
+
+def test_node_exporter_serves_the_gpuhost_series():
+    served = samples(kept("metrics.txt"))
+    textfile = samples(sections()["textfile"])
+    assert textfile[("gpuhost_baseline_host_up", (("host", HOST),))] == 1
+    failing = [k for k in textfile if k[0] == "gpuhost_baseline_finding_failing"]
+    assert len(failing) > 20, sorted(textfile)[:10]
+    # every series of the textfile is on /metrics with the same value: node_exporter read the file
+    missing = [k for k in textfile if served.get(k) != textfile[k]]
+    assert not missing, missing[:10]
+    errors = [v for k, v in served.items() if k[0] == "node_textfile_scrape_error"]
+    assert errors == [0.0], errors
+    assert any(k[0] == "node_textfile_mtime_seconds" and dict(k[1])["file"].endswith("gpuhost_baseline.prom") for k in served)
+
+
+def test_promtool_check_metrics_passes_on_the_textfile(tmp_path):
+    promtool = shutil.which("promtool")
+    assert promtool, "promtool (Debian package prometheus) is needed on the controller"
+    path = tmp_path / "gpuhost_baseline.prom"
+    path.write_text(sections()["textfile"])
+    done = subprocess.run([promtool, "check", "metrics"], stdin=path.open("rb"), stdout=subprocess.PIPE,
+                          stderr=subprocess.STDOUT, check=False)
+    assert done.returncode == 0, done.stdout.decode()
+
+
+def test_the_timer_was_listed():
+    timers = [line for line in sections()["timers"].splitlines() if "gpuhost-self-audit.timer" in line]
+    assert len(timers) == 1 and "gpuhost-self-audit.service" in timers[0], sections()["timers"]
+
+
+@pytest.mark.parametrize("path", INSTALLED)
+def test_state_absent_removed(host, path):
+    assert not host.file(path).exists, "%s is still there after state absent" % path
+
+
+def test_state_absent_left_no_unit(host):
+    units = host.run("systemctl list-units --all --no-legend 'gpuhost-self-audit*'")
+    assert units.rc == 0 and units.stdout.strip() == "", units.stdout
+    assert "gpuhost-self-audit" not in host.check_output("systemctl list-timers --all --no-pager")
+    assert host.run("systemctl cat gpuhost-self-audit.timer").rc != 0
+    metrics = host.check_output("python3 -c 'import urllib.request as u; "
+                                "print(u.urlopen(\"http://127.0.0.1:9100/metrics\", timeout=30).read().decode())'")
+    assert "gpuhost_baseline_" not in metrics

@@ -1,0 +1,333 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Self-audit: gather, judge and report one host on that host (the ``self_audit`` role's runner).
+
+The ``gpuhost.baseline.self_audit`` role installs this collection's facts readers, evaluator and
+catalogue on a managed host as one file, ``/usr/local/sbin/gpuhost-self-audit`` (a Python zip
+application built by ``roles/self_audit/files/make_bundle.py``), and a systemd timer that runs it.
+Each run does on the host what ``audit.yml`` does over SSH, for that host alone:
+
+1. gather ``ansible_facts.gpuhost`` with ``module_utils/facts`` (the code ``host_facts`` runs);
+2. judge them with ``plugin_utils`` (profile, parameters, waivers from the role's config file);
+3. write ``report.json`` (one host, the format of ``docs/report.md``) into the report directory,
+   and ``gpuhost_baseline.prom`` into node_exporter's textfile directory, each to a temporary
+   name in the same directory and renamed, so a reader never sees half a file.
+
+It changes nothing else on the host. Host requirements: Python 3.11+ (the floor of the controller code), PyYAML, jmespath and
+jsonschema 4 (Debian: ``python3-yaml python3-jmespath python3-jsonschema``; docs/self-audit.md).
+
+Exit status: 0 the host was audited (whatever the findings: drift is what the metrics report);
+1 the audit could not be done (a catalogue, profile or parameter error, a facts failure): both
+files are still written when their directories are writable, with the host ``failed`` and the
+reason, so the metrics say so; 2 the command line or the config file is unusable. Every error
+is one line on stderr starting ``gpuhost-self-audit:``, never a traceback.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import argparse
+import datetime
+import json
+import os
+import resource
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS, gather_facts
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import (
+    COLLECTION_ROOT, CatalogueError, load_catalogue, select_profile)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate, expand_findings, host_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ReportError, build_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.metrics import MetricsError, prom_escape, render_host_metrics
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import write_reports
+
+__metaclass__ = type
+
+PROG = "gpuhost-self-audit"
+DEFAULT_CONFIG = "/etc/gpuhost-self-audit.json"
+DEFAULT_REPORT_DIR = "/var/lib/gpuhost-baseline"
+DEFAULT_TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
+PROM_FILE = "gpuhost_baseline.prom"
+#: keys of the config file (written by the role from its variables) and their JSON types
+CONFIG_KEYS = {
+    "host": str,
+    "profile": str,
+    "params": dict,
+    "waivers": list,
+    "gather": list,
+    "report_dir": str,
+    "textfile_dir": str,
+    "command_timeout": (int, float),
+}
+#: seconds one command (nvidia-smi, lspci...) may take before it counts as failed
+DEFAULT_COMMAND_TIMEOUT = 120
+#: libraries the catalogue and the evaluator import, and the Debian packages that provide them
+LIBRARIES = (("yaml", "python3-yaml"), ("jmespath", "python3-jmespath"), ("jsonschema", "python3-jsonschema"))
+#: where ``module.get_bin_path`` also looks, so a timer's PATH finds what an Ansible module finds
+SBIN_DIRS = ("/sbin", "/usr/sbin", "/usr/local/sbin")
+
+
+class SelfAuditError(Exception):
+    """A problem with a message for the operator; ``status`` is the exit status."""
+
+    def __init__(self, message, status=1):
+        Exception.__init__(self, message)
+        self.status = status
+
+
+def load_config(path):
+    """The config file ``path`` (JSON object, keys of ``CONFIG_KEYS``), checked; ``{}`` for None."""
+    if path is None:
+        return {}
+    try:
+        with open(path, "rb") as handle:
+            text = handle.read().decode("utf-8")
+    except (IOError, OSError) as exc:
+        raise SelfAuditError("cannot read the config file %s: %s" % (path, exc.strerror or exc), status=2)
+    except UnicodeDecodeError as exc:
+        raise SelfAuditError("config file %s is not UTF-8 text: %s" % (path, exc), status=2)
+    try:
+        config = json.loads(text)
+    except ValueError as exc:
+        raise SelfAuditError("config file %s is not valid JSON: %s" % (path, exc), status=2)
+    if not isinstance(config, dict):
+        raise SelfAuditError("config file %s must hold a JSON object, not %s" % (path, type(config).__name__), status=2)
+    for key, value in config.items():
+        wanted = CONFIG_KEYS.get(key)
+        if wanted is None:
+            raise SelfAuditError("config file %s: unknown key %r (known: %s)" % (path, key, ", ".join(sorted(CONFIG_KEYS))),
+                                 status=2)
+        if value is not None and (not isinstance(value, wanted) or isinstance(value, bool)):
+            raise SelfAuditError("config file %s: %s must be %s, not %s" % (
+                path, key, wanted.__name__ if isinstance(wanted, type) else "a number", type(value).__name__), status=2)
+    unknown = [s for s in config.get("gather") or [] if s not in SUBSYSTEMS]
+    if unknown:
+        raise SelfAuditError("config file %s: gather names unknown subsystem(s) %s (known: %s)"
+                             % (path, ", ".join(map(str, unknown)), ", ".join(SUBSYSTEMS)), status=2)
+    return config
+
+
+def collection_version(root=COLLECTION_ROOT):
+    """The version of the installed collection copy: MANIFEST.json of a built collection, else galaxy.yml."""
+    try:
+        with open(os.path.join(root, "MANIFEST.json"), "rb") as handle:
+            version = json.load(handle)["collection_info"]["version"]
+        if version:
+            return str(version)
+    except (IOError, OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        import yaml  # pylint: disable=import-outside-toplevel
+
+        with open(os.path.join(root, "galaxy.yml"), "rb") as handle:
+            version = (yaml.safe_load(handle) or {}).get("version")
+        if version:
+            return str(version)
+    except Exception:  # pylint: disable=broad-except  # no PyYAML, unreadable or odd file: unknown
+        pass
+    return "unknown"
+
+
+def which(name):
+    """``shutil.which`` over PATH plus the sbin directories (as ``AnsibleModule.get_bin_path``)."""
+    path = os.environ.get("PATH") or os.defpath
+    dirs = path.split(os.pathsep) + [d for d in SBIN_DIRS if d not in path.split(os.pathsep)]
+    return shutil.which(name, path=os.pathsep.join(dirs))
+
+
+def command_runner(timeout):
+    """``run(argv) -> (rc, stdout, stderr)`` for :class:`Root`: C locale, no stdin, killed after ``timeout`` s."""
+    env = dict(os.environ, LC_ALL="C", LANG="C")
+
+    def run(argv):
+        try:
+            done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  env=env, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            return 124, "", "timed out after %s s" % timeout
+        except OSError as exc:
+            return 127, "", str(exc)
+        return (done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace"))
+    return run
+
+
+def host_name(config, facts=None):
+    """The name the report and the metrics use: ``host`` of the config (the role writes the inventory
+    name there), else the host's own name."""
+    name = config.get("host")
+    if name:
+        return name
+    if isinstance(facts, dict) and isinstance(facts.get("hostname"), str) and facts["hostname"].strip():
+        return facts["hostname"].strip()
+    return socket.gethostname() or "localhost"
+
+
+def missing_libraries():
+    """``[(import name, Debian package)]`` of the libraries the evaluation needs that do not import."""
+    missing = []
+    for module, package in LIBRARIES:
+        try:
+            __import__(module)
+        except ImportError:
+            missing.append((module, package))
+    return missing
+
+
+def audit_host(config, root="/", run_command=None):
+    """``(host name, host part of report.json)`` of one gather and evaluation.
+
+    A catalogue, profile, parameter or waiver error gives a part with state ``failed`` and the
+    reason (the report is still written); nothing here raises for bad input.
+    """
+    live = os.path.abspath(root or "/") == "/"
+    if not live and not os.path.isdir(root):
+        raise SelfAuditError("snapshot root %s is not a directory" % root, status=2)
+    timeout = config.get("command_timeout") or DEFAULT_COMMAND_TIMEOUT
+    reader = Root(root, run_command=run_command or command_runner(timeout), which=which)
+    facts = gather_facts(reader, config.get("gather") or None)
+    name = host_name(config, facts)
+    profile = config.get("profile") or "auto"
+    missing = missing_libraries()
+    if missing:
+        return name, {"state": "failed", "message": (
+            "cannot judge %s: the Python libraries %s are not installed for %s (Debian: apt-get install %s; "
+            "docs/self-audit.md)" % (name, ", ".join(m for m, unused in missing), sys.executable,
+                                     " ".join(p for unused, p in missing)))}
+    try:
+        catalogue = load_catalogue()
+        catalogue = catalogue.for_profile(select_profile(catalogue, profile, facts))
+        outcome = evaluate(facts, profile=profile, params=config.get("params") or {},
+                           waivers=config.get("waivers") or [], host=name, catalogue=catalogue,
+                           waiver_files=catalogue.waiver_files)
+    except CatalogueError as exc:
+        return name, {"state": "failed", "message": "baseline evaluation of %s: %s" % (name, exc)}
+    part = host_report(facts, outcome)
+    # the report carries each finding's rule text (title, rationale, fix), as baseline_report restores it
+    part["findings"] = expand_findings(part["findings"], catalogue)
+    return name, part
+
+
+def atomic_write(path, text):
+    """Write ``text`` to ``path`` through a temporary file in the same directory and a rename.
+
+    The temporary name starts with a dot and does not end in ``.prom``, so node_exporter's
+    textfile collector never reads a half-written file."""
+    directory = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def _cpu_seconds():
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime + children.ru_utime + children.ru_stime
+
+
+def cpu_metric(name, cpu):
+    """The self-audit run's own CPU time, appended to the host's series (docs/self-audit.md)."""
+    metric = "gpuhost_baseline_self_audit_cpu_seconds"
+    return "# HELP %s %s\n# TYPE %s gauge\n%s{host=\"%s\"} %s\n" % (
+        metric, "CPU time (user + system, children included) of the last self-audit run of the host.", metric,
+        metric, prom_escape(name), round(cpu, 3))
+
+
+def write_outputs(report, name, report_dir, textfile_dir, started, cpu_start):
+    """Write report.json, then the textfile (``metrics.render_host_metrics`` and the run's CPU
+    time); ``{"json": path, "prom": path}``. The run's wall time so far is the host's
+    ``duration_seconds`` (``gpuhost_baseline_run_duration_seconds``)."""
+    report["hosts"][name]["duration_seconds"] = round(time.monotonic() - started, 3)
+    try:
+        os.makedirs(report_dir, mode=0o755, exist_ok=True)
+        paths = write_reports(report, report_dir, formats=["json"])
+    except (IOError, OSError) as exc:
+        raise SelfAuditError("cannot write report.json into %s: %s" % (report_dir, exc))
+    except ReportError as exc:
+        raise SelfAuditError("cannot build report.json: %s" % exc)
+    try:
+        text = render_host_metrics(report, name)
+    except MetricsError as exc:
+        raise SelfAuditError("cannot render the metrics: %s" % exc)
+    text += cpu_metric(name, _cpu_seconds() - cpu_start)
+    prom = os.path.join(textfile_dir, PROM_FILE)
+    try:
+        os.makedirs(textfile_dir, mode=0o755, exist_ok=True)
+        atomic_write(prom, text)
+    except (IOError, OSError) as exc:
+        raise SelfAuditError("cannot write %s: %s (gpuhost_self_audit_textfile_dir)" % (prom, exc))
+    paths["prom"] = prom
+    return paths
+
+
+def parser():
+    p = argparse.ArgumentParser(prog=PROG, description=(
+        "Audit this host against the gpuhost.baseline rules and write report.json and a node_exporter "
+        "textfile (installed by the gpuhost.baseline.self_audit role; docs/self-audit.md)."))
+    p.add_argument("--config", default=DEFAULT_CONFIG,
+                   help="JSON config written by the role (default %(default)s; 'none' for built-in defaults)")
+    p.add_argument("--root", default="/", help="snapshot directory to audit instead of the live host")
+    p.add_argument("--host", help="host name in the report and the metrics (default: config, then hostname)")
+    p.add_argument("--report-dir", help="directory of report.json (default: config, then %s)" % DEFAULT_REPORT_DIR)
+    p.add_argument("--textfile-dir", help="node_exporter textfile directory (default: config, then %s)"
+                   % DEFAULT_TEXTFILE_DIR)
+    p.add_argument("--generated", help=argparse.SUPPRESS)  # fixed timestamp for tests
+    return p
+
+
+def run(argv):
+    """The command: parse, audit, write. Returns the exit status; raises :class:`SelfAuditError`."""
+    started, cpu_start = time.monotonic(), _cpu_seconds()
+    args = parser().parse_args(argv)
+    config = load_config(None if args.config == "none" else args.config)
+    if args.host:
+        config["host"] = args.host
+    report_dir = args.report_dir or config.get("report_dir") or DEFAULT_REPORT_DIR
+    textfile_dir = args.textfile_dir or config.get("textfile_dir") or DEFAULT_TEXTFILE_DIR
+    name, part = audit_host(config, root=args.root)
+    generated = args.generated or datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
+    try:
+        report = build_report({name: part}, profile=part.get("profile"), generated=generated,
+                              collection_version=collection_version())
+    except ReportError as exc:  # the evaluator broke the report contract: say so in the report itself
+        part = {"state": "failed", "message": "the findings break the report contract: %s" % exc}
+        report = build_report({name: part}, generated=generated, collection_version=collection_version())
+    success = report["hosts"][name]["state"] == "audited"
+    paths = write_outputs(report, name, report_dir, textfile_dir, started, cpu_start)
+    totals = report["totals"]
+    if not success:
+        raise SelfAuditError("%s (report written to %s, metrics to %s)"
+                             % (report["hosts"][name]["message"], paths["json"], paths["prom"]))
+    print("%s: %s audited with profile %s: %d pass, %d fail, %d unknown, %d waived, %d not applicable; "
+          "wrote %s and %s" % (PROG, name, report["profile"], totals["pass"], totals["fail"], totals["unknown"],
+                               totals["waived"], totals["not_applicable"], paths["json"], paths["prom"]))
+    return 0
+
+
+def main(argv=None):
+    """Entry point: never a traceback, one line on stderr for every failure."""
+    try:
+        return run(sys.argv[1:] if argv is None else argv)
+    except SelfAuditError as exc:
+        sys.stderr.write("%s: %s\n" % (PROG, exc))
+        return exc.status
+    except KeyboardInterrupt:
+        sys.stderr.write("%s: interrupted\n" % PROG)
+        return 130
+    except Exception as exc:  # pylint: disable=broad-except  # a bug must still read as one line in the journal
+        sys.stderr.write("%s: internal error: %s: %s\n" % (PROG, type(exc).__name__, exc))
+        return 1

@@ -1,0 +1,278 @@
+# -*- coding: utf-8 -*-
+"""The self-audit runner (plugins/plugin_utils/self_audit.py) and its zip application
+(roles/self_audit/files/make_bundle.py, bundle_main.py) over the demo snapshots.
+
+What the self_audit role's timer runs on a host: report.json and the node_exporter textfile are
+written through a temporary file and a rename; bad input (config, root, output directories,
+missing libraries, a tampered bundle) gives exit status 1 or 2 and one line on stderr, never a
+traceback.
+"""
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import self_audit
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document
+from helpers.prom import parse_families
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+FILES = os.path.join(REPO, "roles", "self_audit", "files")
+PROMTOOL = "/usr/bin/promtool"
+GENERATED = "2025-06-01T12:00:00+00:00"
+
+
+def load_make_bundle():
+    spec = importlib.util.spec_from_file_location("make_bundle", os.path.join(FILES, "make_bundle.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture
+def out(tmp_path):
+    return {"report": str(tmp_path / "reports"), "textfile": str(tmp_path / "textfile"), "tmp": tmp_path}
+
+
+def write_config(tmp_path, config, name="config.json"):
+    path = tmp_path / name
+    path.write_text(config if isinstance(config, str) else json.dumps(config))
+    return str(path)
+
+
+def run(argv, capsys):
+    status = self_audit.main(argv)
+    captured = capsys.readouterr()
+    assert "Traceback" not in captured.err + captured.out
+    return status, captured.out, captured.err
+
+
+def args(out, root, config="none", *more):
+    return ["--config", config, "--root", root, "--report-dir", out["report"], "--textfile-dir", out["textfile"],
+            "--generated", GENERATED] + list(more)
+
+
+def read(path):
+    with open(path) as handle:
+        return handle.read()
+
+
+def test_incident_snapshot_writes_report_and_textfile(snapshot_trees, out, capsys):
+    config = write_config(out["tmp"], {"host": "gpu-incident", "profile": "amd-epyc-nvidia",
+                                       "report_dir": out["report"], "textfile_dir": out["textfile"]})
+    status, stdout, err = run(["--config", config, "--root", snapshot_trees["incident"], "--generated", GENERATED], capsys)
+    assert status == 0, err
+    assert "gpu-incident audited with profile amd-epyc-nvidia" in stdout
+    # stored as the controller stores it (rule fields once, docs/report.md); expanded for reading
+    report = expand_document(json.loads(read(os.path.join(out["report"], "report.json"))))
+    host = report["hosts"]["gpu-incident"]
+    assert list(report["hosts"]) == ["gpu-incident"] and host["state"] == "audited"
+    assert report["generated"] == GENERATED and report["profile"] == "amd-epyc-nvidia"
+    assert host["summary"]["fail"] > 10  # the incident host drifts
+    failing = [f for f in host["findings"] if f["status"] == "fail"]
+    # findings carry their rule's text, as the controller's report does
+    assert all(f["title"] and f["severity"] and f["rationale"] for f in failing)
+    text = read(os.path.join(out["textfile"], "gpuhost_baseline.prom"))
+    families = parse_families(text)
+    assert families["gpuhost_baseline_host_up"]["samples"] == [({"host": "gpu-incident"}, 1.0)]
+    flagged = [s for s in families["gpuhost_baseline_finding_failing"]["samples"] if s[1] == 1]
+    assert len(flagged) == len(failing)
+    assert families["gpuhost_baseline_run_duration_seconds"]["samples"][0][1] > 0
+    assert families["gpuhost_baseline_self_audit_cpu_seconds"]["samples"][0][1] > 0
+    # nothing else in either directory: no temporary file left behind
+    assert os.listdir(out["report"]) == ["report.json"]
+    assert os.listdir(out["textfile"]) == ["gpuhost_baseline.prom"]
+
+
+def test_promtool_accepts_the_textfile(snapshot_trees, out, capsys):
+    status, dummy, err = run(args(out, snapshot_trees["incident"], "none", "--host", "gpu-incident"), capsys)
+    assert status == 0, err
+    with open(os.path.join(out["textfile"], "gpuhost_baseline.prom"), "rb") as handle:
+        done = subprocess.run([PROMTOOL, "check", "metrics"], stdin=handle, stdout=subprocess.PIPE,
+                              stderr=subprocess.STDOUT, check=False)
+    assert done.returncode == 0, done.stdout.decode()
+
+
+def test_files_are_replaced_by_rename_never_rewritten(snapshot_trees, out, capsys, monkeypatch):
+    """Each file appears by a rename of a finished temporary file in the same directory, whose name
+    the textfile collector ignores; until then the old file is there, whole."""
+    os.makedirs(out["textfile"])
+    os.makedirs(out["report"])
+    prom = os.path.join(out["textfile"], "gpuhost_baseline.prom")
+    old = "# HELP old_metric an earlier run\n# TYPE old_metric gauge\nold_metric 1\n"
+    with open(prom, "w") as handle:
+        handle.write(old)
+    renames = []
+    real_replace = os.replace
+
+    def replace(src, dst):
+        if dst == prom:
+            assert read(prom) == old  # the reader still sees the previous file, complete
+            assert os.path.dirname(src) == out["textfile"]
+            name = os.path.basename(src)
+            assert name.startswith(".") and not name.endswith(".prom"), name
+            assert parse_families(read(src))["gpuhost_baseline_host_up"]  # the new file is complete before the rename
+        renames.append((src, dst))
+        return real_replace(src, dst)
+
+    monkeypatch.setattr(os, "replace", replace)
+    status, dummy, err = run(args(out, snapshot_trees["healthy"], "none", "--host", "h"), capsys)
+    assert status == 0, err
+    assert [os.path.basename(d) for s, d in renames] == ["report.json", "gpuhost_baseline.prom"]
+    assert "old_metric" not in read(prom)
+    assert sorted(os.listdir(out["textfile"])) == ["gpuhost_baseline.prom"]
+
+
+def test_hostile_snapshot_is_audited_without_a_traceback(snapshot_trees, out, capsys):
+    status, stdout, err = run(args(out, snapshot_trees["hostile"], "none", "--host", "hostile"), capsys)
+    assert status == 0, err
+    families = parse_families(read(os.path.join(out["textfile"], "gpuhost_baseline.prom")))
+    assert families["gpuhost_baseline_facts_errors"]["samples"][0][1] > 0
+
+
+@pytest.mark.parametrize("content, message", [
+    ("{not json", "is not valid JSON"),
+    ("", "is not valid JSON"),
+    ("[1, 2]", "must hold a JSON object, not list"),
+    ('{"profile": "auto", "colour": "red"}', "unknown key 'colour'"),
+    ('{"params": [1]}', "params must be dict, not list"),
+    ('{"command_timeout": true}', "command_timeout must be a number, not bool"),
+    ('{"gather": ["cpu", "floppy"]}', "gather names unknown subsystem(s) floppy"),
+    (b"\xff\xfe{}", "is not UTF-8 text"),
+])
+def test_garbage_config_exits_2_with_a_message(snapshot_trees, out, capsys, content, message):
+    path = out["tmp"] / "config.json"
+    path.write_bytes(content if isinstance(content, bytes) else content.encode())
+    status, dummy, err = run(args(out, snapshot_trees["healthy"], str(path)), capsys)
+    assert status == 2
+    assert err.startswith("gpuhost-self-audit: config file %s" % path) and message in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert not os.path.exists(out["report"]) and not os.path.exists(out["textfile"])
+
+
+def test_missing_config_and_missing_root_exit_2(out, capsys):
+    status, dummy, err = run(args(out, "/", str(out["tmp"] / "nope.json")), capsys)
+    assert status == 2 and "cannot read the config file" in err and "nope.json" in err
+    status, dummy, err = run(args(out, str(out["tmp"] / "no-such-snapshot")), capsys)
+    assert status == 2 and "no-such-snapshot is not a directory" in err
+
+
+def test_unknown_profile_writes_a_failed_report_and_exits_1(snapshot_trees, out, capsys):
+    config = write_config(out["tmp"], {"profile": "no-such-profile", "host": "gpu01"})
+    status, dummy, err = run(args(out, snapshot_trees["healthy"], config), capsys)
+    assert status == 1
+    assert err.startswith("gpuhost-self-audit: baseline evaluation of gpu01:") and "no-such-profile" in err, err
+    report = json.loads(read(os.path.join(out["report"], "report.json")))
+    assert report["hosts"]["gpu01"]["state"] == "failed" and "no-such-profile" in report["hosts"]["gpu01"]["message"]
+    families = parse_families(read(os.path.join(out["textfile"], "gpuhost_baseline.prom")))
+    assert families["gpuhost_baseline_host_up"]["samples"] == [({"host": "gpu01"}, 0.0)]
+
+
+def test_missing_libraries_name_the_debian_packages(snapshot_trees, out, capsys, monkeypatch):
+    monkeypatch.setattr(self_audit, "LIBRARIES", self_audit.LIBRARIES + (("gpuhost_no_such_lib", "python3-nosuch"),))
+    status, dummy, err = run(args(out, snapshot_trees["healthy"], "none", "--host", "gpu01"), capsys)
+    assert status == 1 and "gpuhost_no_such_lib" in err and "apt-get install python3-nosuch" in err, err
+    assert json.loads(read(os.path.join(out["report"], "report.json")))["hosts"]["gpu01"]["state"] == "failed"
+
+
+def test_unwritable_textfile_directory_exits_1_naming_it(snapshot_trees, out, capsys):
+    blocker = out["tmp"] / "textfile"
+    blocker.write_text("a file where the directory should be\n")
+    status, dummy, err = run(args(out, snapshot_trees["healthy"], "none"), capsys)
+    assert status == 1 and "cannot write %s" % os.path.join(str(blocker), "gpuhost_baseline.prom") in err, err
+    assert blocker.read_text() == "a file where the directory should be\n"
+
+
+def test_an_internal_error_is_one_line(snapshot_trees, out, capsys, monkeypatch):
+    def broken(*unused_args, **unused_kwargs):
+        raise RuntimeError("boom")
+
+    monkeypatch.setattr(self_audit, "gather_facts", broken)
+    status, dummy, err = run(args(out, snapshot_trees["healthy"], "none"), capsys)
+    assert status == 1 and err == "gpuhost-self-audit: internal error: RuntimeError: boom\n"
+
+
+def test_command_runner_reports_timeouts_and_missing_binaries():
+    runner = self_audit.command_runner(0.5)
+    rc, dummy, err = runner([sys.executable, "-c", "import time; time.sleep(5)"])
+    assert rc == 124 and "timed out after 0.5 s" in err
+    rc, dummy, err = runner(["/nonexistent/gpuhost-tool"])
+    assert rc == 127 and err
+    rc, out, dummy = runner([sys.executable, "-c", "import os; print(os.environ['LC_ALL'])"])
+    assert rc == 0 and out.strip() == "C"
+
+
+# -- the zip application ---------------------------------------------------------------------
+
+def test_bundle_is_reproducible_and_holds_what_a_host_needs(tmp_path):
+    make_bundle = load_make_bundle()
+    first, second = str(tmp_path / "one"), str(tmp_path / "two")
+    make_bundle.build(REPO, first)
+    make_bundle.build(REPO, second)
+    assert read_bytes(first) == read_bytes(second)
+    assert read_bytes(first).startswith(b"#!/usr/bin/python3\n") and os.stat(first).st_mode & 0o777 == 0o755
+    with zipfile.ZipFile(first) as archive:
+        names = archive.namelist()
+    prefix = "ansible_collections/gpuhost/baseline/"
+    for rel in ("plugins/plugin_utils/self_audit.py", "plugins/plugin_utils/evaluation.py",
+                "plugins/module_utils/facts/gather.py", "rules/pcie.yml", "profiles/generic-nvidia-inference.yml",
+                "schemas/rules.schema.json", "galaxy.yml"):
+        assert prefix + rel in names
+    assert "__main__.py" in names and names == sorted(names)
+    assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
+
+
+def test_bundle_of_something_else_fails_with_a_message(tmp_path):
+    make_bundle = load_make_bundle()
+    assert make_bundle.main([str(tmp_path), str(tmp_path / "out")]) == 1
+    assert not os.path.exists(str(tmp_path / "out"))
+
+
+def read_bytes(path):
+    with open(path, "rb") as handle:
+        return handle.read()
+
+
+def run_bundle(bundle, cache, argv):
+    env = dict(os.environ, GPUHOST_SELF_AUDIT_CACHE=cache, XDG_CACHE_HOME=cache)
+    return subprocess.run([sys.executable, bundle] + argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          env=env, check=False, universal_newlines=True)
+
+
+def test_bundle_runs_unpacked_once_per_content(snapshot_trees, tmp_path):
+    make_bundle = load_make_bundle()
+    bundle, cache = str(tmp_path / "gpuhost-self-audit"), str(tmp_path / "cache")
+    make_bundle.build(REPO, bundle)
+    argv = ["--config", "none", "--root", snapshot_trees["incident"], "--host", "gpu-incident",
+            "--report-dir", str(tmp_path / "r"), "--textfile-dir", str(tmp_path / "t")]
+    done = run_bundle(bundle, cache, argv)
+    assert done.returncode == 0, done.stderr
+    assert "gpu-incident audited" in done.stdout
+    unpacked = [n for n in os.listdir(cache) if n.startswith("bundle-")]
+    assert len(unpacked) == 1
+    # the code ran from the unpacked tree, not from the checkout or the zip
+    assert os.path.isfile(os.path.join(cache, unpacked[0], "ansible_collections/gpuhost/baseline/rules/pcie.yml"))
+    assert parse_families(read(str(tmp_path / "t" / "gpuhost_baseline.prom")))["gpuhost_baseline_host_up"]
+    # another content (a new collection version) replaces the unpacked copy
+    with zipfile.ZipFile(bundle, "a") as archive:
+        archive.writestr("ansible_collections/gpuhost/baseline/rules/zz-note.txt", "changed\n")
+    done = run_bundle(bundle, cache, argv)
+    assert done.returncode == 0, done.stderr
+    now = [n for n in os.listdir(cache) if n.startswith("bundle-") or n.startswith(".bundle-")]
+    assert len(now) == 1 and now != unpacked
+
+
+def test_bundle_refuses_a_member_outside_its_tree(tmp_path):
+    bundle, cache = str(tmp_path / "evil"), str(tmp_path / "cache")
+    with zipfile.ZipFile(bundle, "w") as archive:
+        archive.write(os.path.join(FILES, "bundle_main.py"), "__main__.py")
+        archive.writestr("../../escaped.txt", "no\n")
+    done = run_bundle(bundle, cache, ["--config", "none"])
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert done.stderr.startswith("gpuhost-self-audit: cannot unpack") and "unsafe member name" in done.stderr
+    assert not os.path.exists(str(tmp_path / "escaped.txt"))
+    assert not os.listdir(cache)
