@@ -1,7 +1,8 @@
-"""Benchmark: audit.yml over N snapshot hosts vs `ansible -m setup` vs a naive shell-task playbook.
+"""Benchmark: audit.yml over N snapshot hosts vs `ansible -m setup` (vs a naive shell-task playbook).
 
-All three run over the local connection against the same N inventory hosts (default 100), each
-host pointing at a copy-free reference to the bundled `incident` snapshot (gpuhost_root):
+All run over the local connection against the same N inventory hosts (default 100), the hosts
+cycling through the demo `incident`, `healthy` and `intel` snapshots of build/snapshots (a
+copy-free reference through gpuhost_root; built with tools/make_fixtures.py when missing):
   * audit:  ansible-playbook playbooks/audit.yml --check (one host_facts call per host,
             controller-side evaluation, reports written once);
   * setup:  ansible all -m ansible.builtin.setup (what a plain fact gathering costs);
@@ -9,17 +10,23 @@ host pointing at a copy-free reference to the bundled `incident` snapshot (gpuho
             what the rule judges, as people write an audit when they skip a facts module).
 Output as a user gets it: the playbooks use the project's ansible.cfg callback (default), the
 ad-hoc command ansible's own (minimal). Wall and CPU seconds (user + system of the whole process
-tree) are printed: CPU time is the figure to trust on a machine busy with something else.
-Targets (issue 3): audit <= 1.2x setup, naive/audit >= 10.
+tree) and the peak RSS of the largest process of the tree (the controller) are printed: CPU time
+is the figure to trust on a machine busy with something else. The naive playbook runs only with
+--naive (45 tasks a host are slow at 1,000 hosts).
+Then the reports of the audit: the size of each file (and of the per-host pages under hosts/
+above views.INLINE_HOSTS hosts), the console summary's lines, and how long headless Chromium
+takes to load and lay out report.html (--dump-dom, wall time, its start-up on an empty page
+printed beside it).
+Targets: audit <= 1.2x setup, naive/audit >= 10 (issue 3); at 1,000 hosts report.html < 5 MB,
+report.json < 25 MB, Chromium < 3 s for report.html (issue 12).
 
-Usage: python benchmarks/fleet.py [--hosts 100] [--forks 20]
+Usage: python benchmarks/fleet.py [--hosts 100] [--forks 20] [--naive] [--keep]
 """
 import argparse
 import glob
 import json
 import os
 import re
-import resource
 import shutil
 import subprocess
 import sys
@@ -88,13 +95,24 @@ NAIVE_CHECKS = [
 ]
 
 
-def write_inventory(path, hosts, snapshot):
+#: The demo snapshots the hosts cycle through.
+SNAPSHOTS = ("incident", "healthy", "intel")
+CHROMIUM = "/usr/bin/chromium"
+
+
+def write_inventory(path, hosts, snapshots):
+    """``hosts`` inventory hosts, host i on ``SNAPSHOTS[i % 3]`` (a group per snapshot)."""
     with open(path, "w") as handle:
         handle.write("all:\n  vars:\n    ansible_connection: local\n")
-        handle.write("    ansible_python_interpreter: %s\n" % os.path.join(BIN, "python"))
-        handle.write("    gpuhost_root: %s\n  hosts:\n" % snapshot)
-        for index in range(hosts):
-            handle.write("    bench-%03d: {}\n" % index)
+        handle.write("    ansible_python_interpreter: %s\n  children:\n" % os.path.join(BIN, "python"))
+        for position, snap in enumerate(SNAPSHOTS):
+            handle.write("    %s:\n      vars:\n        gpuhost_root: %s\n      hosts:\n"
+                         % (snap, os.path.join(snapshots, snap)))
+            members = [index for index in range(hosts) if index % len(SNAPSHOTS) == position]
+            for index in members:
+                handle.write("        bench-%04d: {}\n" % index)
+            if not members:
+                handle.write("        {}\n")
 
 
 def write_naive_playbook(path):
@@ -113,61 +131,169 @@ def catalogue_ids():
     return ids
 
 
-def timed(argv, env):
-    """Wall seconds and CPU seconds (user + system of the whole process tree) of one command."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+#: Runs a command and writes the resource use of its process tree (CPU seconds, peak RSS of its
+#: largest process in KiB, as getrusage(RUSAGE_CHILDREN) gives them) to the file named first.
+MEASURE = (
+    "import json, resource, subprocess, sys\n"
+    "rc = subprocess.call(sys.argv[2:])\n"
+    "use = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
+    "json.dump({'rc': rc, 'cpu': use.ru_utime + use.ru_stime, 'maxrss_kib': use.ru_maxrss}, open(sys.argv[1], 'w'))\n"
+    "sys.exit(rc)\n"
+)
+
+
+def timed(argv, env, ok=(0,)):
+    """Wall seconds, CPU seconds (user + system of the whole process tree), peak RSS (MiB, its
+    largest process) and the output of one command, run under its own measuring process so the
+    peak of one command is not that of an earlier one."""
+    handle, figures = tempfile.mkstemp(prefix="gpuhost-fleet-rusage-")
+    os.close(handle)
     start = time.perf_counter()
-    proc = subprocess.run(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
-                          check=False)
+    proc = subprocess.run([sys.executable, "-c", MEASURE, figures] + list(argv), cwd=REPO, env=env,
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
     elapsed = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if proc.returncode != 0:
+    with open(figures) as stream:
+        use = json.load(stream)
+    os.unlink(figures)
+    if proc.returncode not in ok:
         sys.stderr.write(proc.stdout[-3000:])
-        raise SystemExit("%s failed with rc %d" % (argv[1], proc.returncode))
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return elapsed, cpu
+        raise SystemExit("%s failed with rc %d" % (argv[0], proc.returncode))
+    return elapsed, use["cpu"], use["maxrss_kib"] / 1024.0, proc.stdout
+
+
+def chromium_seconds(url, repeat=3):
+    """Best wall time of ``repeat`` headless Chromium loads of ``url`` (--dump-dom: parsed, styled,
+    laid out and serialised), or None without Chromium."""
+    if not os.access(CHROMIUM, os.X_OK):
+        return None
+    best = None
+    for unused in range(repeat):
+        profile = tempfile.mkdtemp(prefix="chromium-profile-")
+        start = time.perf_counter()
+        subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                        "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                        "--user-data-dir=" + profile, "--dump-dom", url],
+                       stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False, timeout=600)
+        took = time.perf_counter() - start
+        shutil.rmtree(profile, ignore_errors=True)
+        best = took if best is None else min(best, took)
+    return best
+
+
+def tree_size(path):
+    total, count = 0, 0
+    for root, unused_dirs, files in os.walk(path):
+        for name in files:
+            total += os.path.getsize(os.path.join(root, name))
+            count += 1
+    return total, count
+
+
+def mib(size):
+    return "%.2f MB" % (size / 1e6)
+
+
+def summary_lines(output):
+    """Lines of the "Summary of the run" task's message (the console summary)."""
+    lines = output.splitlines()
+    starts = [i for i, line in enumerate(lines) if "Summary of the run" in line]
+    if not starts:
+        return 0
+    count = 0
+    for line in lines[starts[-1] + 1:]:
+        if line.startswith(("PLAY RECAP", "TASK [")):
+            break
+        count += 1
+    return count
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--hosts", type=int, default=100)
     parser.add_argument("--forks", type=int, default=20)
+    parser.add_argument("--naive", action="store_true", help="also run the naive shell-task playbook")
+    parser.add_argument("--keep", action="store_true", help="keep the working directory (reports) and print it")
     args = parser.parse_args()
     missing = catalogue_ids() - {rule_id for rule_id, unused_command in NAIVE_CHECKS}
-    if missing:
+    if args.naive and missing:
         raise SystemExit("benchmarks/fleet.py: no naive task for %s: add one to NAIVE_CHECKS" % ", ".join(sorted(missing)))
     work = tempfile.mkdtemp(prefix="gpuhost-fleet-")
-    snaps = os.path.join(work, "snapshots")
-    subprocess.run([sys.executable, os.path.join(REPO, "tools", "make_fixtures.py"), snaps, "--only", "incident"],
-                   check=True)
+    snaps = os.path.join(REPO, "build", "snapshots")
+    if not all(os.path.isdir(os.path.join(snaps, snap)) for snap in SNAPSHOTS):
+        snaps = os.path.join(work, "snapshots")
+        for snap in SNAPSHOTS:
+            subprocess.run([sys.executable, os.path.join(REPO, "tools", "make_fixtures.py"), snaps, "--only", snap],
+                           check=True)
     inventory = os.path.join(work, "hosts.yml")
-    write_inventory(inventory, args.hosts, os.path.join(snaps, "incident"))
-    naive = os.path.join(work, "naive.yml")
-    write_naive_playbook(naive)
+    write_inventory(inventory, args.hosts, snaps)
+    reports = os.path.join(work, "reports")
     env = dict(os.environ)
     env.update({
         "ANSIBLE_COLLECTIONS_PATH": os.path.join(REPO, "build", "collections"),
         "ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg"),
         "ANSIBLE_FORKS": str(args.forks),
+        "ANSIBLE_NOCOLOR": "1",
         "PATH": BIN + os.pathsep + env.get("PATH", ""),
     })
     load = os.getloadavg()[0]
+    audit = timed([os.path.join(BIN, "ansible-playbook"), "-i", inventory, "playbooks/audit.yml", "--check",
+                   "-e", "gpuhost_report_dir=%s" % reports], env)
     results = [
-        ("audit.yml --check", timed([os.path.join(BIN, "ansible-playbook"), "-i", inventory, "playbooks/audit.yml",
-                                     "--check", "-e", "gpuhost_report_dir=%s" % os.path.join(work, "reports")], env)),
+        ("audit.yml --check", audit),
         ("ansible -m setup", timed([os.path.join(BIN, "ansible"), "all", "-i", inventory, "-m",
                                     "ansible.builtin.setup"], env)),
-        ("naive shell-task playbook (%d tasks)" % len(NAIVE_CHECKS),
-         timed([os.path.join(BIN, "ansible-playbook"), "-i", inventory, naive], env)),
     ]
-    print("\n%d hosts, forks=%d, local connection, load average before: %.2f" % (args.hosts, args.forks, load))
-    print("%-40s %9s %9s" % ("", "wall", "CPU"))
-    for name, (wall, cpu) in results:
-        print("%-40s %8.1fs %8.1fs" % (name, wall, cpu))
-    (audit, audit_cpu), (setup, setup_cpu), (naive_t, naive_cpu) = (figures for unused_label, figures in results)
-    print("audit / setup = %.2f wall, %.2f CPU (target <= 1.2)" % (audit / setup, audit_cpu / setup_cpu))
-    print("naive / audit = %.1f wall, %.1f CPU (target >= 10)" % (naive_t / audit, naive_cpu / audit_cpu))
-    shutil.rmtree(work, ignore_errors=True)
+    if args.naive:
+        naive = os.path.join(work, "naive.yml")
+        write_naive_playbook(naive)
+        results.append(("naive shell-task playbook (%d tasks)" % len(NAIVE_CHECKS),
+                        timed([os.path.join(BIN, "ansible-playbook"), "-i", inventory, naive], env)))
+    print("\n%d hosts (%s cycled), forks=%d, local connection, %d CPUs, load average before: %.2f"
+          % (args.hosts, "/".join(SNAPSHOTS), args.forks, os.cpu_count() or 0, load))
+    print("%-40s %9s %9s %12s" % ("", "wall", "CPU", "peak RSS"))
+    for name, (wall, cpu, rss, unused_out) in results:
+        print("%-40s %8.1fs %8.1fs %9.0f MiB" % (name, wall, cpu, rss))
+    audit_t, audit_cpu, audit_rss, audit_out = results[0][1]
+    setup_t, setup_cpu, setup_rss = results[1][1][:3]
+    print("audit / setup = %.2f wall, %.2f CPU, %.2f peak RSS (target <= 1.2)"
+          % (audit_t / setup_t, audit_cpu / setup_cpu, audit_rss / setup_rss))
+    if args.naive:
+        naive_t, naive_cpu = results[2][1][:2]
+        print("naive / audit = %.1f wall, %.1f CPU (target >= 10)" % (naive_t / audit_t, naive_cpu / audit_cpu))
+    print("\nreports (%s):" % reports)
+    sizes = {}
+    for name in sorted(os.listdir(reports)):
+        path = os.path.join(reports, name)
+        size, count = tree_size(path) if os.path.isdir(path) else (os.path.getsize(path), 1)
+        sizes[name] = size
+        print("  %-14s %12s%s" % (name + ("/" if os.path.isdir(path) else ""), mib(size),
+                                  " in %d files (%s each)" % (count, mib(size / max(count, 1))) if count > 1 else ""))
+    per_host = dict((name, size / float(max(args.hosts, 1))) for name, size in sizes.items())
+    print("  per host: report.html %.1f kB, report.json %.1f kB; at 1,000 hosts (linear): report.json %s"
+          % (per_host.get("report.html", 0) / 1e3, per_host.get("report.json", 0) / 1e3,
+             mib(per_host.get("report.json", 0) * 1000)))
+    print("  targets at 1,000 hosts: report.html %s of 5 MB (%.2f), report.json %s of 25 MB (%.2f)"
+          % (mib(sizes.get("report.html", 0)), sizes.get("report.html", 0) / 5e6,
+             mib(sizes.get("report.json", 0)), sizes.get("report.json", 0) / 25e6))
+    print("  console summary: %d lines" % summary_lines(audit_out))
+    empty = os.path.join(work, "empty.html")
+    with open(empty, "w") as handle:
+        handle.write("<!DOCTYPE html><title>empty</title><p>empty</p>\n")
+    base = chromium_seconds("file://" + empty)
+    page = chromium_seconds("file://" + os.path.join(reports, "report.html"))
+    if page is None:
+        print("  chromium: %s not found, render time not measured" % CHROMIUM)
+    else:
+        host_pages = sorted(glob.glob(os.path.join(reports, "hosts", "*.html")))
+        host = chromium_seconds("file://" + host_pages[0]) if host_pages else None
+        print("  chromium --dump-dom report.html: %.2fs (empty page %.2fs, so %.2fs for the report; target < 3 s, %.2f)"
+              % (page, base, page - base, page / 3.0))
+        if host is not None:
+            print("  chromium --dump-dom %s: %.2fs" % (os.path.relpath(host_pages[0], reports), host))
+    if args.keep:
+        print("\nkept: %s" % work)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

@@ -9,7 +9,6 @@ did to the guest (``prepared.txt``) and the reports of each converge run
 to the guest through testinfra's ``host``.
 """
 import glob
-import json
 import os
 import re
 import sys
@@ -20,6 +19,8 @@ REPO = os.path.dirname(os.path.dirname(SHARED))
 for path in (os.path.join(REPO, "build", "collections"), os.path.join(REPO, "tests")):
     if path not in sys.path:
         sys.path.insert(0, path)
+
+from helpers import report_file  # noqa: E402  (tests/ is on sys.path from here on)
 
 READRQ_MASK = 0x7000
 READRQ_4096 = 0x5000
@@ -58,8 +59,8 @@ def report_dirs(kind):
 
 
 def load_report(path):
-    with open(os.path.join(path, "report.json")) as handle:
-        return json.load(handle)
+    """The report of ``path`` (a report directory) as build_report made it (findings as mappings)."""
+    return report_file.load_report(path)
 
 
 def host_report(report, host_name):

@@ -10,7 +10,9 @@ action plugin and printed by one task of the audit role (``docs/report.md``, "Co
 * one line per host (clean hosts too) with its state and counts by status and, for failing
   findings, by severity; ``before -> after`` counts after a remediation,
 * per host with failing findings: one line per rule, worst severity first, the findings of a
-  rule that fails the same way on several subjects folded into one line with the subject list,
+  rule that fails the same way on several subjects folded into one line with the subject list;
+  hosts whose lines are the same are one group, their lines shown once under
+  ``33 hosts (gpu-001, gpu-002, ... gpu-033): same 12 failing finding(s), worst first``,
 * the exit code the verdict tasks will give, and where the reports are.
 
 Every value that comes from a host (messages, subjects, host names, notes) goes through
@@ -23,7 +25,9 @@ from __future__ import absolute_import, division, print_function
 
 import re
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import SEVERITY_RANK, STATUS_LABELS, STATUSES
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import (
+    SEVERITY_RANK, STATUS_LABELS, STATUSES, expand_document,
+)
 
 __metaclass__ = type
 
@@ -47,6 +51,7 @@ _PCI_ADDRESS = re.compile(r"^0000:([0-9a-f]{2}:[0-9a-f]{2}\.[0-7])$")
 _NOUNS = {
     "gpus": "GPUs", "nics": "NICs", "peer_devices": "devices", "mps_paths": "devices", "aer": "devices",
     "acs_bridges": "bridges", "containers": "containers", "gpu_containers": "containers", "nodes": "nodes",
+    "link_speed": "devices",
 }
 
 
@@ -226,6 +231,13 @@ def finding_lines(findings, nouns=None):
     return lines
 
 
+def _host_list(names):
+    """``a, b, c`` or, for more than :data:`MAX_SUBJECTS`, the first five, ``...``, the last two."""
+    if len(names) > MAX_SUBJECTS:
+        names = list(names[:MAX_SUBJECTS - 3]) + ["..."] + list(names[-2:])
+    return ", ".join(names)
+
+
 def _verdict(report, fail_on):
     hosts = report.get("hosts") if isinstance(report.get("hosts"), dict) else {}
     unreachable = sorted(name for name, host in hosts.items() if isinstance(host, dict)
@@ -262,6 +274,7 @@ def console_lines(report, notes=None, fail_on="none", report_dir=None, nouns=Non
     comes from :func:`subject_nouns`. Never raises on odd input: what is not a mapping or a
     list counts as empty."""
     report = report if isinstance(report, dict) else {}
+    report = expand_document(report)  # a stored report.json: rule fields back in the findings
     hosts = report.get("hosts") if isinstance(report.get("hosts"), dict) else {}
     notes = notes if isinstance(notes, dict) else {}
     remediation = any(isinstance(h, dict) and isinstance(h.get("before"), dict) for h in hosts.values())
@@ -277,7 +290,8 @@ def console_lines(report, notes=None, fail_on="none", report_dir=None, nouns=Non
                  states.get("unreachable", 0), states.get("failed", 0), failing_hosts)]
     names = dict((name, escape(name, MAX_NAME)) for name in hosts)
     width = max([len(n) for n in names.values()] + [0])
-    details = []
+    groups = {}
+    order = []
     for name in sorted(hosts, key=str):
         host = hosts[name] if isinstance(hosts[name], dict) else {}
         state = host.get("state") if host.get("state") in ("audited", "unreachable", "failed") else "failed"
@@ -291,12 +305,23 @@ def console_lines(report, notes=None, fail_on="none", report_dir=None, nouns=Non
         lines.append("  %-*s  %-11s %s%s%s" % (width, names[name], state, _counts(host), message, note))
         failing = finding_lines(_findings(host), nouns)
         if failing:
-            count = _summary(host)["fail"]
-            details.append("%s: %d failing finding(s), worst first%s" % (names[name], count, note))
-            details.extend(failing[:max_finding_lines])
-            if len(failing) > max_finding_lines:
-                details.append("  ... %d more line(s) in report.md / report.html" % (len(failing) - max_finding_lines))
-    lines.extend(details)
+            # hosts with the same lines (and note) are one group: their lines are shown once
+            key = (tuple(failing), _summary(host)["fail"], note)
+            if key not in groups:
+                groups[key] = []
+                order.append(key)
+            groups[key].append(names[name])
+    for key in order:
+        failing, count, note = key
+        members = groups[key]
+        if len(members) == 1:
+            lines.append("%s: %d failing finding(s), worst first%s" % (members[0], count, note))
+        else:
+            lines.append("%d hosts (%s): same %d failing finding(s), worst first%s"
+                         % (len(members), _host_list(members), count, note))
+        lines.extend(failing[:max_finding_lines])
+        if len(failing) > max_finding_lines:
+            lines.append("  ... %d more line(s) in report.md / report.html" % (len(failing) - max_finding_lines))
     lines.append(_verdict(report, fail_on))
     if report_dir:
         lines.append("reports: %s" % escape(report_dir, MAX_VALUE))

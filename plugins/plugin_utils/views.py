@@ -9,12 +9,12 @@ from Jinja2 templates (``templates/`` of the collection, overridable by name fro
 directory); junit.xml and metrics.prom are written here. Every value coming from hosts
 (hostnames, GPU names, messages) is treated as hostile: HTML through Jinja2's autoescape,
 Markdown cells through :func:`md_escape`, XML through ``xml.etree``, Prometheus label values
-through :func:`prom_escape`.
+through ``metrics.prom_escape``.
 """
 
 from __future__ import absolute_import, division, print_function
 
-import datetime
+import hashlib
 import html
 import json
 import os
@@ -22,8 +22,10 @@ import re
 import tempfile
 import xml.etree.ElementTree as ET
 
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import metrics
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import (
-    FORMAT_FILES, FORMATS, PROM_STATUS_VALUES, SEVERITY_RANK, STATUS_LABELS, STATUS_WORST_FIRST, STATUSES, ReportError,
+    FORMAT_FILES, FORMATS, SEVERITY_RANK, STATUS_LABELS, STATUS_WORST_FIRST, STATUSES, ReportError, compact_document,
+    dumps_document, expand_document,
 )
 
 __metaclass__ = type
@@ -400,11 +402,42 @@ TEMPLATES = {"md": "report.md.j2", "html": "report.html.j2"}
 CELL_MARKS = {"pass": "&#10003;", "fail": "&#10007;", "unknown": "?", "waived": "W", "not_applicable": "&ndash;"}
 
 
+#: Rendered rows :func:`_memo` keeps per view (hosts of a fleet share most of their findings).
+MEMO_ROWS = 20000
+
+
+def _memo(cache, macro, *args):
+    """``macro(*args)``, remembered in ``cache`` by the JSON of the arguments: a finding row is a
+    pure function of the finding and its anchor, and identical hosts have identical rows."""
+    try:
+        key = json.dumps([getattr(macro, "name", "")] + list(args), sort_keys=True, default=str)
+    except (TypeError, ValueError):
+        return macro(*args)
+    out = cache.get(key)
+    if out is None:
+        out = macro(*args)
+        if len(cache) < MEMO_ROWS:
+            cache[key] = out
+    return out
+
+
 def _safe_url_filter(url):
     return _safe_url(url) or ""
 
 
+_ENVIRONMENTS = {}
+
+
 def template_environment(template_dir=None):
+    """The environment of :func:`_template_environment` for ``template_dir``, made once per
+    process: compiled templates are reused (Jinja2 reloads a template whose file changed)."""
+    key = os.path.abspath(template_dir) if template_dir else None
+    if key not in _ENVIRONMENTS:
+        _ENVIRONMENTS[key] = _template_environment(template_dir)
+    return _ENVIRONMENTS[key]
+
+
+def _template_environment(template_dir=None):
     """The Jinja2 environment of the report views.
 
     Templates are looked up by name in ``template_dir`` (a site's own directory) first, then
@@ -444,13 +477,12 @@ def template_environment(template_dir=None):
                        human=human_inline, humanise=humanise, na_reason=na_reason)
     env.globals.update(statuses=STATUSES, statuses_worst_first=STATUS_WORST_FIRST, status_labels=STATUS_LABELS,
                        cell_marks=CELL_MARKS, changes=_changes, observed_view=observed_view,
-                       expected_view=expected_view, hosts_worst_first=hosts_worst_first)
+                       expected_view=expected_view, hosts_worst_first=hosts_worst_first, memo=_memo)
     return env
 
 
-def render_template(fmt, report, template_dir=None, **context):
-    """``report`` through the template of ``fmt``; a missing or broken template is a
-    :class:`ReportError` naming it (and the line, for a syntax error)."""
+def _template(fmt, template_dir=None):
+    """``(template, where)`` of ``fmt``: the site's one by name, else the bundled one."""
     import jinja2  # pylint: disable=import-outside-toplevel
 
     name = TEMPLATES[fmt]
@@ -461,7 +493,19 @@ def render_template(fmt, report, template_dir=None, **context):
         raise ReportError("report template directory %s does not exist or is not a directory "
                           "(gpuhost_report_templates)" % template_dir)
     try:
-        return template_environment(template_dir).get_template(name).render(report=report, **context)
+        return template_environment(template_dir).get_template(name), where
+    except jinja2.TemplateSyntaxError as exc:
+        raise ReportError("%s: syntax error in %s line %s: %s"
+                          % (where, exc.filename or exc.name, exc.lineno, exc.message))
+    except jinja2.TemplateNotFound as exc:
+        raise ReportError("%s: template %s not found" % (where, exc.name))
+
+
+def _render(template, where, report, **context):
+    import jinja2  # pylint: disable=import-outside-toplevel
+
+    try:
+        return template.render(report=report, **context)
     except jinja2.TemplateSyntaxError as exc:
         raise ReportError("%s: syntax error in %s line %s: %s"
                           % (where, exc.filename or exc.name, exc.lineno, exc.message))
@@ -471,10 +515,19 @@ def render_template(fmt, report, template_dir=None, **context):
         raise ReportError("%s: cannot render: %s: %s" % (where, type(exc).__name__, exc))
 
 
-def render_markdown(report, template_dir=None):
+def render_template(fmt, report, template_dir=None, **context):
+    """``report`` through the template of ``fmt``; a missing or broken template is a
+    :class:`ReportError` naming it (and the line, for a syntax error)."""
+    template, where = _template(fmt, template_dir)
+    return _render(template, where, report, **context)
+
+
+def render_markdown(report, template_dir=None, inline_hosts=None, view=None):
     """Markdown for people and pull requests: fleet summary, then non-pass findings per host,
-    worst host first."""
-    return render_template("md", report, template_dir, view=report_view(report))
+    worst host first; above ``inline_hosts`` hosts, by group (:func:`report_view`; ``view``:
+    one already made from this document)."""
+    report = expand_document(report)
+    return render_template("md", report, template_dir, view=view or report_view(report, inline_hosts))
 
 
 def _numa_chart(nodes):
@@ -520,19 +573,78 @@ def _matrix_cells(columns, findings):
     return cells
 
 
-def _host_view(index, name, host, columns):
+#: Hosts up to which report.html and report.md are one page: a matrix row and a detail section
+#: per host. Above it the fleet page shows one row per group of hosts with the same problems and
+#: each host's detail is a page of its own under ``hosts/`` (docs/report.md, "Fleet scale").
+INLINE_HOSTS = 20
+#: Directory of the per-host pages, next to report.html and report.md.
+HOST_PAGES_DIR = "hosts"
+#: Statuses that make a host's problems: hosts with the same ones (rule, subject, status) are a group.
+PROBLEMS = ("fail", "unknown", "waived")
+_PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,79}$")
+
+
+def host_page_names(report):
+    """``{host name: file stem}`` of the per-host pages (``hosts/<stem>.html``, ``.md``).
+
+    A name that is a plain file name (letters, digits, ``.``, ``_``, ``-``, starting with a
+    letter or digit, at most 80 characters) and unique whatever the case is its own stem; any
+    other name (markup, ``/``, ``..``, spaces, control characters, a case twin) becomes its
+    characters outside that set replaced by ``_``, cut to 40, plus ``-`` and 12 hex digits of
+    the SHA-256 of the name: never a path, never a hidden file, one stem per host."""
+    names = [str(n) for n in report["hosts"]]
+    folded = {}
+    for name in names:
+        folded[name.lower()] = folded.get(name.lower(), 0) + 1
+    out = {}
+    for name in names:
+        if _PLAIN_NAME.match(name) and folded[name.lower()] == 1:
+            out[name] = name
+    taken = set(stem.lower() for stem in out.values())
+    for name in names:
+        if name in out:
+            continue
+        digest = hashlib.sha256(name.encode("utf-8", "surrogatepass")).hexdigest()
+        base = re.sub(r"[^A-Za-z0-9._-]", "_", name)[:40].lstrip("._-") or "host"
+        stem = "%s-%s" % (base, digest[:12])
+        if stem.lower() in taken:  # a host named like another's page: the whole digest
+            stem = "%s-%s" % (base, digest)
+        taken.add(stem.lower())
+        out[name] = stem
+    return out
+
+
+def problem_key(host):
+    """What a group of hosts shares: the state and every failing, unknown and waived finding
+    as ``(rule, subject, status)``; clean hosts share the empty set, hosts not audited their state."""
+    return (host["state"], tuple(sorted((str(f["id"]), f.get("subject") or "", f["status"])
+                                        for f in host["findings"] if f["status"] in PROBLEMS)))
+
+
+def _filter_classes(findings, area_index, rule_index):
+    """``a<n> r<n>`` classes of the areas and rules with a problem, for the CSS filter."""
+    areas = set(area_index.get(f.get("area") or "") for f in findings if f["status"] in PROBLEMS)
+    rules = set(rule_index.get(f["id"]) for f in findings if f["status"] in PROBLEMS)
+    return " ".join(["a%d" % a for a in sorted(x for x in areas if x is not None)]
+                    + ["r%d" % r for r in sorted(x for x in rules if x is not None)])
+
+
+def _host_view(index, name, host, columns, indexes=None, anchor_prefix=None):
     """What the page shows of one host: matrix cells, findings with their anchors (problems:
-    fail, unknown, waived; then not applicable and passing ones, folded), changes, NUMA."""
+    fail, unknown, waived; then not applicable and passing ones, folded), changes, NUMA.
+    ``anchor_prefix`` replaces ``host-<index>`` in the findings' anchors (a host's own page)."""
     hid = "host-%d" % index
+    area_index, rule_index = indexes or ({}, {})
     entry = {"name": name, "id": hid, "host": host, "cells": None, "problems": [], "not_applicable": [],
-             "passes": [], "changes": [], "numa": _numa_chart(host["numa"]), "fail_severities": fail_severities(host)}
+             "passes": [], "changes": [], "numa": _numa_chart(host["numa"]), "fail_severities": fail_severities(host),
+             "flt": _filter_classes(host["findings"], area_index, rule_index), "flt_rows": {}}
     if host["state"] != "audited":
         return entry
     entry["cells"] = _matrix_cells(columns, host["findings"])
     seen = set()
     for finding in _sort_findings(host["findings"]):
         # The first finding of a rule carries the anchor the matrix cell links to.
-        key = "%s-%s" % (hid, finding["id"])
+        key = "%s-%s" % (anchor_prefix or hid, finding["id"])
         anchor = "" if key in seen else key
         seen.add(key)
         group = {"pass": "passes", "not_applicable": "not_applicable"}.get(finding["status"], "problems")
@@ -543,9 +655,79 @@ def _host_view(index, name, host, columns):
     return entry
 
 
-def report_view(report):
-    """The view model of report.html and report.md: rule columns, area header spans, one entry
-    per host, worst host first (:func:`host_order_key`); report.json keeps its own order."""
+def _short_names(names, limit=6):
+    """``a, b, c`` or ``a, b, c ... y, z`` (the first few and the last two)."""
+    names = [str(n) for n in names]
+    if len(names) <= limit:
+        return ", ".join(names)
+    return "%s ... %s" % (", ".join(names[:limit - 2]), ", ".join(names[-2:]))
+
+
+def _group_cells(member_cells, columns, count):
+    """A group row's cell per rule: the worst status over the group's hosts; the subject count
+    when every host has the same cell, else the status mark and, in the tooltip, how many
+    hosts have which status (the problem statuses are the same on all of them by construction)."""
+    if count == 1:
+        return member_cells[0]
+    cells = []
+    for position, (dummy, rid, dummy_title) in enumerate(columns):
+        mine = [cells_of[position] for cells_of in member_cells]
+        per_status = {}
+        for cell in mine:
+            per_status[cell["status"]] = per_status.get(cell["status"], 0) + 1
+        worst = next((s for s in STATUS_WORST_FIRST if s in per_status), None)
+        if worst is None:
+            cells.append({"rule": rid, "status": None})
+            continue
+        same = all((c["status"], c.get("count"), c.get("counts")) == (mine[0]["status"], mine[0].get("count"),
+                                                                      mine[0].get("counts")) for c in mine)
+        hosts_text = ", ".join("%s on %d host(s)" % (STATUS_LABELS.get(s, "not evaluated") if s else "not evaluated",
+                                                     per_status[s])
+                               for s in list(STATUS_WORST_FIRST) + [None] if s in per_status)
+        counts = mine[0]["counts"] if same else hosts_text
+        cells.append({"rule": rid, "status": worst, "count": mine[0].get("count") if same else "",
+                      "counts": counts, "mark": mine[0].get("mark") if same else None})
+    return cells
+
+
+def _folded_problems(host, gid, rule_index):
+    """The problems of a group's first host, one row per rule and status: the subjects, the
+    first finding's message, how many more subjects."""
+    rows = []
+    by_key = {}
+    for finding in _sort_findings(f for f in host["findings"] if f["status"] in PROBLEMS):
+        key = (finding["id"], finding["status"])
+        if key in by_key:
+            by_key[key]["subjects"].append(finding.get("subject"))
+            continue
+        row = {"f": finding, "subjects": [finding.get("subject")],
+               "anchor": "%s-%s" % (gid, finding["id"]) if not any(r["f"]["id"] == finding["id"] for r in rows) else "",
+               "rule_ref": "rule-%d" % rule_index.get(finding["id"], 0)}
+        by_key[key] = row
+        rows.append(row)
+    for row in rows:
+        subjects = [s for s in row["subjects"] if s]
+        row["subject_list"] = _short_names(subjects, 8)
+        row["subject_text"] = ("%d: %s" % (len(subjects), row["subject_list"])) if len(subjects) > 1 else row["subject_list"]
+    return rows
+
+
+def _range(values):
+    low, high = min(values), max(values)
+    return str(low) if low == high else "%d-%d" % (low, high)
+
+
+def report_view(report, inline_hosts=None):
+    """The view model of report.html and report.md.
+
+    ``columns`` (rules seen, by area), ``areas`` (header spans), ``filter_areas`` and
+    ``filter_rules`` (what the area/rule filter offers), ``hosts`` (one entry per host, worst
+    first: :func:`host_order_key`; report.json keeps its own order) and ``mode``: ``hosts``
+    (one page: a matrix row and a section per host) up to ``inline_hosts`` hosts
+    (:data:`INLINE_HOSTS`), else ``groups``: ``groups`` holds one entry per set of hosts with
+    the same problems (:func:`problem_key`), worst first, and each host's detail goes to its
+    own page (``pages``: host name -> ``hosts/<stem>``)."""
+    inline_hosts = INLINE_HOSTS if inline_hosts is None else inline_hosts
     columns = _rule_columns(report)
     areas = []
     for area, dummy, dummy2 in columns:
@@ -553,17 +735,89 @@ def report_view(report):
             areas[-1][1] += 1
         else:
             areas.append([area, 1])
-    hosts = [_host_view(i, name, host, columns) for i, name, host in hosts_worst_first(report)]
-    return {"columns": columns, "areas": areas, "hosts": hosts}
+    area_index = dict((area, i) for i, (area, dummy) in enumerate(areas))
+    rule_index = dict((rid, i) for i, (dummy, rid, dummy2) in enumerate(columns))
+    indexes = (area_index, rule_index)
+    grouped = len(report["hosts"]) > inline_hosts
+    # on a host's own page the findings' anchors need not name the host: the same finding
+    # renders the same row on every page (memo below)
+    hosts = [_host_view(i, name, host, columns, indexes, "f" if grouped else None)
+             for i, name, host in hosts_worst_first(report)]
+    view = {"columns": columns, "areas": areas, "hosts": hosts, "mode": "hosts", "groups": [], "pages": {},
+            "filter_areas": [("a%d" % i, area) for i, (area, dummy) in enumerate(areas)],
+            "filter_rules": [("r%d" % i, rid, title) for i, (dummy, rid, title) in enumerate(columns)],
+            "rules": [], "pages_dir": HOST_PAGES_DIR, "back": None, "memo": {},
+            "fclass": dict((rid, "a%d r%d" % (area_index[area], rule_index[rid])) for area, rid, dummy in columns)}
+    if not grouped:
+        return view
+    view["mode"] = "groups"
+    pages = host_page_names(report)
+    view["pages"] = dict((name, "%s/%s" % (HOST_PAGES_DIR, stem)) for name, stem in pages.items())
+    buckets = {}
+    order = []
+    for entry in hosts:
+        key = problem_key(entry["host"])
+        if key not in buckets:
+            buckets[key] = []
+            order.append(key)
+        buckets[key].append(entry)
+    problem_rules = set()
+    for number, key in enumerate(order):
+        members = buckets[key]
+        first = members[0]
+        gid = "group-%d" % number
+        audited = first["cells"] is not None
+        summaries = [m["host"]["summary"] for m in members]
+        group = {
+            "id": gid, "count": len(members), "first": first, "host": first["host"], "state": first["host"]["state"],
+            "members": [{"name": m["name"], "page": view["pages"][m["name"]], "host": m["host"],
+                         "message": m["host"].get("message")} for m in members],
+            "names_text": _short_names([m["name"] for m in members]),
+            "cells": _group_cells([m["cells"] for m in members], columns, len(members)) if audited else None,
+            "problems": _folded_problems(first["host"], gid, rule_index) if audited else [],
+            "fail_severities": first["fail_severities"], "flt": first["flt"],
+            "sum": dict((s, _range([x[s] for x in summaries])) for s in STATUSES),
+            "fail": first["host"]["summary"]["fail"],
+        }
+        problem_rules.update(row["f"]["id"] for row in group["problems"])
+        view["groups"].append(group)
+    for dummy, rid, dummy2 in columns:
+        if rid in problem_rules:
+            finding = next(f for g in view["groups"] for f in (r["f"] for r in g["problems"]) if f["id"] == rid)
+            view["rules"].append({"id": rid, "ref": "rule-%d" % rule_index[rid], "f": finding})
+    return view
+
+
+def host_page_view(view, entry):
+    """The view model of one host's page (``hosts/<stem>.html``, ``.md``): the fleet view's
+    columns and filter, that host's entry alone, the link back to its group on the fleet page."""
+    group = next((g["id"] for g in view["groups"] if any(m["name"] == entry["name"] for m in g["members"])), "")
+    return dict(view, mode="host", hosts=[entry], groups=[], back=group, rules=[])
 
 
 #: The HTML view model (the Markdown view uses the same one).
 html_view = report_view
 
 
-def render_html(report, template_dir=None):
-    """One self-contained HTML page: inline CSS and SVG, no script, no external asset."""
-    return render_template("html", report, template_dir, view=report_view(report))
+def render_html(report, template_dir=None, inline_hosts=None, view=None):
+    """One self-contained HTML page: inline CSS and SVG, no script, no external asset; above
+    ``inline_hosts`` hosts the fleet page of groups (the host pages: :func:`render_host_pages`)."""
+    report = expand_document(report)
+    return render_template("html", report, template_dir, view=view or report_view(report, inline_hosts))
+
+
+def render_host_pages(report, fmt, template_dir=None, inline_hosts=None, view=None):
+    """``{relative path: text}`` of the per-host pages of ``fmt`` (``html`` or ``md``):
+    ``hosts/<stem>.<ext>``, one per host, empty when the fleet fits on one page."""
+    report = expand_document(report)
+    view = view or report_view(report, inline_hosts)
+    if view["mode"] != "groups":
+        return {}
+    template, where = _template(fmt, template_dir)
+    ext = "html" if fmt == "html" else "md"
+    return dict(("%s.%s" % (view["pages"][entry["name"]], ext),
+                 _render(template, where, report, view=host_page_view(view, entry)))
+                for entry in view["hosts"])
 
 
 # ---------------------------------------------------------------------------
@@ -600,6 +854,7 @@ def _junit_details(f):
 
 def render_junit(report):
     """JUnit XML: a testsuite per host, a testcase per finding (see docs/report.md for the mapping)."""
+    report = expand_document(report)
     root = ET.Element("testsuites", {
         "name": _x("gpuhost.baseline %s" % report["profile"]),
         "timestamp": _x(report["generated"]),
@@ -657,93 +912,12 @@ def render_junit(report):
 # Prometheus text exposition
 # ---------------------------------------------------------------------------
 
-def prom_escape(value):
-    """Escape a label value per the text exposition format (backslash, double quote, newline)."""
-    return _text(value).replace("\\", "\\\\").replace("\"", "\\\"").replace("\n", "\\n")
-
-
-def _labels(pairs):
-    return "{" + ",".join('%s="%s"' % (k, prom_escape(v)) for k, v in pairs) + "}"
-
-
-def _epoch(iso):
-    text = str(iso).strip()
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    try:
-        stamp = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=datetime.timezone.utc)
-    return (stamp - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)).total_seconds()
-
-
-def _num(value):
-    if isinstance(value, float):
-        return repr(value)
-    return str(value)
-
-
-def render_prometheus(report):
-    """Text exposition for node_exporter's textfile collector (metric list in docs/report.md)."""
-    out = []
-
-    def metric(name, help_text, samples):
-        out.append("# HELP %s %s" % (name, help_text))
-        out.append("# TYPE %s gauge" % name)
-        for labels, value in samples:
-            out.append("%s%s %s" % (name, _labels(labels) if labels else "", _num(value)))
-
-    metric("gpuhost_baseline_info", "Collection version and profile of the baseline report (always 1).",
-           [([("version", report["collection_version"]), ("profile", report["profile"])], 1)])
-    stamp = _epoch(report["generated"])
-    if stamp is not None:
-        metric("gpuhost_baseline_report_timestamp_seconds", "Unix time the baseline report was generated.",
-               [([], stamp)])
-    hosts = report["hosts"]
-    metric("gpuhost_baseline_host_up", "1 if the host was audited, 0 if unreachable or its audit failed.",
-           [([("host", n)], 1 if hs["state"] == "audited" else 0) for n, hs in hosts.items()])
-    metric("gpuhost_baseline_host_info", "Audit state and resolved profile of each host (always 1).",
-           [([("host", n), ("state", hs["state"]), ("profile", hs["profile"])], 1) for n, hs in hosts.items()])
-    metric("gpuhost_baseline_findings", "Number of findings per host and status.",
-           [([("host", n), ("status", st)], hs["summary"][st]) for n, hs in hosts.items() for st in STATUSES])
-    fail_samples = []
-    for n, hs in hosts.items():
-        per_sev = dict((sev, 0) for sev in SEVERITY_RANK)
-        for f in hs["findings"]:
-            if f["status"] == "fail":
-                sev = f.get("severity") or "unknown"
-                per_sev[sev] = per_sev.get(sev, 0) + 1
-        fail_samples.extend(([("host", n), ("severity", sev)], c) for sev, c in sorted(per_sev.items()))
-    metric("gpuhost_baseline_failures", "Number of failing findings per host and severity.", fail_samples)
-    metric("gpuhost_baseline_facts_errors", "Number of facts that could not be read on the host.",
-           [([("host", n)], hs["facts_errors"]) for n, hs in hosts.items()])
-    rule_samples = []
-    for n, hs in hosts.items():
-        seen = {}
-        for f in hs["findings"]:
-            subject = f.get("subject") or ""
-            key = (f["id"], subject)
-            seen[key] = seen.get(key, 0) + 1
-            if seen[key] > 1:
-                # Two findings of one rule on one subject would be duplicate series, which
-                # the textfile collector rejects: number the repeats.
-                subject = "%s#%d" % (subject, seen[key])
-            rule_samples.append(([("host", n), ("rule", f["id"]), ("subject", subject),
-                                  ("severity", f.get("severity") or ""), ("area", f.get("area") or ""),
-                                  ("status", f["status"])], PROM_STATUS_VALUES[f["status"]]))
-    metric("gpuhost_baseline_rule_status",
-           "Finding per rule and subject: 1 pass, 0 fail, -1 unknown, 2 waived, 3 not applicable.", rule_samples)
-    numa_samples = []
-    for n, hs in hosts.items():
-        for node in hs["numa"]:
-            if node["free_pct"] is not None:
-                numa_samples.append(([("host", n), ("node", node["id"])], node["free_pct"]))
-    if numa_samples:
-        metric("gpuhost_baseline_numa_free_percent", "Free memory of each NUMA node in percent at audit time.",
-               numa_samples)
-    return "\n".join(out) + "\n"
+def render_prometheus(report, existing=None):
+    """Text exposition for node_exporter's textfile collector: ``metrics.render_metrics``, or with
+    ``existing`` (the text of the file being replaced) the fleet file ``metrics.merge_metrics``."""
+    if existing is None:
+        return metrics.render_metrics(report)
+    return metrics.merge_metrics(report, existing)
 
 
 # ---------------------------------------------------------------------------
@@ -758,14 +932,15 @@ RENDERERS = {
 }
 
 
-def _atomic_write(path, text):
+def _atomic_write(path, text, sync=True):
     directory = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
             handle.write(text)
             handle.flush()
-            os.fsync(handle.fileno())
+            if sync:
+                os.fsync(handle.fileno())
         os.chmod(tmp, 0o644)
         os.replace(tmp, path)
     except BaseException:
@@ -808,18 +983,50 @@ def write_reports(report, directory, formats=None, template_dir=None):
         raise ReportError("unknown report format(s) %s; choose from %s" % (", ".join(map(str, unknown)), ", ".join(FORMATS)))
     os.makedirs(directory, exist_ok=True)  # two runs creating it at once both go on
     files = dict(FORMAT_FILES)
-    text = json.dumps(report, indent=2, sort_keys=False, ensure_ascii=False) + "\n"
+    # stored compact (schema 2: rule fields once per rule, report.compact_document)
+    text = dumps_document(compact_document(report))
     paths = {"json": os.path.join(directory, files["json"])}
     with _DirectoryLock(directory):
         _atomic_write(paths["json"], text)
         # Views render from the document as stored, so they can never show more than report.json.
-        stored = json.loads(text)
+        stored = expand_document(json.loads(text))
+        # one view model for report.html, report.md and the host pages
+        view = report_view(stored) if any(name in formats for name in TEMPLATES) else None
         for name in FORMATS:
             if name == "json" or name not in formats:
                 continue
             paths[name] = os.path.join(directory, files[name])
-            if template_dir and name in TEMPLATES:
+            if name == "prom":
+                # the fleet file keeps the hosts a --limit run skipped (metrics.merge_metrics)
+                _atomic_write(paths[name], render_prometheus(stored, existing=metrics.read_existing(paths[name])))
+            elif name in TEMPLATES and RENDERERS[name] in (render_html, render_markdown):
+                _atomic_write(paths[name], RENDERERS[name](stored, template_dir=template_dir, view=view))
+            elif template_dir and name in TEMPLATES:
                 _atomic_write(paths[name], RENDERERS[name](stored, template_dir=template_dir))
             else:
                 _atomic_write(paths[name], RENDERERS[name](stored))
+        _write_host_pages(stored, directory, [f for f in ("html", "md") if f in formats], template_dir, view)
     return paths
+
+
+def _write_host_pages(stored, directory, formats, template_dir=None, view=None):
+    """The per-host pages of a fleet above :data:`INLINE_HOSTS` hosts under ``hosts/``; pages
+    this run did not write (hosts gone, or a fleet back on one page) are removed, and the
+    directory with them when it is left empty. Each page is renamed into place like the other
+    files, without an fsync each (they are views, regenerated from report.json at will)."""
+    pages_dir = os.path.join(directory, HOST_PAGES_DIR)
+    written = set()
+    for fmt in formats:
+        pages = render_host_pages(stored, fmt, template_dir, view=view)
+        if pages and not os.path.isdir(pages_dir):
+            os.makedirs(pages_dir, exist_ok=True)
+        for relative, text in pages.items():
+            _atomic_write(os.path.join(directory, relative), text, sync=False)
+            written.add(os.path.basename(relative))
+    if not os.path.isdir(pages_dir):
+        return
+    for name in os.listdir(pages_dir):
+        if name.endswith((".html", ".md")) and name not in written:
+            os.unlink(os.path.join(pages_dir, name))
+    if not os.listdir(pages_dir):
+        os.rmdir(pages_dir)

@@ -1,11 +1,11 @@
 """playbooks/audit.yml end to end through ansible-runner: the demo fleet, an unreachable host,
 check mode, fail_on, and bad input rejected before any host is contacted (issue 3)."""
-import json
 import shutil
 
 import pytest
 
 from helpers.runner import run_playbook, stdout_of
+from helpers.report_file import load_report
 
 INCIDENT_FINDINGS = {
     # the incident's own misconfigurations, each by its rule
@@ -47,7 +47,7 @@ def audited(snapshot_trees, tmp_path_factory):
                              "ansible_python_interpreter": "/usr/bin/python3"}}
     runner = run_playbook(tmp, "audit.yml", fleet(snapshot_trees, unreachable),
                           extravars={"gpuhost_report_dir": str(tmp / "reports")}, cmdline="--check")
-    return runner, json.loads((tmp / "reports" / "report.json").read_text()), tmp
+    return runner, load_report(tmp / "reports" / "report.json"), tmp
 
 
 def statuses(host, rule):
@@ -113,7 +113,7 @@ def test_without_check_gives_the_same_findings(snapshot_trees, tmp_path, audited
     inventory = fleet(dict((k, v) for k, v in snapshot_trees.items() if k == "incident"))
     runner = run_playbook(tmp_path, "audit.yml", inventory, extravars={"gpuhost_report_dir": str(tmp_path / "r")})
     assert runner.rc == 0, stdout_of(runner)
-    report = json.loads((tmp_path / "r" / "report.json").read_text())
+    report = load_report(tmp_path / "r" / "report.json")
     assert report["hosts"]["demo-incident"]["findings"] == checked["hosts"]["demo-incident"]["findings"]
     assert "demo-incident" in runner.stats["ok"] and sum(runner.stats["changed"].values()) == 0
 
@@ -137,7 +137,7 @@ def test_waivers_keep_findings_visible_and_expire(snapshot_trees, tmp_path):
     runner = run_playbook(tmp_path, "audit.yml", inventory, cmdline="--check",
                           extravars={"gpuhost_report_dir": str(tmp_path / "r"), "gpuhost_waivers": waivers})
     assert runner.rc == 0, stdout_of(runner)
-    host = json.loads((tmp_path / "r" / "report.json").read_text())["hosts"]["demo-incident"]
+    host = load_report(tmp_path / "r" / "report.json")["hosts"]["demo-incident"]
     assert statuses(host, "NUMA-001") == ["waived"]
     expired = [f for f in host["findings"] if f["id"] == "KERNEL-001"]
     assert expired[0]["status"] == "fail" and "expired" in expired[0]["message"]
@@ -179,7 +179,7 @@ def test_waiver_files_waive_and_a_malformed_one_is_named_before_any_host(snapsho
     runner = run_playbook(tmp_path, "audit.yml", inventory, cmdline="--check",
                           extravars={"gpuhost_report_dir": str(tmp_path / "r"), "gpuhost_waiver_files": [str(good)]})
     assert runner.rc == 0, stdout_of(runner)
-    host = json.loads((tmp_path / "r" / "report.json").read_text())["hosts"]["demo-incident"]
+    host = load_report(tmp_path / "r" / "report.json")["hosts"]["demo-incident"]
     assert statuses(host, "NUMA-001") == ["waived"]
 
     bad = tmp_path / "bad-waivers.yml"

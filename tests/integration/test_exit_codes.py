@@ -4,12 +4,12 @@ docs/report.md, "Exit codes and gpuhost_fail_on"): 0 clean or findings below gpu
 happened; report.json is written every time, before anything fails.
 
 ``runner.rc`` is ansible-playbook's exit code (ansible-runner passes it through)."""
-import json
 import os
 import shutil
 
 from helpers.fixhost import copy_tree
 from helpers.runner import run_playbook, stdout_of
+from helpers.report_file import load_report
 
 PYTHON = shutil.which("python3")
 #: no sshd listens on the discard port: the connection is refused at once
@@ -30,7 +30,7 @@ def run(tmp_path, playbook, hosts, fail_on, cmdline=None, **extravars):
     runner = run_playbook(tmp_path, playbook, {"all": {"hosts": hosts}}, cmdline=cmdline, extravars=extravars)
     path = reports / "report.json"
     assert path.exists(), "no report.json:\n" + stdout_of(runner)
-    return runner, json.loads(path.read_text())
+    return runner, load_report(path)
 
 
 def states(report):

@@ -26,6 +26,7 @@ from helpers.runner import run_playbook, stdout_of
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from helpers.report_file import load_report
 
 SECRET = "DECOY-SECRET-CONTENT-7f3a"
 GPU = "0000:43:00.0"
@@ -138,7 +139,7 @@ def test_audit_and_real_remediation_change_nothing_outside(hostile):
         for report in os.listdir(str(tmp / name)):
             with open(str(tmp / name / report), encoding="utf-8", errors="replace") as handle:
                 assert SECRET not in handle.read(), (name, report)
-    host = json.loads((tmp / "remediate" / "report.json").read_text())["hosts"]["gpu-hostile"]
+    host = load_report(tmp / "remediate" / "report.json")["hosts"]["gpu-hostile"]
     out = stdout_of(remediate)
     # the first fix that meets an escaping path stops with the path named, nothing half-written
     assert host["state"] == "failed", host.get("message")

@@ -22,6 +22,7 @@ import pytest
 import yaml
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.stats import caller_stats
+from helpers.report_file import load_report
 from helpers.site_catalogue import make_site
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -180,8 +181,7 @@ def test_audit_of_the_installed_copy_writes_under_the_working_directory(installe
     reports = work / "gpuhost-reports"
     assert sorted(os.listdir(str(reports))) == sorted(REPORT_FILES)
     assert sorted(os.listdir(str(work))) == ["gpuhost-reports"]  # nothing else lands in the working directory
-    with open(str(reports / "report.json")) as handle:
-        report = json.load(handle)
+    report = load_report(reports / "report.json")
     assert sorted(report["hosts"]) == sorted(SNAPSHOT_HOSTS)
     assert all(host["state"] == "audited" for host in report["hosts"].values())
     assert report["collection_version"] == str(galaxy_meta()["version"])
@@ -201,8 +201,7 @@ def test_site_catalogue_over_the_installed_copy(installed, snapshot_roots, tmp_p
                 "-e", json.dumps({"gpuhost_catalogue_dirs": ["site"], "gpuhost_profile": "site-inference"})]
     result = run(playbook, work, installed.env())
     assert result.returncode == 0, result.stdout[-6000:]
-    with open(str(work / "gpuhost-reports" / "report.json")) as handle:
-        hosts = json.load(handle)["hosts"]
+    hosts = load_report(work / "gpuhost-reports" / "report.json")["hosts"]
     incident = hosts["gpu-incident"]
     assert incident["profile"] == "site-inference"
     by_id = {}
@@ -235,8 +234,7 @@ def test_runner_caller_reads_the_totals_of_the_installed_copy(installed, snapsho
     report_dir = str(tmp_path / "runner" / "gpuhost-reports")
     assert totals["reports"]["dir"] == report_dir
     assert totals["reports"]["json"] == os.path.join(report_dir, "report.json")
-    with open(totals["reports"]["json"]) as handle:
-        report = json.load(handle)
+    report = load_report(totals["reports"]["json"])
     # the totals are those of report.json: the fleet carries its totals, each host its summary
     assert dict((k, v) for k, v in totals["fleet"].items() if k not in ("facts_errors", "names")) == report["totals"]
     assert sorted(totals["hosts"]) == sorted(report["hosts"])

@@ -1,7 +1,6 @@
 """playbooks/remediate.yml end to end on writable copies of the incident snapshot (issue 4):
 check mode changes nothing, fix mode repairs every fixable rule, a second run changes nothing,
 the rest is reported pending or manual with the reason, and busy GPUs stop the host."""
-import json
 import os
 import shutil
 
@@ -9,6 +8,7 @@ import pytest
 
 from helpers.fixhost import copy_tree, tree_state
 from helpers.runner import run_playbook, stdout_of
+from helpers.report_file import load_report
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pci import parse_config
 
@@ -23,8 +23,7 @@ def inventory(root, **hostvars):
 
 
 def read_report(directory):
-    with open(os.path.join(str(directory), "report.json")) as handle:
-        return json.load(handle)["hosts"]["gpu-incident"]
+    return load_report(directory)["hosts"]["gpu-incident"]
 
 
 def statuses(findings, rule):
@@ -134,8 +133,7 @@ def test_failed_fix_reports_the_host_failed_and_a_rerun_completes(snapshot_trees
     out = stdout_of(first)
     assert first.rc != 0, out
     assert "remediation of gpu-broken did not complete" in out
-    with open(os.path.join(str(tmp_path / "r1"), "report.json")) as handle:
-        report = json.load(handle)["hosts"]
+    report = load_report(tmp_path / "r1")["hosts"]
     broken_host, fine_host = report["gpu-broken"], report["gpu-fine"]
     assert broken_host["state"] == "failed"
     assert "NUMA-001 NUMA-006" in broken_host["message"] and "failed" in broken_host["message"]
@@ -148,8 +146,7 @@ def test_failed_fix_reports_the_host_failed_and_a_rerun_completes(snapshot_trees
     os.mkdir(sysctl_d)
     rerun = run_playbook(tmp_path, "remediate.yml", hosts, extravars={"gpuhost_report_dir": str(tmp_path / "r2")})
     assert rerun.rc == 0, stdout_of(rerun)
-    with open(os.path.join(str(tmp_path / "r2"), "report.json")) as handle:
-        report = json.load(handle)["hosts"]
+    report = load_report(tmp_path / "r2")["hosts"]
     assert report["gpu-broken"]["state"] == "audited"
     assert statuses(report["gpu-broken"]["findings"], "NUMA-001") == {"pass"}
     assert report["gpu-fine"]["state"] == "audited"

@@ -1,7 +1,6 @@
 """playbooks/audit.yml --check with a site catalogue (gpuhost_catalogue_dirs, issue 11): a site rule,
 a site profile extending a bundled one (a severity changed, a rule turned off) and a site waiver file
 all show in report.json; a malformed site file stops the run before any host is contacted."""
-import json
 import os
 import shutil
 
@@ -9,6 +8,7 @@ import pytest
 
 from helpers.runner import REPO, run_playbook, stdout_of
 from helpers.site_catalogue import make_site
+from helpers.report_file import load_report
 
 DEMO = os.path.join(REPO, "build", "snapshots")
 
@@ -41,7 +41,7 @@ def audited(demo, tmp_path_factory):
         "gpuhost_report_dir": str(tmp / "reports"), "gpuhost_catalogue_dirs": [str(site)],
         "gpuhost_profile": "site-inference"})
     assert runner.rc == 0, stdout_of(runner)
-    return json.loads((tmp / "reports" / "report.json").read_text())
+    return load_report(tmp / "reports" / "report.json")
 
 
 def test_site_rule_fails_and_passes_with_its_text_in_the_report(audited):

@@ -11,11 +11,10 @@ The run must still write the reports, name the host as failed with the lost conn
 a second run must complete and leave the host at the baseline.
 """
 import base64
-import json
-import os
 
 import pytest
 
+from helpers.report_file import load_report
 from helpers.runner import run_playbook, stdout_of
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow]
@@ -69,8 +68,7 @@ SSH_ENV = {
 
 
 def read_host(directory):
-    with open(os.path.join(str(directory), "report.json")) as handle:
-        return json.load(handle)["hosts"]["gpuhost-fault"]
+    return load_report(directory)["hosts"]["gpuhost-fault"]
 
 
 def statuses(host, rule):

@@ -183,3 +183,33 @@ def test_subject_nouns_come_from_the_rules_subjects():
     assert nouns["PCI-005"] == "devices" and nouns["NVIDIA-004"] == "GPUs" and nouns["LXC-001"] == "containers"
     assert "CPU-001" not in nouns  # host-wide rule
     assert console.subject_nouns(None) == {}
+
+
+def test_hosts_with_the_same_failing_findings_are_one_group():
+    same = [mrrs(a) for a in GPUS] + [finding("NUMA-001", severity="medium", message="kernel.numa_balancing is 1")]
+    hosts = dict(("gpu-%03d" % i, {"findings": same}) for i in range(1, 34))
+    hosts["odd-one"] = {"findings": same[:8]}
+    hosts["clean"] = {"findings": [finding("CPU-001", status="pass")]}
+    lines = console.console_lines(report_of(hosts), nouns=NOUNS)
+    assert len([line for line in lines if line.startswith("  ") and " audited " in line]) == 35  # a line per host
+    header = ("33 hosts (gpu-001, gpu-002, gpu-003, gpu-004, gpu-005, ..., gpu-032, gpu-033): "
+              "same 9 failing finding(s), worst first")
+    assert lines.count(header) == 1
+    start = lines.index(header)
+    assert lines[start + 1:start + 3] == [
+        "  high     PCI-001 MaxReadReq 512 B < 4096 B on 8 GPUs: 03:00.0 04:00.0 23:00.0 24:00.0 83:00.0 84:00.0 "
+        "85:00.0 86:00.0",
+        "  medium   NUMA-001 kernel.numa_balancing is 1",
+    ]
+    assert "odd-one: 8 failing finding(s), worst first" in lines  # other findings: a group of its own
+    assert sum(1 for line in lines if " PCI-001 " in line) == 2  # shown once per group, not per host
+    assert not any(line.startswith("clean: ") for line in lines)
+
+
+def test_a_stored_report_json_reads_the_same():
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
+    import json
+
+    report = report_of({"gpu01": {"findings": [mrrs(a) for a in GPUS]}, "gpu02": {"findings": [mrrs(GPUS[0])]}})
+    stored = json.loads(report_doc.dumps_document(report_doc.compact_document(report)))
+    assert console.console_lines(stored, nouns=NOUNS) == console.console_lines(report, nouns=NOUNS)

@@ -11,13 +11,12 @@ import xml.etree.ElementTree as ET
 
 import pytest
 from hypothesis import given, settings, strategies as st
-from helpers.prom import parse_labels, parse_metrics
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import views
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ReportError, build_report, failing_at_or_above
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import (
-    md_escape, prom_escape, render_html, render_junit, render_markdown, render_prometheus, write_reports,
+    md_escape, render_html, render_junit, render_markdown, render_prometheus, write_reports,
 )
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -437,57 +436,7 @@ def test_junit_control_characters_stay_parseable():
     assert u"\ufffd[31m red \ufffd nul" in root.find("testsuite/testcase/failure").get("message")
 
 
-# --- Prometheus -------------------------------------------------------------
-
-def test_prometheus_series(report):
-    text = render_prometheus(report)
-    samples = parse_metrics(text)
-    names = set(n for n, dummy, dummy2 in samples)
-    assert {"gpuhost_baseline_info", "gpuhost_baseline_report_timestamp_seconds", "gpuhost_baseline_host_up",
-            "gpuhost_baseline_findings", "gpuhost_baseline_rule_status", "gpuhost_baseline_failures",
-            "gpuhost_baseline_numa_free_percent"} <= names
-    for name in names:
-        assert text.count("# TYPE %s gauge" % name) == 1
-    stamp = [v for n, dummy, v in samples if n == "gpuhost_baseline_report_timestamp_seconds"][0]
-    assert stamp == 1748779200.0
-    up = dict((lb["host"], v) for n, lb, v in samples if n == "gpuhost_baseline_host_up")
-    assert up["gpu-down-04"] == 0 and up["gpu-incident-01"] == 1 and up[HOSTILE] == 1
-    rule = [(lb, v) for n, lb, v in samples if n == "gpuhost_baseline_rule_status"]
-    assert len(rule) == sum(len(h["findings"]) for h in report["hosts"].values())
-    pci = [v for lb, v in rule if lb["host"] == "gpu-incident-01" and lb["rule"] == "PCI-001"]
-    assert pci == [0.0] * 8
-    for lb, v in rule:
-        assert v == report_doc.PROM_STATUS_VALUES[lb["status"]]
-    keys = [(n, tuple(sorted(lb.items()))) for n, lb, dummy in samples]
-    assert len(keys) == len(set(keys)), "duplicate series are rejected by the textfile collector"
-
-
-def test_prometheus_hostile_labels_round_trip(report):
-    samples = parse_metrics(render_prometheus(report))
-    hosts = set(lb["host"] for n, lb, dummy in samples if "host" in lb)
-    assert hosts == set(report["hosts"])
-    profiles = set(lb["profile"] for n, lb, dummy in samples if n == "gpuhost_baseline_host_info")
-    assert 'amd-epyc-nvidia" onload="x' in profiles
-    subjects = set(lb["subject"] for n, lb, dummy in samples if n == "gpuhost_baseline_rule_status")
-    assert IMG in subjects
-
-
-def test_prometheus_duplicate_subjects_numbered_and_no_timestamp_when_unparsable():
-    rep = build_report({"a": {"findings": [finding(subject="x"), finding(subject="x")]}}, generated="yesterday")
-    samples = parse_metrics(render_prometheus(rep))
-    subjects = sorted(lb["subject"] for n, lb, dummy in samples if n == "gpuhost_baseline_rule_status")
-    assert subjects == ["x", "x#2"]
-    assert "gpuhost_baseline_report_timestamp_seconds" not in [n for n, dummy, dummy2 in samples]
-    zulu = build_report({}, generated="2025-06-01T12:00:00Z")
-    assert "gpuhost_baseline_report_timestamp_seconds 1748779200.0" in render_prometheus(zulu)
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.text())
-def test_prom_escape_round_trip(text):
-    escaped = prom_escape(text)
-    assert "\n" not in escaped
-    assert parse_labels('{a="%s"}' % escaped) == {"a": text}
+# --- Prometheus: tests/unit/plugins/plugin_utils/test_metrics.py ----------------
 
 
 # --- write_reports ----------------------------------------------------------
@@ -498,7 +447,7 @@ def test_write_reports_all_formats(tmp_path, report):
     assert sorted(paths) == sorted(report_doc.FORMATS)
     assert sorted(os.listdir(str(out))) == sorted(name for dummy, name in report_doc.FORMAT_FILES)
     with open(paths["json"]) as handle:
-        assert json.load(handle) == report
+        assert report_doc.expand_document(json.load(handle)) == report  # stored compact (schema 2)
     with open(paths["html"]) as handle:
         assert handle.read() == render_html(report)
     assert oct(os.stat(paths["prom"]).st_mode & 0o777) == "0o644"

@@ -1,0 +1,213 @@
+# -*- coding: utf-8 -*-
+"""report.html, report.md and report.json at fleet scale (issue 12, item 5), from synthetic report
+documents (no playbook): hosts with the same problems are one group, each host's detail is a page
+of its own under hosts/ with a safe and unique name, the fleet page grows with the groups and not
+with the hosts, the CSS-only area/rule filter hides what it should in headless Chromium, and
+report.json is stored compact (schema 2) and read back exactly."""
+
+import html
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+
+import pytest
+
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import views
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+GOLDEN_JSON = os.path.join(REPO, "tests", "fixtures", "golden", "report.json")
+FIXTURE = os.path.join(REPO, "tests", "fixtures", "report", "hosts.json")
+CHROMIUM = "/usr/bin/chromium"
+HOSTILE_NAMES = ["<script>alert(1)</script>", "../../etc/passwd", ".hidden", "GPU-A", "gpu-a", "a b\nc",
+                 "x" * 200]
+
+
+def golden():
+    with open(GOLDEN_JSON, encoding="utf-8") as handle:
+        return report_doc.expand_document(json.load(handle))
+
+
+def fleet(count, sources=("demo-incident", "demo-healthy", "demo-intel"), extra=None):
+    """``count`` hosts cycling through the golden report's ``sources`` hosts (identical copies)."""
+    base = golden()
+    hosts = dict(("gpu-%04d" % i, base["hosts"][sources[i % len(sources)]]) for i in range(count))
+    hosts.update(extra or {})
+    return dict(base, hosts=hosts)
+
+
+def test_groups_one_per_problem_set_worst_first():
+    report = fleet(30)
+    view = views.report_view(report)
+    assert view["mode"] == "groups"
+    assert [g["count"] for g in view["groups"]] == [10, 10, 10]
+    assert [g["first"]["name"] for g in view["groups"]] == ["gpu-0000", "gpu-0002", "gpu-0001"]
+    # worst first: the incident copies (critical, most failures), then intel, then the clean ones
+    assert [g["fail"] for g in view["groups"]] == sorted((g["fail"] for g in view["groups"]), reverse=True)
+    assert view["groups"][-1]["fail"] == 0 and view["groups"][-1]["problems"] == []
+    for group in view["groups"]:
+        keys = set(views.problem_key(m["host"]) for m in group["members"])
+        assert len(keys) == 1
+    page = views.render_html(report)
+    assert page.count('<tr class="grouprow"') == 3 and '<tr class="hostrow"' not in page
+    assert page.count('<section class="group"') == 3 and '<section class="host"' not in page
+    assert 'data-hosts="10"' in page and ">10 hosts</a>" in page
+    # the names on demand, each a link to the host's page
+    for number in range(30):
+        assert '<a href="hosts/gpu-%04d.html">gpu-%04d</a>' % (number, number) in page
+
+
+def test_a_small_fleet_stays_one_page_with_a_row_and_a_section_per_host():
+    report = fleet(6)
+    view = views.report_view(report)
+    assert view["mode"] == "hosts" and view["groups"] == []
+    page = views.render_html(report)
+    assert page.count('<tr class="hostrow"') == 6 and page.count('<section class="host"') == 6
+    assert views.render_host_pages(report, "html") == {}
+    assert views.report_view(report, inline_hosts=5)["mode"] == "groups"
+
+
+def test_fleet_page_grows_with_groups_not_hosts():
+    small = views.render_html(fleet(30))
+    large = views.render_html(fleet(300))
+    assert len(large) < 2 * len(small), (len(small), len(large))
+    # the part that does grow, the host list, is a link per host
+    assert len(large) - len(small) < 270 * 200
+    md_small, md_large = views.render_markdown(fleet(30)), views.render_markdown(fleet(300))
+    assert len(md_large) < 2 * len(md_small)
+    assert "## gpu-0000" not in md_large and "## Group 1: 100 host(s)" in md_large
+
+
+def test_per_host_pages_have_the_detail_and_a_link_back(tmp_path):
+    report = fleet(30)
+    paths = views.write_reports(report, str(tmp_path))
+    pages = sorted(os.listdir(str(tmp_path / "hosts")))
+    assert pages == sorted(["gpu-%04d.%s" % (i, ext) for i in range(30) for ext in ("html", "md")])
+    page = (tmp_path / "hosts" / "gpu-0000.html").read_text(encoding="utf-8")
+    incident = report["hosts"]["gpu-0000"]
+    assert '<h1>GPU host baseline: gpu-0000</h1>' in page
+    assert '<a href="../report.html#group-0">' in page
+    assert page.count('<section class="host"') == 1
+    assert page.count('<g class="numa-node"') == len(incident["numa"])
+    assert len(re.findall(r'<tr class="st-fail"', page)) == incident["summary"]["fail"]
+    assert "<script" not in page
+    md = (tmp_path / "hosts" / "gpu-0000.md").read_text(encoding="utf-8")
+    assert md.startswith("# GPU host baseline: gpu-0000") and "### Failing (%d)" % incident["summary"]["fail"] in md
+    fleet_page = open(paths["html"], encoding="utf-8").read()
+    for href in re.findall(r'href="([^"#]+)"', fleet_page):
+        if not href.startswith("http"):
+            assert os.path.isfile(str(tmp_path / href)), href
+    # a fleet back on one page: the pages of the earlier run are removed with their directory
+    views.write_reports(fleet(4), str(tmp_path))
+    assert not (tmp_path / "hosts").exists()
+
+
+def test_hostile_host_names_give_safe_unique_page_names(tmp_path):
+    base = golden()["hosts"]["demo-intel"]
+    report = fleet(24, extra=dict((name, base) for name in HOSTILE_NAMES))
+    stems = views.host_page_names(report)
+    assert len(set(s.lower() for s in stems.values())) == len(stems)
+    for name, stem in stems.items():
+        assert re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", stem) and len(stem) <= 120, (name, stem)
+    assert stems["gpu-0001"] == "gpu-0001"
+    assert stems["GPU-A"] != "GPU-A" and stems["gpu-a"] != "gpu-a"  # case twins: both hashed
+    views.write_reports(report, str(tmp_path))
+    assert sorted(os.listdir(str(tmp_path / "hosts"))) == sorted(
+        "%s.%s" % (stem, ext) for stem in stems.values() for ext in ("html", "md"))
+    page = (tmp_path / "hosts" / ("%s.html" % stems["<script>alert(1)</script>"])).read_text(encoding="utf-8")
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page and "<script>" not in page
+    assert not (tmp_path.parent / "etc").exists()
+
+
+def test_stored_report_json_is_compact_and_read_back_exactly(tmp_path):
+    report = fleet(30)
+    paths = views.write_reports(report, str(tmp_path))
+    with open(paths["json"], encoding="utf-8") as handle:
+        text = handle.read()
+    stored = json.loads(text)
+    rule_ids = set(f["id"] for h in report["hosts"].values() for f in h["findings"])
+    assert stored["schema"] == 2 and set(stored["rules"]) == rule_ids
+    assert report_doc.expand_document(stored) == report
+    # the rule text is stored once, not once per finding
+    rationale = report["hosts"]["gpu-0000"]["findings"][0]["rationale"]
+    assert text.count(json.dumps(rationale, ensure_ascii=False)) == 1
+    # a line per finding
+    findings = sum(len(h["findings"]) for h in report["hosts"].values())
+    assert len(text.splitlines()) >= findings
+    full = len(json.dumps(report, indent=2, ensure_ascii=False))
+    assert len(text) < full / 4, (len(text), full)
+
+
+def test_a_severity_a_profile_changed_on_one_host_survives_the_round_trip():
+    hosts = json.load(open(FIXTURE, encoding="utf-8"))["hosts"]
+    report = report_doc.build_report(hosts, profile="auto", generated="2025-06-01T12:00:00+00:00")
+    name = "gpu-incident-01"
+    report["hosts"][name]["findings"][0]["severity"] = "low"
+    report["hosts"][name]["findings"][1]["expected"] = {"odd": [1, 2]}
+    stored = json.loads(report_doc.dumps_document(report_doc.compact_document(report)))
+    assert report_doc.expand_document(stored) == report
+
+
+def chromium_dom(path):
+    assert os.access(CHROMIUM, os.X_OK), "Debian's chromium is needed at %s: run `make test-deps`" % CHROMIUM
+    profile = tempfile.mkdtemp(prefix="chromium-profile-")
+    try:
+        proc = subprocess.run([CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run",
+                               "--disable-background-networking", "--disable-component-update", "--disable-sync",
+                               "--user-data-dir=" + profile, "--dump-dom", "file://" + path],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE, check=False, timeout=180)
+        assert proc.returncode == 0, proc.stderr.decode("utf-8", "replace")[-2000:]
+        return proc.stdout.decode("utf-8")
+    finally:
+        shutil.rmtree(profile, ignore_errors=True)
+
+
+#: Which groups, group finding rows and matrix rows are displayed, as JSON in the DOM.
+PROBE = r"""<script>
+(function () {
+  var shown = function (sel, name) {
+    return Array.prototype.slice.call(document.querySelectorAll(sel)).filter(function (el) {
+      return getComputedStyle(el).display !== "none"; }).map(name || function (el) { return el.id; });
+  };
+  var pre = document.createElement("pre");
+  pre.id = "probe";
+  pre.textContent = JSON.stringify({groups: shown("section.group"), rows: shown("tr.grouprow"),
+                                    findings: shown("section.group table.folded tbody tr", function (el) {
+                                      return el.querySelector("td:nth-child(2) a").textContent; })});
+  document.body.appendChild(pre);
+})();
+</script>"""
+
+
+def _probe(page, tmp_path, name):
+    path = tmp_path / name
+    path.write_text(page.replace("</body>", PROBE + "</body>"), encoding="utf-8")
+    dom = chromium_dom(str(path))
+    match = re.search(r'<pre id="probe">(.*?)</pre>', dom, re.S)
+    assert match, "the probe did not run"
+    return json.loads(html.unescape(match.group(1)))
+
+
+@pytest.mark.slow
+def test_css_filter_by_rule_and_area_in_chromium(tmp_path):
+    report = fleet(30)
+    view = views.report_view(report)
+    page = views.render_html(report)
+    assert "<script" not in page
+    everything = _probe(page, tmp_path, "all.html")
+    assert everything["groups"] == ["group-0", "group-1", "group-2"]
+    # LXC-001 fails on the incident copies only
+    value = [v for v, rid, dummy in view["filter_rules"] if rid == "LXC-001"][0]
+    chosen = page.replace('<option value="%s">' % value, '<option value="%s" selected>' % value, 1)
+    by_rule = _probe(chosen, tmp_path, "rule.html")
+    assert by_rule["groups"] == ["group-0"] and len(by_rule["rows"]) == 1
+    assert by_rule["findings"] == ["LXC-001"]
+    area = [v for v, name in view["filter_areas"] if name == "lxc"][0]
+    chosen = page.replace('<option value="%s">' % area, '<option value="%s" selected>' % area, 1)
+    by_area = _probe(chosen, tmp_path, "area.html")
+    assert by_area["groups"] == [g["id"] for g in view["groups"] if any(r["f"]["area"] == "lxc" for r in g["problems"])]
+    assert by_area["groups"] != everything["groups"]
+    assert by_area["findings"] and all(rid.startswith("LXC-") for rid in by_area["findings"])
