@@ -18,6 +18,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import expand_findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.console import console_lines, subject_nouns
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.stats import StatsError, caller_stats
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import record_report
 
 __metaclass__ = type
 
@@ -107,10 +108,17 @@ class ActionModule(ActionBase):
                 profile=args.get("profile"),
                 generated=generated,
                 collection_version=args.get("collection_version") or collection_version(),
+                started=args.get("started"),
             )
         except ReportError as exc:
             result.update(failed=True, msg="baseline_report: the findings break the report contract: %s" % exc)
             return result
+        if args.get("history_dir"):
+            # drift history: one record per host appended, what changed since the last one into the report
+            boot_ids = dict((name, data.get("boot_id")) for name, data in args["hosts"].items() if isinstance(data, dict))
+            problems = record_report(report, boot_ids, args["history_dir"], args["history_keep"])
+            if problems:
+                result["warnings"] = list(result.get("warnings") or []) + ["baseline_report: %s" % p for p in problems]
         try:
             paths = write_reports(report, report_dir, args["formats"], template_dir=args.get("template_dir"))
         except ReportError as exc:

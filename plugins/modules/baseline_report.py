@@ -73,6 +73,12 @@ options:
     description:
       - Generation time stamped on the reports (ISO 8601). Default is now, in UTC.
     type: str
+  started:
+    description:
+      - When the run began (ISO 8601); stored in C(report.json) as C(started), and the run's duration
+        (C(generated) minus C(started)) becomes C(gpuhost_baseline_run_duration_seconds) in C(metrics.prom).
+        The roles pass the time of their first task. Not a time stamp, or not given - no duration.
+    type: str
   fail_on:
     description:
       - Fail the task when a finding with status C(fail) has this severity or a higher one.
@@ -88,6 +94,25 @@ options:
       - The audit and remediate roles pass each host's C(gpuhost_note) variable.
     type: dict
     default: {}
+  history_dir:
+    description:
+      - Directory of the drift history on the controller (role variable C(gpuhost_history_dir)); unset, no
+        history is kept and the reports have no C(changes).
+      - Each host with findings gets one compact record appended to its own JSON Lines file there (time,
+        C(boot_id) from its C(host_report), collection version, status and observed value per rule and subject).
+        The file is named after the C(inventory_hostname); a name with characters outside letters, digits, C(.),
+        C(_) and C(-) is rewritten and suffixed with a hash of it, so no name leaves the directory.
+      - The report gains per host C(changes) (new fails, resolved, other status changes, values changed since the
+        host's previous record; same boot or across a reboot; C(last_change)) and fleet totals in C(changes).
+      - Damaged lines of a history file are skipped with a warning (and dropped when the file is next rewritten).
+        A history that cannot be written is a warning and the host's C(changes.error), not a failure.
+      - A relative path is resolved against the current directory of the C(ansible-playbook) process.
+    type: path
+  history_keep:
+    description:
+      - How many records each host's history file keeps (the oldest are pruned); at least 1.
+    type: int
+    default: 50
 notes:
   - Supports check mode. The reports are written in check mode too, since an audit run with C(--check) must report.
     The task never reports C(changed) - the reports live on the controller, no host is changed.
@@ -290,8 +315,11 @@ ARGUMENT_SPEC = dict(
     template_dir=dict(type="path"),
     collection_version=dict(type="str"),
     generated=dict(type="str"),
+    started=dict(type="str"),
     fail_on=dict(type="str", default="none", choices=["critical", "high", "medium", "low", "none"]),
     host_notes=dict(type="dict", default={}),
+    history_dir=dict(type="path"),
+    history_keep=dict(type="int", default=50),
 )
 
 

@@ -51,12 +51,15 @@ AREAS = (
     ("iommu", "IOMMU"),
     ("nvidia", "NVIDIA"),
     ("lxc", "LXC"),
+    ("inventory", "INV"),
+    ("health", "HEALTH"),
 )
 AREA_PREFIX = dict(AREAS)
 AREA_NAMES = tuple(name for name, unused_label in AREAS)
 #: facts subsystem each area reads first (used to explain a missing section)
 AREA_SUBSYSTEM = {"cpu": "cpu", "kernel": "kernel", "numa": "numa", "pcie": "pci",
-                  "iommu": "iommu", "nvidia": "nvidia", "lxc": "lxc"}
+                  "iommu": "iommu", "nvidia": "nvidia", "lxc": "lxc",
+                  "inventory": "pci", "health": "health"}
 
 #: Keys the remediate role maps to a fixing module; a rule naming anything else is rejected.
 FIX_ACTIONS = ("sysctl", "kernel_cmdline", "kernel_package", "cpu_power", "cpu_idle", "thp",

@@ -17,6 +17,8 @@ import re
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import cmdline_value, compare_kernel_release
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pcie_paths import peer_bridges
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_health import derive_health
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_inventory import derive_inventory
 
 __metaclass__ = type
 
@@ -524,20 +526,90 @@ def _redirects(device):
     return [bit for bit in ("request_redirect", "completion_redirect") if ctl.get(bit)]
 
 
-def _idle_gpus(facts):
-    """Bus ids of GPUs nvidia-smi reports idle (they lower their link speed then)."""
-    idle = set()
+#: The performance state from which on a GPU counts as idle for PCI-005: nvidia-smi documents P0
+#: (maximum performance) to P12 (minimum); NVIDIA's P-state table names P8 basic video playback and
+#: P12 minimum idle power, the states a GPU with nothing to do drops to, lowering its link speed.
+IDLE_PSTATE_MIN = 8
+
+
+def pstate_number(value):
+    """``8`` for ``"P8"``; ``None`` for anything that is not a performance state."""
+    if isinstance(value, str) and len(value) > 1 and value[0] in "Pp" and all(c in "0123456789" for c in value[1:]):
+        return int(value[1:])
+    return None
+
+
+def gpu_link_states(facts):
+    """Per GPU bus id (lower case): ``{"performance_state", "idle_reason"}`` (the state from
+    ``performance_state``, else ``power.state``). ``idle_reason`` says why
+    the GPU's current link speed says nothing (``GPU idle (P8)``): a performance state of P8 or
+    lower power, or nvidia-smi's ``gpu_idle`` clocks event reason; ``None`` when it is busy or its
+    state is not known (then the speed is judged as for any device)."""
+    states = {}
     for gpu in _get(facts, "nvidia", "gpus") or []:
+        if not isinstance(gpu, dict) or not isinstance(gpu.get("bus_id"), str):
+            continue
+        # <performance_state>, else the same state in <gpu_power_readings>/<power_state> (power.state)
+        pstate = next((v for v in (gpu.get("performance_state"), _get(gpu, "power", "state"))
+                       if pstate_number(v) is not None), None)
         reasons = _get(gpu, "clocks_event_reasons", "active")
-        if isinstance(reasons, list) and "gpu_idle" in reasons and isinstance(gpu.get("bus_id"), str):
-            idle.add(gpu["bus_id"].lower())
-    return idle
+        why = None
+        if pstate is not None and pstate_number(pstate) >= IDLE_PSTATE_MIN:
+            why = "GPU idle (%s)" % pstate
+        elif isinstance(reasons, list) and "gpu_idle" in reasons:
+            why = "GPU idle (%sclocks event reason gpu_idle)" % ("%s, " % pstate if pstate else "")
+        states[gpu["bus_id"].lower()] = {"performance_state": pstate, "idle_reason": why}
+    return states
 
 
-def _pcie_boot(dev, boot, want):
-    """``boot_max_read_request``, ``boot_problems`` and ``boot_reason`` of one GPU or NIC: the
-    MaxReadReq the pcie_tune boot script sets and why it does not hold after a reboot."""
-    result = {"boot_max_read_request": None, "boot_problems": None, "boot_reason": None}
+def _link_speed_subjects(peers):
+    """PCI-005's subjects: the peers, an idle GPU not judged (its link speed drops to save power)."""
+    subjects = []
+    for dev in peers:
+        item = dict(dev)
+        if not item.get("not_applicable") and dev.get("idle_reason"):
+            item["not_applicable"] = "not judged: %s" % dev["idle_reason"]
+        state = dev.get("performance_state")
+        item["speed_label"] = "%s, %s" % (dev["label"], state) if state and not item["not_applicable"] else dev["label"]
+        subjects.append(item)
+    return subjects
+
+
+def _earlier_max_read_request(history, address, running):
+    """``(evidence, checked)`` for PCI-008 from ``facts["history"]`` (the audits earlier in this boot,
+    added by baseline_evaluate from the audit history): ``evidence`` is the text of a MaxReadReq
+    seen different from ``running`` in this boot (``None`` when none); ``checked`` says what was
+    looked at when there is none."""
+    if not isinstance(history, dict):
+        return None, "no audit history to compare with (gpuhost_history_dir is not set)"
+    if history.get("reason"):
+        return None, "audit history not usable: %s" % history["reason"]
+    audits = _int(history.get("audits")) or 0
+    if not audits:
+        return None, "no earlier audit of this boot in the audit history"
+    values = _get(history, "earlier", "max_read_request", address)
+    values = [v for v in values if isinstance(v, dict) and _int(v.get("value")) is not None] \
+        if isinstance(values, list) else []
+    differing = [v for v in values if _int(v["value"]) != running]
+    if differing:
+        return "was %d B at the audit of %s earlier in this boot" % (_int(differing[-1]["value"]), differing[-1].get("time")), None
+    if not values:
+        return None, "the %d earlier audit%s of this boot did not record its MaxReadReq" % (audits, "" if audits == 1 else "s")
+    return None, "the audit history shows %d B at %s of this boot (since %s)" % (
+        running, "the one earlier audit" if audits == 1 else "all %d earlier audits" % audits, history.get("first"))
+
+
+def _pcie_boot(dev, boot, want, facts=None):
+    """``boot_max_read_request``, ``boot_problems``, ``boot_reason`` and ``boot_note`` of one GPU or
+    NIC: whether its MaxReadReq holds after a reboot, failing only on evidence that it does not.
+
+    Evidence is a boot mechanism that sets another value (the pcie_tune boot script with a smaller
+    entry; pci=pcie_bus_perf on the configured command line, which caps it at MaxPayload), the
+    pcie_tune script holding an entry for the device while its unit does not run it at boot (pcie_tune
+    set the value at runtime, its boot half is broken), or a value seen different at an earlier audit
+    of the same boot (``facts["history"]``) while nothing sets it at boot. Without evidence (a value the firmware programs at every boot) it passes and
+    ``boot_note`` names what was checked."""
+    result = {"boot_max_read_request": None, "boot_problems": None, "boot_reason": None, "boot_note": None}
     if not isinstance(boot, dict):
         result["boot_reason"] = "persistence facts not gathered (host_facts gather: persistence)"
         return result
@@ -549,41 +621,75 @@ def _pcie_boot(dev, boot, want):
         result["boot_reason"] = "parameter max_read_request_bytes_%s is not set" % dev.get("kind")
         return result
     script = _get(boot, "script", "path") or "the pcie_tune boot script"
-    if value is None and not _get(boot, "script", "present"):
-        problem = "no boot-time MaxReadReq (%s is not installed)" % script
-    elif value is None:
-        problem = "no boot-time MaxReadReq (no entry for it in %s)" % script
-    elif value < want:
-        problem = "the boot script %s sets MaxReadReq %d B, below %d B" % (script, value, want)
-    else:
-        state = _unit_state(boot, "gpuhost-pcie.service")
-        problem = None if state is None else "%s sets MaxReadReq %d B but %s, so it does not run at boot" % (
-            script, value, state)
     running = _int(_get(dev, "pcie", "max_read_request"))
-    if problem and running is not None and running >= want:
-        problem += "; the running %d B would be lost at reboot" % running
-    result["boot_problems"] = [problem] if problem else []
+    lost = "; the running %d B would be lost at reboot" % running if running is not None and running >= want else ""
+    state = _unit_state(boot, "gpuhost-pcie.service")
+    if value is not None and value < want:
+        result["boot_problems"] = ["the boot script %s sets MaxReadReq %d B, below %d B%s" % (script, value, want, lost)]
+        return result
+    if value is not None:
+        # set again at every boot and when the device comes back; or pcie_tune set it at runtime (its
+        # script has the entry) and its boot half is broken: evidence that the running value goes at reboot
+        result["boot_problems"] = [] if state is None else [
+            "%s sets MaxReadReq %d B but %s, so it does not run at boot%s" % (script, value, state, lost)]
+        return result
+    if not _get(boot, "script", "present"):
+        mechanism = "%s is not installed" % script
+    else:
+        mechanism = "no entry for it in %s" % script
+    configured = _get(facts, "kernel", "configured_cmdline", "params")
+    pci = cmdline_value(configured, "pci") if isinstance(configured, dict) else None
+    payload = _int(_get(dev, "pcie", "max_payload"))
+    if isinstance(pci, str) and "pcie_bus_perf" in pci.split(",") and payload is not None and payload < want:
+        result["boot_problems"] = [
+            "pci=pcie_bus_perf on the configured kernel command line sets MaxReadReq to at most MaxPayload "
+            "(%d B) at boot, below %d B, and nothing raises it (%s)%s" % (payload, want, mechanism, lost)]
+        return result
+    if running is None:
+        result["boot_reason"] = "running MaxReadReq unknown (%s) and nothing sets it at boot (%s)" % (
+            dev.get("error") or "no PCI Express capability data", mechanism)
+        return result
+    evidence, checked = _earlier_max_read_request(_get(facts, "history"), dev.get("address"), running)
+    if evidence and running >= want:
+        result["boot_problems"] = ["MaxReadReq %s and is %d B now: it was changed at runtime and nothing sets it "
+                                   "at boot (%s), so the running %d B would be lost at reboot"
+                                   % (evidence, running, mechanism, running)]
+        return result
+    result["boot_problems"] = []
+    if evidence:
+        result["boot_note"] = ("MaxReadReq %s and is %d B now, below %d B (the MaxReadReq rule fails that), so a "
+                               "reboot loses nothing wanted; %s" % (evidence, running, want, mechanism))
+    elif running < want:
+        result["boot_note"] = ("nothing wanted to lose at reboot: the running %d B is below %d B (the MaxReadReq rule "
+                               "fails that) and nothing sets it at boot (%s)" % (running, want, mechanism))
+    else:
+        result["boot_note"] = ("no evidence the running %d B is lost at reboot: %s, no pci=pcie_bus_perf on the "
+                               "configured kernel command line, %s; a value the firmware sets at every boot passes"
+                               % (running, mechanism, checked))
     return result
 
 
 def _pcie(facts, params):
     devices = _devices(facts)
     if devices is None:
-        return {"gpus": None, "nics": None, "peer_devices": None, "acs_bridges": None, "mps_paths": None,
-                "aer": None}
+        return {"gpus": None, "nics": None, "peer_devices": None, "link_speed": None, "acs_bridges": None,
+                "mps_paths": None, "aer": None}
     names = _gpu_names(facts)
     by_addr = dict((d["address"], d) for d in devices)
     gpus = [_with_label(d, names) for d in devices if d.get("kind") == "gpu"]
-    idle = _idle_gpus(facts)
+    link_states = gpu_link_states(facts)
     for gpu in gpus:
-        gpu["idle"] = gpu["address"] in idle
+        state = link_states.get(gpu["address"].lower()) or {}
+        gpu["performance_state"] = state.get("performance_state")
+        gpu["idle_reason"] = state.get("idle_reason")
+        gpu["idle"] = gpu["idle_reason"] is not None
     nics = [_with_label(d, names) for d in devices if _is_data_nic(d, params.get("nic_min_link_width"))]
     for nic in nics:
-        nic["idle"] = False
+        nic.update(performance_state=None, idle_reason=None, idle=False)
     peers = gpus + nics
     boot = _get(facts, "persistence", "pcie")
     for dev in peers:
-        dev.update(_pcie_boot(dev, boot, params.get("max_read_request_bytes_%s" % dev.get("kind"))))
+        dev.update(_pcie_boot(dev, boot, params.get("max_read_request_bytes_%s" % dev.get("kind")), facts))
 
     # ACS: bridges traversed between every GPU pair and every GPU-NIC pair (facts/pcie_paths.py)
     bridges, unresolved = peer_bridges(gpus, nics, by_addr)
@@ -664,7 +770,7 @@ def _pcie(facts, params):
             else:
                 item["reason"] = "AER counter files aer_dev_fatal/aer_dev_nonfatal missing"
         aer.append(item)
-    return {"gpus": gpus, "nics": nics, "peer_devices": peers,
+    return {"gpus": gpus, "nics": nics, "peer_devices": peers, "link_speed": _link_speed_subjects(peers),
             "acs_bridges": acs, "mps_paths": mps, "aer": aer}
 
 
@@ -964,5 +1070,7 @@ def derive(facts, params):
         "pcie": _pcie(facts, params),
         "nvidia": nvidia,
         "lxc": _lxc(facts, params, gpus_by_index),
+        "inventory": derive_inventory(facts, params),  # golden inventory of learn mode (INV-*)
     }
+    doc["derived"]["health"] = derive_health(facts, params, doc["derived"])  # plugin_utils/derive_health.py
     return doc

@@ -21,6 +21,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import 
     resolve_profile, truthy, type_name, validate_waivers,
 )
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import derive
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import sources
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import compare_kernel_release
 
 __metaclass__ = type
@@ -225,18 +226,39 @@ def _subject_label(value):
     return _fmt(value)
 
 
+def _source_key(rule, text):
+    """The :mod:`sources` key of ``text`` (a query of ``rule``) for the rule's subjects."""
+    return sources.fact_key(text, rule.subjects.text if rule.subjects is not None else None)
+
+
+def _null_reason(doc, key, element):
+    """Why the fact ``key`` is null: the file or command it comes from and what its reader
+    recorded (``sources``), else the generic 'no data'."""
+    return sources.no_value(key, doc, element) or "no data: %s is null" % key
+
+
+def _with_source(reason, key, element):
+    """``reason`` (a rule's own ``unknown_reason``) naming the file or command it is about."""
+    if sources.names_source(reason):
+        return reason
+    where = sources.read_from(key, element) if key else None
+    return "%s (%s)" % (reason, where) if where else reason
+
+
 def _evaluate_one(rule, doc, scope, params, subject, detail):
     suffix = ""
     if subject is not None:
         suffix = " on %s" % subject
         if detail:
             suffix += " (%s)" % detail
+    element = scope if rule.subjects is not None else None
     try:
         observed = rule.query.search(scope)
         expected = rule.operand.resolve(params, scope)
     except EvaluationError as exc:
         return _finding(rule, "unknown", subject, None, None, str(exc) + suffix)
     if observed is None:
+        key = _source_key(rule, rule.query.text)
         reason = _missing_reason(rule, doc) if subject is None else None
         if not reason and rule.unknown_reason is not None:
             try:
@@ -247,18 +269,28 @@ def _evaluate_one(rule, doc, scope, params, subject, detail):
                 reason = "; ".join(_fmt(r) for r in reason if r) or None
             elif reason is not None and not isinstance(reason, str):
                 reason = _fmt(reason)
+            if reason:
+                reason = _with_source(reason, key, element)
         if not reason:
-            reason = "no data: %s is null" % rule.query.text
+            reason = _null_reason(doc, key or rule.query.text, element)
         return _finding(rule, "unknown", subject, expected, None, "%s unknown: %s%s" % (rule.label, reason, suffix))
     if expected is None and OPERATORS[rule.op] != "flag":
         what = rule.operand.describe()
+        why = ""
+        if rule.operand.query is not None:
+            key = _source_key(rule, rule.operand.query.text)
+            why = sources.no_value(key, doc, element) if key else None
+            why = " (%s)" % why if why else ""
         return _finding(rule, "unknown", subject, None, observed,
-                        "%s: expected value %s is null%s" % (rule.label, what, suffix))
+                        "%s: expected value %s is null%s%s" % (rule.label, what, why, suffix))
     if OPERATORS[rule.op] == "flag":
         expected = {"empty": [], "true": True, "false": False, "uniform": "uniform"}[rule.op]
     passed, message = _judge(rule.op, observed, expected, rule.unit, rule.label)
     if passed is None:
-        return _finding(rule, "unknown", subject, expected, observed, message + suffix)
+        # a value that cannot be judged (garbage, wrong type): say which file or command gave it
+        where = sources.read_from(_source_key(rule, rule.query.text), element)
+        return _finding(rule, "unknown", subject, expected, observed,
+                        message + (" (%s)" % where if where else "") + suffix)
     status = "pass" if passed else "fail"
     finding = _finding(rule, status, subject, expected, observed, message + suffix)
     if not passed and rule.pending_when is not None:
@@ -294,7 +326,8 @@ def _evaluate_rule(rule, doc, params):
     except EvaluationError as exc:
         return [_finding(rule, "unknown", None, None, None, str(exc))]
     if elements is None:
-        reason = _missing_reason(rule, doc) or "no data: %s is null" % rule.subjects.text
+        reason = _missing_reason(rule, doc) or _null_reason(
+            doc, sources.fact_key(None, rule.subjects.text) or rule.subjects.text, None)
         return [_finding(rule, "unknown", None, None, None, "%s unknown: %s" % (rule.label, reason))]
     if not isinstance(elements, list):
         return [_finding(rule, "unknown", None, None, None,

@@ -252,11 +252,13 @@ def _generated_text(generated):
     return str(generated)
 
 
-def build_report(hosts, profile=None, generated=None, collection_version=None):
+def build_report(hosts, profile=None, generated=None, collection_version=None, started=None):
     """Return the report.json document for ``hosts``.
 
     ``hosts`` maps inventory_hostname -> ``{"findings", "profile", "numa", "facts_errors",
-    "state", "message", "before", "pending"}`` (all but findings optional). Summaries are
+    "state", "message", "before", "pending"}`` (all but findings optional). ``started``: when the
+    run began (ISO 8601), stored as ``started`` for the run's duration; left out when not given or
+    not a time stamp. Summaries are
     recomputed from the findings so they can never disagree with them. Raises
     :class:`ReportError` when a finding breaks the contract (unknown status, no rule id).
     """
@@ -275,7 +277,7 @@ def build_report(hosts, profile=None, generated=None, collection_version=None):
         top_profile = "mixed"
     else:
         top_profile = default_profile or "unknown"
-    return {
+    document = {
         "schema": SCHEMA,
         "generated": _generated_text(generated),
         "collection_version": _plain(collection_version) or "unknown",
@@ -283,6 +285,14 @@ def build_report(hosts, profile=None, generated=None, collection_version=None):
         "totals": _totals(out_hosts),
         "hosts": out_hosts,
     }
+    if isinstance(started, str) and started:
+        try:
+            datetime.datetime.fromisoformat(started)
+        except ValueError:
+            pass  # not a time stamp: no duration rather than a wrong one
+        else:
+            document["started"] = started
+    return document
 
 
 def failing_at_or_above(report, severity):
@@ -306,6 +316,190 @@ ARGUMENT_SPEC = dict(
     template_dir=dict(type="path"),
     collection_version=dict(type="str"),
     generated=dict(type="str"),
+    started=dict(type="str"),
     fail_on=dict(type="str", default="none", choices=["critical", "high", "medium", "low", "none"]),
     host_notes=dict(type="dict", default={}),
+    # drift history (plugins/plugin_utils/history.py): off without a directory
+    history_dir=dict(type="path"),
+    history_keep=dict(type="int", default=50),
 )
+
+
+# ---------------------------------------------------------------------------
+# report.json as stored (schema 2): rule fields once per rule, a finding a row
+# ---------------------------------------------------------------------------
+
+#: Layout of the stored report.json (docs/report.md, "Stored layout").
+STORED_SCHEMA = 2
+
+#: Finding keys that come from the rule (the same on every host with the same profile): stored once
+#: per rule in ``rules.<id>``, with the ``expected`` value of the first finding of the rule.
+RULE_KEYS = ("title", "area", "severity", "rationale", "source", "fix", "reboot_required", "fix_action")
+
+#: A stored finding is a row ``[id, status, subject, observed, message]``, then ``expected`` when it
+#: is not the rule's (or when the extras follow), then a mapping of the other keys (a rule field
+#: that differs from ``rules.<id>``, ``pending: true``, ``waiver``...) when there are any.
+ROW_KEYS = ("id", "status", "subject", "observed", "message")
+
+#: Per-finding keys left out of the extras when they have this value, when every finding of the
+#: document has the key (``finding_defaults`` of the stored document says which).
+FINDING_DEFAULTS = (("pending", False), ("waiver", None))
+
+
+def _row(finding, rules, defaults):
+    rule = rules.get(finding.get("id")) or {}
+    row = [finding.get(key) for key in ROW_KEYS]
+    extras = {}
+    for key, value in finding.items():
+        if key in ROW_KEYS or key == "expected":
+            continue
+        if key in RULE_KEYS and key in rule and rule[key] == value:
+            continue
+        if key in defaults and defaults[key] == value:
+            continue
+        extras[key] = value
+    expected = finding.get("expected")
+    if extras or "expected" not in rule or rule["expected"] != expected:
+        row.append(expected)
+    if extras:
+        row.append(extras)
+    return row
+
+
+def compact_document(report):
+    """The document as ``report.json`` stores it (schema 2, ``docs/report.md``): the fields each
+    finding copies from its rule (:data:`RULE_KEYS`) and the first ``expected`` once per rule in
+    a top-level ``rules`` mapping; each finding a row (:data:`ROW_KEYS`) keeping only what differs
+    from its rule (a profile that changes a severity on some hosts); ``pending: false`` and
+    ``waiver: null`` left out (``finding_defaults``). :func:`expand_document` gives the document
+    back exactly."""
+    parts = [host.get("findings") or [] for host in report["hosts"].values()]
+    parts += [(host.get("before") or {}).get("findings") or [] for host in report["hosts"].values()]
+    seen = {}
+    missing = {}
+    defaults = dict(FINDING_DEFAULTS)
+    for findings in parts:
+        for finding in findings:
+            for key in [k for k in defaults if k not in finding]:
+                del defaults[key]
+            rid = finding.get("id")
+            if rid not in seen:
+                seen[rid] = dict((k, finding[k]) for k in RULE_KEYS + ("expected",) if k in finding)
+            missing.setdefault(rid, set()).update(k for k in RULE_KEYS if k not in finding)
+    rules = {}
+    for rid in sorted(seen, key=str):
+        # a key some finding of the rule lacks stays with the findings that have it
+        rules[rid] = dict((k, v) for k, v in seen[rid].items() if k not in missing[rid])
+    out = {}
+    for key, value in report.items():
+        if key == "hosts":
+            out["rules"] = rules
+            out["finding_row"] = list(ROW_KEYS) + ["expected"]
+            if defaults:
+                out["finding_defaults"] = defaults
+            hosts = {}
+            for name, host in value.items():
+                host = dict(host, findings=[_row(f, rules, defaults) for f in host.get("findings") or []])
+                if isinstance(host.get("before"), dict):
+                    host["before"] = dict(host["before"], findings=[
+                        _row(f, rules, defaults) for f in host["before"].get("findings") or []])
+                hosts[name] = host
+            out["hosts"] = hosts
+        elif key not in ("rules", "finding_row", "finding_defaults"):
+            out[key] = value
+    out["schema"] = STORED_SCHEMA
+    return out
+
+
+def _expand_findings(findings, rules, defaults):
+    out = []
+    for row in findings:
+        if not isinstance(row, list) or len(row) < len(ROW_KEYS):
+            out.append(row)  # not a stored row: as it is
+            continue
+        found = dict(zip(ROW_KEYS, row))
+        rule = rules.get(found["id"]) if isinstance(rules.get(found["id"]), dict) else {}
+        rest = row[len(ROW_KEYS):]
+        found["expected"] = rest[0] if rest else rule.get("expected")
+        extras = rest[1] if len(rest) > 1 and isinstance(rest[1], dict) else {}
+        item = {}
+        for key in FINDING_KEYS:
+            if key in extras:
+                item[key] = extras[key]
+            elif key in found:
+                item[key] = found[key]
+            elif key in rule:
+                item[key] = rule[key]
+        for key, value in rule.items():
+            if key != "expected":
+                item.setdefault(key, value)
+        for key, value in extras.items():
+            item.setdefault(key, value)
+        for key, value in defaults.items():
+            item.setdefault(key, value)
+        out.append(item)
+    return out
+
+
+def expand_document(report):
+    """The document :func:`build_report` made (schema 1: every finding a whole mapping) from a
+    stored ``report.json`` (schema 2): each row back to a mapping, its rule fields and
+    ``expected`` from ``rules`` (its own value wins), the left-out ``finding_defaults``. A
+    document without ``rules`` (schema 1) comes back as it is. Views and the console call it
+    first, so they take either layout."""
+    rules = report.get("rules") if isinstance(report, dict) else None
+    if not isinstance(rules, dict) or not isinstance(report.get("hosts"), dict):
+        return report
+    defaults = report.get("finding_defaults") if isinstance(report.get("finding_defaults"), dict) else {}
+    out = dict((k, v) for k, v in report.items() if k not in ("rules", "finding_row", "finding_defaults"))
+    out["schema"] = SCHEMA
+    hosts = {}
+    for name, host in report["hosts"].items():
+        if isinstance(host, dict):
+            host = dict(host)
+            if isinstance(host.get("findings"), list):
+                host["findings"] = _expand_findings(host["findings"], rules, defaults)
+            before = host.get("before")
+            if isinstance(before, dict) and isinstance(before.get("findings"), list):
+                host["before"] = dict(before, findings=_expand_findings(before["findings"], rules, defaults))
+        hosts[name] = host
+    out["hosts"] = hosts
+    return out
+
+
+def dumps_document(stored):
+    """``report.json``'s text: compact JSON, a line per rule and per finding (so ``grep`` and
+    ``diff`` work line by line), no indentation to pay for at 1,000 hosts."""
+    def one(value):
+        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+
+    lines = ["{"]
+    keys = list(stored)
+    for position, key in enumerate(keys):
+        value = stored[key]
+        last = "" if position == len(keys) - 1 else ","
+        if key == "rules" and isinstance(value, dict) and value:
+            lines.append('%s:{' % one(key))
+            items = list(value.items())
+            lines.extend("%s:%s%s" % (one(k), one(v), "," if i < len(items) - 1 else "") for i, (k, v) in enumerate(items))
+            lines.append("}" + last)
+        elif key == "hosts" and isinstance(value, dict) and value:
+            lines.append('%s:{' % one(key))
+            names = list(value)
+            for i, name in enumerate(names):
+                host = value[name]
+                tail = "}" + ("," if i < len(names) - 1 else "")
+                fields = [(k, v) for k, v in host.items() if k != "findings"] if isinstance(host, dict) else None
+                if fields is None or not isinstance(host.get("findings"), list):
+                    lines.append("%s:%s%s" % (one(name), one(host), tail[1:]))
+                    continue
+                head = ",".join("%s:%s" % (one(k), one(v)) for k, v in fields)
+                lines.append('%s:{%s%s"findings":[' % (one(name), head, "," if head else ""))
+                findings = host["findings"]
+                lines.extend(one(f) + ("," if j < len(findings) - 1 else "") for j, f in enumerate(findings))
+                lines.append("]" + tail)
+            lines.append("}" + last)
+        else:
+            lines.append("%s:%s%s" % (one(key), one(value), last))
+    lines.append("}")
+    return "\n".join(lines) + "\n"

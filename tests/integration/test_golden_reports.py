@@ -30,7 +30,11 @@ def normalise(name, text):
     """The generation time (ISO in the documents, epoch seconds in metrics.prom) replaced by a constant."""
     text = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:\d\d|Z)", STAMP, text)
     if name == "metrics.prom":
-        text = re.sub(r"^(gpuhost_baseline_report_timestamp_seconds) \S+$", r"\1 946684800.0", text, flags=re.M)
+        # the report's and each host's last-run time (the generation time as epoch seconds)
+        text = re.sub(r"^(gpuhost_baseline_(?:report|last_run)_timestamp_seconds(?:\{[^}]*\})?) \S+$", r"\1 946684800.0",
+                      text, flags=re.M)
+        # the run's duration (generated minus started) differs from run to run
+        text = re.sub(r"^(gpuhost_baseline_run_duration_seconds(?:\{[^}]*\})?) \S+$", r"\1 1.0", text, flags=re.M)
     return text
 
 

@@ -228,6 +228,7 @@ class HostSpec:
         ecc=("Enabled", "Enabled"),
         power=(600, 600, 150, 600),  # limit, default, min, max
         power_capped_gpus=(),  # indexes with sw_power_cap active
+        gpu_pstates=None,  # {index: "P0"}: nvidia-smi performance state (default P8 idle, P1 with processes)
         smi_gen=(5, 5, 5),  # current, max, host max
         smi_timestamp="Wed Jan 15 03:12:00 2025",
         uvm_major=508,
@@ -664,7 +665,8 @@ def _nvidia(tree, spec, devices):
             device_id=dev.function.device, persistence=spec.persistence, ecc=spec.ecc,
             power_limit=limit, power_default=default, power_min=low, power_max=high,
             active_reasons=("sw_power_cap",) if index in spec.power_capped_gpus else (),
-            gen_current=spec.smi_gen[0], gen_max=spec.smi_gen[1], gen_host_max=spec.smi_gen[2]))
+            gen_current=spec.smi_gen[0], gen_max=spec.smi_gen[1], gen_host_max=spec.smi_gen[2],
+            performance_state=(spec.gpu_pstates or {}).get(index)))
     tree.file("/commands/nvidia-smi-q.xml",
               nvsmi.smi_xml(smi_gpus, spec.driver_version, spec.cuda_version, spec.smi_timestamp))
 

@@ -5,6 +5,7 @@ Each scenario states only what differs from :class:`snapgen.host.HostSpec`'s def
 (which describe a healthy host), so a reviewer sees the incident in a few lines.
 """
 
+from . import health
 from .host import build_host, cpulist
 from .persisted import cpu_power_files, pcie_files
 from .tree import replace_tree
@@ -163,6 +164,9 @@ def incident_options():
         power=(450, 600, 150, 600),
         power_capped_gpus=(5,),
         smi_gen=(1, 5, 5),
+        # captured under load: the links trained at 2.5 GT/s are a fault (PCI-005 fails); GPU 7 is
+        # idle (P8), where 2.5 GT/s is the power saving state and PCI-005 does not judge it
+        gpu_pstates=dict((index, "P0") for index in range(7)),
         containers={"101": INCIDENT_CT},
     )
 
@@ -432,6 +436,7 @@ def build(name):
     """``(tree, spec, devices)`` of a named scenario."""
     options, damage = SCENARIOS[name]
     tree, spec, devices = build_host(**options())
+    health.add(tree, spec, devices, name)  # Xid log, NVLink, RDMA ports, EDAC (tools/snapgen/health.py)
     if damage is not None:
         damage(tree, spec, devices)
     return tree, spec, devices

@@ -101,12 +101,16 @@ def test_unknown_surfaces_the_device_error():
     assert "fail" not in set(x["status"] for x in result["findings"] if x["subject"] == GPU0)
 
 
-def test_unknown_default_reason_names_the_query():
+def test_unknown_default_reason_names_the_file():
     facts = healthy_facts()
     facts["kernel"]["sysctl"]["numa_balancing"] = None
     (f,) = of(evaluate(facts), "NUMA-001")
     assert f["status"] == "unknown"
-    assert f["message"] == "kernel.numa_balancing unknown: no data: kernel.sysctl.numa_balancing is null"
+    assert f["message"] == "kernel.numa_balancing unknown: no value from /proc/sys/kernel/numa_balancing"
+    # with the reader's error for that file, its reason is quoted
+    facts["errors"] = [{"subsystem": "kernel", "path": "/proc/sys/kernel/numa_balancing", "reason": "empty file"}]
+    (f,) = of(evaluate(facts), "NUMA-001")
+    assert f["message"] == "kernel.numa_balancing unknown: no value from /proc/sys/kernel/numa_balancing: empty file"
 
 
 def test_subsystem_not_gathered_is_unknown_not_not_applicable():
@@ -169,7 +173,12 @@ def test_summary_counts_every_status():
     result = evaluate(params={})
     assert set(result["summary"]) == {"pass", "fail", "unknown", "waived", "not_applicable"}
     assert sum(result["summary"].values()) == len(result["findings"])
-    assert result["summary"]["not_applicable"] == 1  # CPU-007 with smt: any
+    inventory = [f for f in result["findings"] if f["area"] == "inventory"]  # the profile holds no golden inventory
+    assert inventory and all(f["status"] == "not_applicable" for f in inventory)
+    # HEALTH-006 (Fabric Manager: no NVSwitch here) and HEALTH-010 (nccl_nic_per_gpu off by default)
+    health = [f["id"] for f in result["findings"] if f["area"] == "health" and f["status"] == "not_applicable"]
+    assert sorted(health) == ["HEALTH-006", "HEALTH-010"]
+    assert result["summary"]["not_applicable"] == 1 + len(inventory) + len(health)  # CPU-007 with smt: any
 
 
 def test_findings_have_the_report_keys():
