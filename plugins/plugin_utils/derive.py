@@ -19,6 +19,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel impo
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pcie_paths import peer_bridges
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_health import derive_health
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_inventory import derive_inventory
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.docpath import get as _get
 
 __metaclass__ = type
 
@@ -61,18 +62,6 @@ PASSTHROUGH_DRIVERS = ("vfio-pci", "pci-stub")
 
 _GPU_NODE_RE = re.compile(r"^/?dev/nvidia(\d+)$")
 _ALLOW_RE = re.compile(r"^\s*([abc])(?:\s+(\*|\d+):(\*|\d+))?(?:\s+[rwm]+)?\s*$")
-
-
-def _get(doc, *path):
-    cur = doc
-    for key in path:
-        if isinstance(cur, dict):
-            cur = cur.get(key)
-        elif isinstance(cur, list) and isinstance(key, int) and -len(cur) <= key < len(cur):
-            cur = cur[key]
-        else:
-            return None
-    return cur
 
 
 def _int(value):

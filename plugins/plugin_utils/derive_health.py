@@ -14,6 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import compare_kernel_release
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.xid_catalogue import describe
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.docpath import get as _get
 
 __metaclass__ = type
 
@@ -23,18 +24,6 @@ NIC_DISTANCE = ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
 NCCL_NEAR = ("PIX", "PXB")
 #: the first Linux release whose RDMA stack imports GPU memory through DMA-BUF (no peer-memory module)
 DMABUF_KERNEL = "5.12"
-
-
-def _get(doc, *path):
-    cur = doc
-    for key in path:
-        if isinstance(cur, dict):
-            cur = cur.get(key)
-        elif isinstance(cur, list) and isinstance(key, int) and -len(cur) <= key < len(cur):
-            cur = cur[key]
-        else:
-            return None
-    return cur
 
 
 def _int(value):

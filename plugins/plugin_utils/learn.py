@@ -15,6 +15,8 @@ from __future__ import absolute_import, division, print_function
 
 import re
 
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.docpath import get as _get
+
 __metaclass__ = type
 
 #: percent of a golden node's MemTotal a host may lack before INV-002 fails (kernel reservations
@@ -35,18 +37,6 @@ _NAME_BAD_RE = re.compile(r"[^a-z0-9-]+")
 
 #: the lowest performance state number nvidia-smi reports for an idle GPU (P8; P12 is minimum power)
 IDLE_PSTATE = 8
-
-
-def _get(doc, *path):
-    cur = doc
-    for key in path:
-        if isinstance(cur, dict):
-            cur = cur.get(key)
-        elif isinstance(cur, list) and isinstance(key, int) and -len(cur) <= key < len(cur):
-            cur = cur[key]
-        else:
-            return None
-    return cur
 
 
 def _int(value):

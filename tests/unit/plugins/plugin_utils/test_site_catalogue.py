@@ -10,26 +10,9 @@ from helpers.baseline_facts import healthy_facts
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue, evaluation
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError
+from helpers.site_catalogue import SITE_RULE  # a new rule of the site: the running kernel at least 6.10
 
 TODAY = "2026-06-01"
-
-#: A new rule of the site: the running kernel must be at least 6.10 (a literal, no new parameter).
-SITE_RULE = """\
-- id: KERNEL-901
-  title: running kernel at least 6.10 (site minimum)
-  area: kernel
-  severity: medium
-  label: running kernel
-  rationale: The site's container runtime needs 6.10 or newer.
-  source: https://docs.kernel.org/admin-guide/README.html
-  query: kernel.release
-  expect:
-    min_kernel: "6.10"
-  fix:
-    action: kernel_package
-    hint: install a kernel at least 6.10 and reboot into it
-  reboot_required: true
-"""
 
 #: A profile extending a bundled one: a parameter, a severity changed and a rule turned off.
 SITE_PROFILE = """\
