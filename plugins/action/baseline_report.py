@@ -6,42 +6,19 @@
 from __future__ import absolute_import, division, print_function
 
 import datetime
-import json
 import os
 
-import yaml
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ARGUMENT_SPEC, ReportError, build_report, failing_at_or_above
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import write_reports
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError, load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError, collection_version, load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import expand_findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.console import console_lines, subject_nouns
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.stats import StatsError, caller_stats
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import record_report
 
 __metaclass__ = type
-
-COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-
-def collection_version(root=COLLECTION_ROOT):
-    """Version of the collection this plugin belongs to: MANIFEST.json when installed, galaxy.yml in a checkout."""
-    try:
-        with open(os.path.join(root, "MANIFEST.json"), "rb") as handle:
-            version = json.load(handle)["collection_info"]["version"]
-        if version:
-            return str(version)
-    except (IOError, OSError, ValueError, KeyError, TypeError):
-        pass
-    try:
-        with open(os.path.join(root, "galaxy.yml"), "rb") as handle:
-            version = (yaml.safe_load(handle) or {}).get("version")
-        if version:
-            return str(version)
-    except (IOError, OSError, AttributeError, ValueError, yaml.YAMLError):
-        pass
-    return "unknown"
 
 
 def controller_path(path):

@@ -26,6 +26,7 @@ from __future__ import absolute_import, division, print_function
 import copy
 import datetime
 import hashlib
+import json
 import math
 import os
 import re
@@ -1058,3 +1059,25 @@ def validate(profile="auto", params=None, waivers=None, base_dir=None, waiver_fi
         "rules": len(catalogue.rules),
         "params": effective,
     }
+
+
+def collection_version(root=COLLECTION_ROOT):
+    """The version of the collection at ``root``: MANIFEST.json of a built (installed) collection, else
+    galaxy.yml of a checkout; ``"unknown"`` when neither says (used by the reports and the self-audit)."""
+    try:
+        with open(os.path.join(root, "MANIFEST.json"), "rb") as handle:
+            version = json.load(handle)["collection_info"]["version"]
+        if version:
+            return str(version)
+    except (IOError, OSError, ValueError, KeyError, TypeError):
+        pass
+    try:
+        import yaml  # pylint: disable=import-outside-toplevel
+
+        with open(os.path.join(root, "galaxy.yml"), "rb") as handle:
+            version = (yaml.safe_load(handle) or {}).get("version")
+        if version:
+            return str(version)
+    except Exception:  # pylint: disable=broad-except  # no PyYAML, unreadable or odd file: unknown
+        pass
+    return "unknown"

@@ -24,6 +24,8 @@ import os
 import re
 import tempfile
 
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import DirectoryLock
+
 __metaclass__ = type
 
 #: Version of the record format; a line with another version is skipped with a warning.
@@ -375,25 +377,6 @@ def earlier_in_boot(records, boot_id, source=None, rules=None):
 # writing
 # ---------------------------------------------------------------------------
 
-class _Lock:
-    """An exclusive ``flock`` on the history directory: two runs take turns per directory."""
-
-    def __init__(self, directory):
-        self.directory = directory
-        self.fd = None
-
-    def __enter__(self):
-        import fcntl  # pylint: disable=import-outside-toplevel
-
-        self.fd = os.open(self.directory, os.O_RDONLY)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc):
-        os.close(self.fd)
-        return False
-
-
 def _rewrite(path, records):
     directory = os.path.dirname(path)
     fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
@@ -424,7 +407,7 @@ def record_audit(directory, host, record, keep=DEFAULT_KEEP):
     path = history_path(directory, host)
     base = os.path.dirname(path)
     os.makedirs(base, exist_ok=True)
-    with _Lock(base):
+    with DirectoryLock(base):
         try:
             with open(path, "rb") as handle:
                 data = handle.read()

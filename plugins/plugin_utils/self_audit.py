@@ -41,7 +41,7 @@ import time
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS, gather_facts
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import (
-    COLLECTION_ROOT, CatalogueError, load_catalogue, select_profile)
+    CatalogueError, collection_version, load_catalogue, select_profile)
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate, expand_findings, host_report
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ReportError, build_report
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.metrics import MetricsError, prom_escape, render_host_metrics
@@ -111,27 +111,6 @@ def load_config(path):
         raise SelfAuditError("config file %s: gather names unknown subsystem(s) %s (known: %s)"
                              % (path, ", ".join(map(str, unknown)), ", ".join(SUBSYSTEMS)), status=2)
     return config
-
-
-def collection_version(root=COLLECTION_ROOT):
-    """The version of the installed collection copy: MANIFEST.json of a built collection, else galaxy.yml."""
-    try:
-        with open(os.path.join(root, "MANIFEST.json"), "rb") as handle:
-            version = json.load(handle)["collection_info"]["version"]
-        if version:
-            return str(version)
-    except (IOError, OSError, ValueError, KeyError, TypeError):
-        pass
-    try:
-        import yaml  # pylint: disable=import-outside-toplevel
-
-        with open(os.path.join(root, "galaxy.yml"), "rb") as handle:
-            version = (yaml.safe_load(handle) or {}).get("version")
-        if version:
-            return str(version)
-    except Exception:  # pylint: disable=broad-except  # no PyYAML, unreadable or odd file: unknown
-        pass
-    return "unknown"
 
 
 def which(name):

@@ -949,9 +949,10 @@ def _atomic_write(path, text, sync=True):
         raise
 
 
-class _DirectoryLock:
-    """An exclusive ``flock`` on the report directory itself (no lock file among the reports):
-    two runs writing into one directory take turns, so the five files always come from one run."""
+class DirectoryLock:
+    """An exclusive ``flock`` on a directory itself (no lock file in it): two runs writing into one
+    report directory take turns, so the five files always come from one run; history.py takes it on
+    the history directory the same way."""
 
     def __init__(self, directory):
         self.directory = directory
@@ -986,7 +987,7 @@ def write_reports(report, directory, formats=None, template_dir=None):
     # stored compact (schema 2: rule fields once per rule, report.compact_document)
     text = dumps_document(compact_document(report))
     paths = {"json": os.path.join(directory, files["json"])}
-    with _DirectoryLock(directory):
+    with DirectoryLock(directory):
         _atomic_write(paths["json"], text)
         # Views render from the document as stored, so they can never show more than report.json.
         stored = expand_document(json.loads(text))

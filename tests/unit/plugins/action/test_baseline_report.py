@@ -5,9 +5,9 @@ import json
 
 from helpers.baseline_facts import healthy_facts
 
-from ansible_collections.gpuhost.baseline.plugins.action.baseline_report import (COLLECTION_ROOT, collection_version,
-                                                                                 with_rule_text)
+from ansible_collections.gpuhost.baseline.plugins.action.baseline_report import collection_version, with_rule_text
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import COLLECTION_ROOT
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
 
 

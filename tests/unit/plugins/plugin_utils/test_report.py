@@ -568,7 +568,7 @@ def test_concurrent_runs_into_one_directory_never_mix_files(tmp_path, report):
     while any(worker.is_alive() for worker in workers):
         if not os.path.exists(os.path.join(directory, "metrics.prom")):
             continue
-        with views._DirectoryLock(directory):
+        with views.DirectoryLock(directory):
             marks = _marks(directory)
         seen += 1
         if len(marks) != 1:
