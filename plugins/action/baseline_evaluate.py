@@ -16,8 +16,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather impo
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError, load_catalogue, select_profile
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import (
     RULE_TEXT_FIELDS, compact_findings, evaluate, expand_findings, host_report)
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import (
-    HistoryError, earlier_in_boot, history_path, read_history)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import boot_id_of, with_history
 
 __metaclass__ = type
 
@@ -46,25 +45,6 @@ def keep_rule_text(part, catalogue):
             if differs[rule_id]:
                 finding.update(differs[rule_id])
     return part
-
-
-def boot_id_of(facts):
-    """The host's boot id (fact ``kernel.boot_id``), ``None`` when not gathered."""
-    kernel = facts.get("kernel") if isinstance(facts, dict) else None
-    boot_id = kernel.get("boot_id") if isinstance(kernel, dict) else None
-    return boot_id if isinstance(boot_id, str) and boot_id else None
-
-
-def with_history(facts, history_dir, host):
-    """``(facts, warnings)``: a shallow copy of ``facts`` with ``history`` (what the audits earlier in
-    this boot saw, from ``host``'s file in ``history_dir``) for the rules (PCI-008); never raises."""
-    try:
-        path = history_path(history_dir, host)
-    except HistoryError as exc:
-        return dict(facts, history={"boot_id": boot_id_of(facts), "source": None, "audits": 0, "first": None,
-                                    "last": None, "reason": str(exc), "earlier": {}}), [str(exc)]
-    records, warnings = read_history(path, host=host)
-    return dict(facts, history=earlier_in_boot(records, boot_id_of(facts), source=path)), warnings
 
 
 class ActionModule(ActionBase):

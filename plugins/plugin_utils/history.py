@@ -22,9 +22,8 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import DirectoryLock
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import DirectoryLock, atomic_write
 
 __metaclass__ = type
 
@@ -373,25 +372,34 @@ def earlier_in_boot(records, boot_id, source=None, rules=None):
     return out
 
 
+def boot_id_of(facts):
+    """The host's boot id (fact ``kernel.boot_id``), ``None`` when not gathered."""
+    kernel = facts.get("kernel") if isinstance(facts, dict) else None
+    boot_id = kernel.get("boot_id") if isinstance(kernel, dict) else None
+    return boot_id if isinstance(boot_id, str) and boot_id else None
+
+
+def with_history(facts, history_dir, host):
+    """``(facts, warnings)``: a shallow copy of ``facts`` with ``history`` (what the audits earlier in
+    this boot saw, from ``host``'s file in ``history_dir``) for the rules (PCI-008); never raises.
+
+    Used where a host is judged: ``baseline_evaluate`` on the controller, the self-audit runner on
+    the host."""
+    try:
+        path = history_path(history_dir, host)
+    except HistoryError as exc:
+        return dict(facts, history={"boot_id": boot_id_of(facts), "source": None, "audits": 0, "first": None,
+                                    "last": None, "reason": str(exc), "earlier": {}}), [str(exc)]
+    records, warnings = read_history(path, host=host)
+    return dict(facts, history=earlier_in_boot(records, boot_id_of(facts), source=path)), warnings
+
+
 # ---------------------------------------------------------------------------
 # writing
 # ---------------------------------------------------------------------------
 
 def _rewrite(path, records):
-    directory = os.path.dirname(path)
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="ascii", newline="\n") as handle:
-            for record in records:
-                handle.write(encode(record))
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomic_write(path, "".join(encode(record) for record in records))
 
 
 def record_audit(directory, host, record, keep=DEFAULT_KEEP):

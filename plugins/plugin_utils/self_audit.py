@@ -10,7 +10,11 @@ Each run does on the host what ``audit.yml`` does over SSH, for that host alone:
 
 1. gather ``ansible_facts.gpuhost`` with ``module_utils/facts`` (the code ``host_facts`` runs);
 2. judge them with ``plugin_utils`` (profile, parameters, waivers from the role's config file);
-3. write ``report.json`` (one host, the format of ``docs/report.md``) into the report directory,
+3. keep the drift history on the host (``plugin_utils/history.py``, one JSON Lines file in the
+   history directory, by default ``history/`` in the report directory): the judging sees what the
+   earlier audits of this boot saw (PCI-008), the report says what changed since the last run
+   (``hosts.<name>.changes``) and the metrics carry the time of the last change;
+4. write ``report.json`` (one host, the format of ``docs/report.md``) into the report directory,
    and ``gpuhost_baseline.prom`` into node_exporter's textfile directory, each to a temporary
    name in the same directory and renamed, so a reader never sees half a file.
 
@@ -35,7 +39,6 @@ import shutil
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS, gather_facts
@@ -43,9 +46,10 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import (
     CatalogueError, collection_version, load_catalogue, select_profile)
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate, expand_findings, host_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import boot_id_of, record_report, with_history
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ReportError, build_report
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.metrics import MetricsError, prom_escape, render_host_metrics
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import write_reports
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import atomic_write, write_reports
 
 __metaclass__ = type
 
@@ -54,6 +58,10 @@ DEFAULT_CONFIG = "/etc/gpuhost-self-audit.json"
 DEFAULT_REPORT_DIR = "/var/lib/gpuhost-baseline"
 DEFAULT_TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 PROM_FILE = "gpuhost_baseline.prom"
+#: the history directory when the config names none: ``history`` in the report directory
+HISTORY_SUBDIR = "history"
+#: records kept per host when the config names no count: a week of hourly runs
+DEFAULT_HISTORY_KEEP = 168
 #: keys of the config file (written by the role from its variables) and their JSON types
 CONFIG_KEYS = {
     "host": str,
@@ -64,6 +72,8 @@ CONFIG_KEYS = {
     "report_dir": str,
     "textfile_dir": str,
     "command_timeout": (int, float),
+    "history_dir": str,
+    "history_keep": int,
 }
 #: seconds one command (nvidia-smi, lspci...) may take before it counts as failed
 DEFAULT_COMMAND_TIMEOUT = 120
@@ -106,6 +116,9 @@ def load_config(path):
         if value is not None and (not isinstance(value, wanted) or isinstance(value, bool)):
             raise SelfAuditError("config file %s: %s must be %s, not %s" % (
                 path, key, wanted.__name__ if isinstance(wanted, type) else "a number", type(value).__name__), status=2)
+    keep = config.get("history_keep")
+    if keep is not None and keep < 1:
+        raise SelfAuditError("config file %s: history_keep must be at least 1, not %d" % (path, keep), status=2)
     unknown = [s for s in config.get("gather") or [] if s not in SUBSYSTEMS]
     if unknown:
         raise SelfAuditError("config file %s: gather names unknown subsystem(s) %s (known: %s)"
@@ -158,11 +171,14 @@ def missing_libraries():
     return missing
 
 
-def audit_host(config, root="/", run_command=None):
-    """``(host name, host part of report.json)`` of one gather and evaluation.
+def audit_host(config, root="/", run_command=None, history_dir=None):
+    """``(host name, host part of report.json)`` of one gather and evaluation; the part's
+    ``boot_id`` is the boot the facts saw (for the history, as ``baseline_evaluate`` gives it).
 
-    A catalogue, profile, parameter or waiver error gives a part with state ``failed`` and the
-    reason (the report is still written); nothing here raises for bad input.
+    With ``history_dir``, the rules see what the earlier audits of this boot recorded there
+    (``history.with_history``: PCI-008's evidence); a damaged or unreadable history is a warning
+    on stderr, never a failure. A catalogue, profile, parameter or waiver error gives a part with
+    state ``failed`` and the reason (the report is still written); nothing here raises for bad input.
     """
     live = os.path.abspath(root or "/") == "/"
     if not live and not os.path.isdir(root):
@@ -171,6 +187,11 @@ def audit_host(config, root="/", run_command=None):
     reader = Root(root, run_command=run_command or command_runner(timeout), which=which)
     facts = gather_facts(reader, config.get("gather") or None)
     name = host_name(config, facts)
+    judged = facts
+    if history_dir and isinstance(facts, dict):
+        judged, warnings = with_history(facts, history_dir, name)
+        for warning in warnings:
+            sys.stderr.write("%s: warning: %s\n" % (PROG, warning))
     profile = config.get("profile") or "auto"
     missing = missing_libraries()
     if missing:
@@ -181,7 +202,7 @@ def audit_host(config, root="/", run_command=None):
     try:
         catalogue = load_catalogue()
         catalogue = catalogue.for_profile(select_profile(catalogue, profile, facts))
-        outcome = evaluate(facts, profile=profile, params=config.get("params") or {},
+        outcome = evaluate(judged, profile=profile, params=config.get("params") or {},
                            waivers=config.get("waivers") or [], host=name, catalogue=catalogue,
                            waiver_files=catalogue.waiver_files)
     except CatalogueError as exc:
@@ -189,27 +210,8 @@ def audit_host(config, root="/", run_command=None):
     part = host_report(facts, outcome)
     # the report carries each finding's rule text (title, rationale, fix), as baseline_report restores it
     part["findings"] = expand_findings(part["findings"], catalogue)
+    part["boot_id"] = boot_id_of(facts)
     return name, part
-
-
-def atomic_write(path, text):
-    """Write ``text`` to ``path`` through a temporary file in the same directory and a rename.
-
-    The temporary name starts with a dot and does not end in ``.prom``, so node_exporter's
-    textfile collector never reads a half-written file."""
-    directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
 
 
 def _cpu_seconds():
@@ -264,8 +266,20 @@ def parser():
     p.add_argument("--report-dir", help="directory of report.json (default: config, then %s)" % DEFAULT_REPORT_DIR)
     p.add_argument("--textfile-dir", help="node_exporter textfile directory (default: config, then %s)"
                    % DEFAULT_TEXTFILE_DIR)
+    p.add_argument("--history-dir", help="drift history directory (default: config, then history/ in the report "
+                   "directory; 'none' keeps no history)")
     p.add_argument("--generated", help=argparse.SUPPRESS)  # fixed timestamp for tests
     return p
+
+
+def history_directory(option, config, report_dir):
+    """The history directory of this run, ``None`` for none: the ``--history-dir`` option ('none'
+    for none), else the config's ``history_dir`` (empty for none), else ``history/`` in the report directory."""
+    if option is not None:
+        return None if option in ("", "none") else option
+    if "history_dir" in config and config["history_dir"] is not None:
+        return config["history_dir"] or None
+    return os.path.join(report_dir, HISTORY_SUBDIR)
 
 
 def run(argv):
@@ -277,7 +291,9 @@ def run(argv):
         config["host"] = args.host
     report_dir = args.report_dir or config.get("report_dir") or DEFAULT_REPORT_DIR
     textfile_dir = args.textfile_dir or config.get("textfile_dir") or DEFAULT_TEXTFILE_DIR
-    name, part = audit_host(config, root=args.root)
+    history_dir = history_directory(args.history_dir, config, report_dir)
+    name, part = audit_host(config, root=args.root, history_dir=history_dir)
+    boot_id = part.pop("boot_id", None)
     generated = args.generated or datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
     try:
         report = build_report({name: part}, profile=part.get("profile"), generated=generated,
@@ -286,14 +302,23 @@ def run(argv):
         part = {"state": "failed", "message": "the findings break the report contract: %s" % exc}
         report = build_report({name: part}, generated=generated, collection_version=collection_version())
     success = report["hosts"][name]["state"] == "audited"
+    if history_dir:
+        # one record appended (pruned to history_keep), what changed since the last run into the report
+        for warning in record_report(report, {name: boot_id}, history_dir,
+                                     config.get("history_keep") or DEFAULT_HISTORY_KEEP):
+            sys.stderr.write("%s: warning: %s\n" % (PROG, warning))
     paths = write_outputs(report, name, report_dir, textfile_dir, started, cpu_start)
     totals = report["totals"]
     if not success:
         raise SelfAuditError("%s (report written to %s, metrics to %s)"
                              % (report["hosts"][name]["message"], paths["json"], paths["prom"]))
-    print("%s: %s audited with profile %s: %d pass, %d fail, %d unknown, %d waived, %d not applicable; "
+    changes = report["hosts"][name].get("changes")
+    since = ""
+    if isinstance(changes, dict) and changes.get("summary"):
+        since = "; history: %s" % changes["summary"]
+    print("%s: %s audited with profile %s: %d pass, %d fail, %d unknown, %d waived, %d not applicable%s; "
           "wrote %s and %s" % (PROG, name, report["profile"], totals["pass"], totals["fail"], totals["unknown"],
-                               totals["waived"], totals["not_applicable"], paths["json"], paths["prom"]))
+                               totals["waived"], totals["not_applicable"], since, paths["json"], paths["prom"]))
     return 0
 
 

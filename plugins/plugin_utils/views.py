@@ -932,7 +932,14 @@ RENDERERS = {
 }
 
 
-def _atomic_write(path, text, sync=True):
+def atomic_write(path, text, sync=True):
+    """Write ``text`` (UTF-8) to ``path`` through a temporary file in the same directory, then
+    ``chmod 0644`` and a rename: a reader sees the old file or the new one, never half of one.
+
+    The temporary name is ``.<name>.<random>``: it starts with a dot and does not end in the
+    file's extension, so node_exporter's textfile collector (``*.prom``) never reads it. ``sync``
+    flushes the data to disk before the rename (off for views regenerated at will). Used for the
+    reports, the drift history and the self-audit's files."""
     directory = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
     try:
@@ -988,7 +995,7 @@ def write_reports(report, directory, formats=None, template_dir=None):
     text = dumps_document(compact_document(report))
     paths = {"json": os.path.join(directory, files["json"])}
     with DirectoryLock(directory):
-        _atomic_write(paths["json"], text)
+        atomic_write(paths["json"], text)
         # Views render from the document as stored, so they can never show more than report.json.
         stored = expand_document(json.loads(text))
         # one view model for report.html, report.md and the host pages
@@ -999,13 +1006,13 @@ def write_reports(report, directory, formats=None, template_dir=None):
             paths[name] = os.path.join(directory, files[name])
             if name == "prom":
                 # the fleet file keeps the hosts a --limit run skipped (metrics.merge_metrics)
-                _atomic_write(paths[name], render_prometheus(stored, existing=metrics.read_existing(paths[name])))
+                atomic_write(paths[name], render_prometheus(stored, existing=metrics.read_existing(paths[name])))
             elif name in TEMPLATES and RENDERERS[name] in (render_html, render_markdown):
-                _atomic_write(paths[name], RENDERERS[name](stored, template_dir=template_dir, view=view))
+                atomic_write(paths[name], RENDERERS[name](stored, template_dir=template_dir, view=view))
             elif template_dir and name in TEMPLATES:
-                _atomic_write(paths[name], RENDERERS[name](stored, template_dir=template_dir))
+                atomic_write(paths[name], RENDERERS[name](stored, template_dir=template_dir))
             else:
-                _atomic_write(paths[name], RENDERERS[name](stored))
+                atomic_write(paths[name], RENDERERS[name](stored))
         _write_host_pages(stored, directory, [f for f in ("html", "md") if f in formats], template_dir, view)
     return paths
 
@@ -1022,7 +1029,7 @@ def _write_host_pages(stored, directory, formats, template_dir=None, view=None):
         if pages and not os.path.isdir(pages_dir):
             os.makedirs(pages_dir, exist_ok=True)
         for relative, text in pages.items():
-            _atomic_write(os.path.join(directory, relative), text, sync=False)
+            atomic_write(os.path.join(directory, relative), text, sync=False)
             written.add(os.path.basename(relative))
     if not os.path.isdir(pages_dir):
         return

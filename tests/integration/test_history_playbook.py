@@ -3,52 +3,17 @@
 the healthy demo snapshot with gpuhost_history_dir set, the copy's PCI configuration space changed
 between the runs, and PCI-008 judged on the evidence the history gives."""
 import json
-import os
 import shutil
-import struct
 
 import pytest
 
 from helpers.runner import run_playbook, stdout_of
+from helpers.snapshot_edit import boot_id_of, remove_pcie_boot_mechanism, set_boot_id, set_max_read_request
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document
 
 GPU = "0000:43:00.0"
 HOST = "demo-healthy"
-PCIE_BOOT_FILES = ("usr/local/sbin/gpuhost-pcie-apply", "etc/systemd/system/gpuhost-pcie.service",
-                   "etc/systemd/system/multi-user.target.wants/gpuhost-pcie.service",
-                   "etc/udev/rules.d/90-gpuhost-pcie.rules")
-CAP_EXP = 0x10
-
-
-def set_max_read_request(root, address, size):
-    """Write MaxReadReq ``size`` into Device Control of ``address``'s PCI Express capability, in the
-    copy's config space file (the capability list from the pointer at 0x34; PCIe Base Spec 7.5.3.4)."""
-    path = os.path.join(root, "sys", "bus", "pci", "devices", address, "config")
-    with open(path, "rb") as handle:
-        config = bytearray(handle.read())
-    pointer, seen = config[0x34] & 0xFC, set()
-    while pointer and pointer not in seen:
-        seen.add(pointer)
-        if config[pointer] == CAP_EXP:
-            (devctl,) = struct.unpack_from("<H", config, pointer + 8)
-            devctl = (devctl & ~0x7000) | ((size // 128).bit_length() - 1) << 12
-            struct.pack_into("<H", config, pointer + 8, devctl)
-            with open(path, "wb") as handle:
-                handle.write(bytes(config))
-            return
-        pointer = config[pointer + 1] & 0xFC
-    raise AssertionError("%s has no PCI Express capability in %s" % (address, path))
-
-
-def set_boot_id(root, boot_id):
-    with open(os.path.join(root, "proc", "sys", "kernel", "random", "boot_id"), "w") as handle:
-        handle.write(boot_id + "\n")
-
-
-def boot_id_of(root):
-    with open(os.path.join(root, "proc", "sys", "kernel", "random", "boot_id")) as handle:
-        return handle.read().strip()
 
 
 @pytest.fixture
@@ -110,8 +75,7 @@ def test_second_audit_lists_exactly_the_lowered_max_read_request(healthy, tmp_pa
 
 
 def test_pci008_firmware_value_passes_and_fails_on_history_evidence(healthy, tmp_path):
-    for relative in PCIE_BOOT_FILES:
-        os.unlink(os.path.join(healthy, relative))
+    remove_pcie_boot_mechanism(healthy)
     history_dir = str(tmp_path / "history")
 
     # MaxReadReq 4096 in config space and no boot mechanism: the firmware's value, no evidence

@@ -3,7 +3,7 @@ textfile passes promtool, the timer is listed, and state absent leaves nothing b
 
 The side effect kept what it saw under <ephemeral>/self-audit/ (run.txt: the service run;
 metrics.txt: node_exporter's /metrics read inside the guest; state.txt: the textfile, report.json's
-totals and systemctl list-timers) before it removed the self-audit; the guest itself is checked
+totals, the history file, the boot id and systemctl list-timers) before it removed the self-audit; the guest itself is checked
 for what is left after state absent.
 """
 import json
@@ -61,6 +61,8 @@ def test_the_service_ran_once_and_succeeded():
     run = kept("run.txt")
     assert "Result=success" in run and "ExecMainStatus=0" in run, run
     assert re.search(r"gpuhost-self-audit: %s audited with profile generic-nvidia-inference: \d+ pass, \d+ fail" % HOST, run), run
+    # the history's line: the first record, or (when the timer's first run came before) the same boot
+    assert re.search(r"; history: (first audit in the history|since the audit of \S+ \(same boot\))", run), run
 
 
 def test_report_json_on_the_host():
@@ -68,6 +70,25 @@ def test_report_json_on_the_host():
     assert report["hosts"] == [HOST] and report["state"] == ["audited"]
     totals = report["totals"]
     assert totals["pass"] > 10 and totals["fail"] > 0, totals  # stock Debian drifts (numa_balancing, swappiness)
+
+
+def test_the_run_appended_one_record_to_the_history_on_the_host():
+    """Issue 12, item 3 on the host: the run kept its record in history/<host>.jsonl of the report
+    directory, with the guest's boot id, and the report compares it with the record before (none,
+    unless the timer's first run, 5 min after boot, came before the side effect's run)."""
+    parts = sections()
+    report = json.loads(parts["report"].strip())
+    listing, lines = parts["history"].split("\n", 1)
+    assert listing == "%s.jsonl" % HOST
+    records = [json.loads(line) for line in lines.splitlines() if line.strip()]
+    assert records and all(r["host"] == HOST and r["state"] == "audited" for r in records)
+    assert set(r["boot_id"] for r in records) == {parts["boot_id"].strip()} and records[-1]["boot_id"]
+    assert len(records[-1]["findings"]) > 20
+    (summary,) = report["changes"]
+    if len(records) == 1:
+        assert summary == "first audit in the history: nothing to compare with", summary
+    else:
+        assert "since the audit of %s (same boot)" % records[-2]["time"] in summary, summary
 
 
 def test_node_exporter_serves_the_gpuhost_series():

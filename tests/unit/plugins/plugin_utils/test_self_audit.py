@@ -10,12 +10,14 @@ traceback.
 import importlib.util
 import json
 import os
+import shutil
 import subprocess
 import sys
 import zipfile
 
 import pytest
 
+from helpers.snapshot_edit import remove_pcie_boot_mechanism, set_boot_id, set_max_read_request
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import self_audit
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document
 from helpers.prom import parse_families
@@ -83,9 +85,106 @@ def test_incident_snapshot_writes_report_and_textfile(snapshot_trees, out, capsy
     assert len(flagged) == len(failing)
     assert families["gpuhost_baseline_run_duration_seconds"]["samples"][0][1] > 0
     assert families["gpuhost_baseline_self_audit_cpu_seconds"]["samples"][0][1] > 0
-    # nothing else in either directory: no temporary file left behind
-    assert os.listdir(out["report"]) == ["report.json"]
+    # nothing else in either directory: no temporary file left behind; the host's history beside the report
+    assert sorted(os.listdir(out["report"])) == ["history", "report.json"]
+    assert os.listdir(os.path.join(out["report"], "history")) == ["gpu-incident.jsonl"]
+    assert "first audit in the history" in host["changes"]["summary"]
     assert os.listdir(out["textfile"]) == ["gpuhost_baseline.prom"]
+
+
+GPU = "0000:43:00.0"
+OTHER_BOOT = "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"
+
+
+@pytest.fixture
+def healthy(snapshot_trees, tmp_path):
+    root = str(tmp_path / "healthy")
+    shutil.copytree(snapshot_trees["healthy"], root, symlinks=True)
+    return root
+
+
+def audit_again(out, root, capsys, *more, generated=GENERATED):
+    """One run of the runner on ``root`` as host ``h``; report.json (expanded) and the textfile's families."""
+    argv = ["--config", "none", "--root", root, "--report-dir", out["report"], "--textfile-dir", out["textfile"],
+            "--generated", generated, "--host", "h"] + list(more)
+    status, stdout, err = run(argv, capsys)
+    assert status == 0, err
+    report = expand_document(json.loads(read(os.path.join(out["report"], "report.json"))))
+    return report, parse_families(read(os.path.join(out["textfile"], "gpuhost_baseline.prom"))), stdout
+
+
+def test_history_on_the_host_lists_the_change_since_the_last_run(healthy, out, capsys):
+    """Issue 12, item 3 on the host: every run appends one record to history/<host>.jsonl in the
+    report directory; the report says what changed since the last run, same boot or across a
+    reboot, and the textfile carries the time of the last change."""
+    first, families, stdout = audit_again(out, healthy, capsys, generated="2025-06-01T12:00:00+00:00")
+    assert "history: first audit in the history" in stdout
+    set_max_read_request(healthy, GPU, 512)
+    report, families, stdout = audit_again(out, healthy, capsys, generated="2025-06-01T13:00:00+00:00")
+    changes = report["hosts"]["h"]["changes"]
+    assert changes["new_fails"] == [{"rule": "PCI-001", "subject": GPU, "status_before": "pass", "status_after": "fail",
+                                     "observed_before": 4096, "observed_after": 512}]
+    assert changes["count"] == 1 and changes["boot"] == "same" and changes["previous"]["time"] == first["generated"]
+    assert "since the audit of 2025-06-01T12:00:00+00:00 (same boot): 1 new fail" in stdout
+    assert families["gpuhost_baseline_last_change_timestamp_seconds"]["samples"] == [({"host": "h"}, 1748782800.0)]
+
+    set_boot_id(healthy, OTHER_BOOT)
+    set_max_read_request(healthy, GPU, 4096)
+    report, families, stdout = audit_again(out, healthy, capsys, generated="2025-06-01T14:00:00+00:00")
+    changes = report["hosts"]["h"]["changes"]
+    assert changes["boot"] == "reboot" and "across a reboot" in stdout
+    assert [(i["rule"], i["subject"], i["status_after"]) for i in changes["resolved"]] == [("PCI-001", GPU, "pass")]
+    lines = read(os.path.join(out["report"], "history", "h.jsonl")).splitlines()
+    assert [json.loads(line)["boot_id"] for line in lines][-1] == OTHER_BOOT and len(lines) == 3
+
+
+def test_pci008_on_the_host_fails_on_the_evidence_of_its_own_history(healthy, out, capsys):
+    """PCI-008 judged by the self-audit with the host's history: 512 seen earlier in this boot, 4096
+    now and no boot mechanism: the running value would be lost at reboot."""
+    remove_pcie_boot_mechanism(healthy)
+    report, dummy, dummy2 = audit_again(out, healthy, capsys)
+    assert [f["status"] for f in report["hosts"]["h"]["findings"] if f["id"] == "PCI-008" and f["subject"] == GPU] \
+        == ["pass"]
+    set_max_read_request(healthy, GPU, 512)
+    audit_again(out, healthy, capsys, generated="2025-06-01T13:00:00+00:00")
+    set_max_read_request(healthy, GPU, 4096)
+    report, dummy, dummy2 = audit_again(out, healthy, capsys, generated="2025-06-01T14:00:00+00:00")
+    (boot,) = [f for f in report["hosts"]["h"]["findings"] if f["id"] == "PCI-008" and f["subject"] == GPU]
+    assert boot["status"] == "fail", boot["message"]
+    assert "MaxReadReq was 512 B at the audit of 2025-06-01T13:00:00+00:00 earlier in this boot" in boot["message"]
+
+
+def test_history_is_pruned_to_history_keep_and_can_be_turned_off(healthy, out, capsys):
+    config = write_config(out["tmp"], {"history_keep": 2, "host": "h", "report_dir": out["report"],
+                                       "textfile_dir": out["textfile"]})
+    for hour in (12, 13, 14):
+        status, dummy, err = run(["--config", config, "--root", healthy,
+                                  "--generated", "2025-06-01T%d:00:00+00:00" % hour], capsys)
+        assert status == 0, err
+    lines = read(os.path.join(out["report"], "history", "h.jsonl")).splitlines()
+    assert [json.loads(line)["time"] for line in lines] == ["2025-06-01T13:00:00+00:00", "2025-06-01T14:00:00+00:00"]
+
+    shutil.rmtree(out["report"])
+    elsewhere = str(out["tmp"] / "elsewhere")
+    for option in (["--history-dir", "none"], []):
+        config = write_config(out["tmp"], {"history_dir": elsewhere if option else "", "host": "h"})
+        status, stdout, err = run(args(out, healthy, config) + option, capsys)
+        assert status == 0, err
+        assert os.listdir(out["report"]) == ["report.json"] and "; history:" not in stdout
+        assert "changes" not in json.loads(read(os.path.join(out["report"], "report.json")))["hosts"]["h"]
+    assert not os.path.exists(elsewhere)
+
+
+def test_a_damaged_history_is_a_warning_and_is_repaired(healthy, out, capsys):
+    history = os.path.join(out["report"], "history")
+    os.makedirs(history)
+    with open(os.path.join(history, "h.jsonl"), "w") as handle:
+        handle.write('{"garbage": \n\x00\x01 not json at all\n')
+    status, stdout, err = run(args(out, healthy, "none", "--host", "h"), capsys)
+    assert status == 0, err
+    assert "gpuhost-self-audit: warning: history file %s line 1" % os.path.join(history, "h.jsonl") in err
+    lines = read(os.path.join(history, "h.jsonl")).splitlines()
+    assert len(lines) == 1 and json.loads(lines[0])["host"] == "h"
 
 
 def test_promtool_accepts_the_textfile(snapshot_trees, out, capsys):
@@ -142,6 +241,8 @@ def test_hostile_snapshot_is_audited_without_a_traceback(snapshot_trees, out, ca
     ('{"params": [1]}', "params must be dict, not list"),
     ('{"command_timeout": true}', "command_timeout must be a number, not bool"),
     ('{"gather": ["cpu", "floppy"]}', "gather names unknown subsystem(s) floppy"),
+    ('{"history_keep": 0}', "history_keep must be at least 1, not 0"),
+    ('{"history_dir": 7}', "history_dir must be str, not int"),
     (b"\xff\xfe{}", "is not UTF-8 text"),
 ])
 def test_garbage_config_exits_2_with_a_message(snapshot_trees, out, capsys, content, message):
@@ -202,7 +303,8 @@ def test_command_runner_reports_timeouts_and_missing_binaries():
     assert rc == 124 and "timed out after 0.5 s" in err
     rc, dummy, err = runner(["/nonexistent/gpuhost-tool"])
     assert rc == 127 and err
-    rc, out, dummy = runner([sys.executable, "-c", "import os; print(os.environ['LC_ALL'])"])
+    # a runner with room to start Python on a loaded machine (0.5 s is not always enough)
+    rc, out, dummy = self_audit.command_runner(60)([sys.executable, "-c", "import os; print(os.environ['LC_ALL'])"])
     assert rc == 0 and out.strip() == "C"
 
 
