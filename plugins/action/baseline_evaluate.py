@@ -58,6 +58,7 @@ class ActionModule(ActionBase):
             root=dict(type="path", default="/"),
             gather=dict(type="list", elements="str", choices=list(SUBSYSTEMS)),
             return_facts=dict(type="bool", default=False),
+            return_findings=dict(type="bool", default=True),
             before=dict(type="list", elements="dict"),
             note=dict(type="str"),
             failure=dict(type="str"),
@@ -110,6 +111,10 @@ class ActionModule(ActionBase):
         result.update(outcome)
         result["host_report"] = host_report(facts, outcome, before=args["before"], note=args["note"],
                                             failure=args["failure"])
+        if not args["return_findings"]:
+            # the bulk of the result (host_report keeps the findings): Ansible holds every host's until the play ends
+            for key in ("findings", "failing", "pending_items"):
+                result.pop(key, None)
         keep_rule_text(result["host_report"], catalogue)
         # the boot this audit saw: baseline_report keeps it in the history (same boot or across a reboot)
         result["host_report"]["boot_id"] = boot_id_of(facts)

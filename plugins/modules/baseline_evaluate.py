@@ -47,6 +47,14 @@ options:
         the findings and the document of a 768-CPU host is large.
     type: bool
     default: false
+  return_findings:
+    description:
+      - Return RV(findings), RV(failing) and RV(pending_items), the findings with every field. V(false) returns
+        only RV(host_report) (the findings without the rule text each copies), the counts and what the remediate
+        role acts on - what the roles pass, because Ansible keeps every host's registered result in the
+        controller's memory until the play ends (at 1,000 hosts the full findings are about 200 MB of JSON).
+    type: bool
+    default: true
   before:
     description:
       - Findings of an earlier evaluation of the same host (the remediate role's before view), copied into RV(host_report).
@@ -163,7 +171,7 @@ EXAMPLES = r"""
 RETURN = r"""
 findings:
   description: One entry per rule and subject, in catalogue order.
-  returned: success
+  returned: success and O(return_findings) true
   type: list
   elements: dict
   contains:
@@ -241,7 +249,7 @@ params:
   type: dict
 failing:
   description: One short line per failing finding, for printing.
-  returned: success
+  returned: success and O(return_findings) true
   type: list
   elements: str
   sample: ["PCI-001 [high] MaxReadReq 512 B < 4096 B on 0000:41:00.0 (NVIDIA RTX PRO 6000 Blackwell Server Edition)"]
@@ -262,7 +270,7 @@ pending_items:
   description:
     - One entry per failing finding with why it is still open - C(kind) is V(reboot) (configured, waits for a
       reboot), V(opt-in), V(manual) or V(not-fixed) - for the remediation report.
-  returned: success
+  returned: success and O(return_findings) true
   type: list
   elements: dict
   sample: [{"id": "CPU-001", "subject": null, "kind": "reboot", "message": "pending a reboot: ..."}]
@@ -298,6 +306,7 @@ def main():
             root=dict(type="path", default="/"),
             gather=dict(type="list", elements="str"),
             return_facts=dict(type="bool", default=False),
+            return_findings=dict(type="bool", default=True),
             before=dict(type="list", elements="dict"),
             note=dict(type="str"),
             failure=dict(type="str"),

@@ -63,7 +63,13 @@ def test_check_run_succeeds_and_changes_nothing(audited):
     assert set(runner.stats["ok"]) >= {"demo-incident", "demo-healthy", "demo-intel", "demo-hostile", "localhost"}
     assert sum(runner.stats["changed"].values()) == 0, runner.stats["changed"]
     # one task per host gathers (one host_facts module run) and judges
-    assert len(host_events(runner, "gpuhost.baseline.baseline_evaluate")) == 6
+    evaluated = host_events(runner, "gpuhost.baseline.baseline_evaluate")
+    assert len(evaluated) == 6
+    # the registered results keep the findings once (host_report), not also in full with their rule text
+    audited_results = [e["event_data"]["res"] for e in evaluated
+                       if e["event_data"]["res"].get("host_report", {}).get("state") == "audited"]
+    assert len(audited_results) == 5
+    assert all("findings" not in res and res["host_report"]["findings"] for res in audited_results)
 
 
 def test_incident_shows_every_finding_of_the_incident(audited):

@@ -553,6 +553,35 @@ def test_action_plugin_in_a_playbook(tmp_path):
     assert result["failing"] == ["NUMA-001 [high] kernel.numa_balancing is 1, expected 0"]
 
 
+def test_evaluate_action_without_findings_keeps_only_the_host_report(tmp_path):
+    """return_findings false (what the roles pass: Ansible keeps every host's registered result
+    until the play ends): no findings, failing or pending_items; host_report holds the findings
+    without their rule text, and what the remediate role acts on stays."""
+    facts = healthy_facts()
+    facts["kernel"]["sysctl"]["numa_balancing"] = 1
+    (tmp_path / "facts.json").write_text(json.dumps(facts))
+    out = _playbook(tmp_path, """\
+        - name: Evaluate
+          gpuhost.baseline.baseline_evaluate:
+            facts: "{{ lookup('ansible.builtin.file', 'facts.json') | from_json }}"
+            return_findings: false
+          register: baseline
+        - name: Keep the result
+          ansible.builtin.copy:
+            content: "{{ baseline | to_json }}"
+            dest: "{{ playbook_dir }}/result.json"
+            mode: "0644"
+        """)
+    assert out.returncode == 0, out.stdout + out.stderr
+    result = json.loads((tmp_path / "result.json").read_text())
+    assert not set(result) & {"findings", "failing", "pending_items"}, sorted(result)
+    assert result["failing_ids"] == ["NUMA-001"] and result["summary"]["fail"] == 1
+    assert result["fix_plan"] and result["params"]["max_read_request_bytes_gpu"] == 4096
+    fails = [f for f in result["host_report"]["findings"] if f["status"] == "fail"]
+    assert [(f["id"], f["observed"]) for f in fails] == [("NUMA-001", 1)]
+    assert "rationale" not in fails[0] and "title" not in fails[0]
+
+
 def test_validate_action_fails_before_any_host_with_the_reason(tmp_path):
     out = _playbook(tmp_path, """\
         - name: Validate
