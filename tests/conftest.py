@@ -24,6 +24,7 @@ if os.path.isdir(VENV_BIN) and VENV_BIN not in os.environ.get("PATH", "").split(
 
 
 # -- generated snapshot trees (tools/make_fixtures.py) ---------------------------------
+import shutil  # noqa: E402
 import subprocess  # noqa: E402
 
 import pytest  # noqa: E402
@@ -39,6 +40,14 @@ def snapshot_trees(tmp_path_factory):
     subprocess.run([sys.executable, os.path.join(REPO, "tools", "make_fixtures.py"), str(outdir)],
                    check=True, stdout=subprocess.DEVNULL)
     return dict((name, str(outdir / name)) for name in SNAPSHOT_NAMES)
+
+
+@pytest.fixture
+def healthy_copy(snapshot_trees, tmp_path):
+    """A copy of the healthy demo snapshot that a test may change (tests/helpers/snapshot_edit.py)."""
+    root = str(tmp_path / "healthy")
+    shutil.copytree(snapshot_trees["healthy"], root, symlinks=True)
+    return root
 
 
 @pytest.fixture(autouse=True)

@@ -17,10 +17,8 @@ HOST = "demo-healthy"
 
 
 @pytest.fixture
-def healthy(snapshot_trees, tmp_path):
-    root = str(tmp_path / "healthy")
-    shutil.copytree(snapshot_trees["healthy"], root, symlinks=True)
-    return root
+def healthy(healthy_copy):
+    return healthy_copy
 
 
 def audit(tmp_path, root, run, history_dir):

@@ -519,23 +519,17 @@ def _playbook(tmp_path, tasks):
                           capture_output=True, text=True, env=env, cwd=str(tmp_path), timeout=300, check=False)
 
 
-def test_action_plugin_in_a_playbook(tmp_path):
+def _evaluate_in_a_playbook(tmp_path, options, before=""):
+    """baseline_evaluate over the healthy facts with numa_balancing 1 and ``options`` (YAML lines
+    of the task), after the tasks ``before``; returns its registered result."""
     facts = healthy_facts()
     facts["kernel"]["sysctl"]["numa_balancing"] = 1
     (tmp_path / "facts.json").write_text(json.dumps(facts))
-    out = _playbook(tmp_path, """\
-        - name: Validate
-          gpuhost.baseline.baseline_validate:
-            params: {smt: "on"}
+    task = textwrap.dedent("""\
         - name: Evaluate
           gpuhost.baseline.baseline_evaluate:
             facts: "{{ lookup('ansible.builtin.file', 'facts.json') | from_json }}"
-            params: {smt: "on"}
-            waivers:
-              - rule: PCI-001
-                reason: r
-                expires: 2030-01-01
-            today: "2026-06-01"
+        """) + textwrap.indent(textwrap.dedent(options), " " * 4) + textwrap.dedent("""\
           register: baseline
         - name: Keep the result
           ansible.builtin.copy:
@@ -543,8 +537,24 @@ def test_action_plugin_in_a_playbook(tmp_path):
             dest: "{{ playbook_dir }}/result.json"
             mode: "0644"
         """)
+    out = _playbook(tmp_path, textwrap.dedent(before) + task)
     assert out.returncode == 0, out.stdout + out.stderr
-    result = json.loads((tmp_path / "result.json").read_text())
+    return json.loads((tmp_path / "result.json").read_text())
+
+
+def test_action_plugin_in_a_playbook(tmp_path):
+    result = _evaluate_in_a_playbook(tmp_path, """\
+        params: {smt: "on"}
+        waivers:
+          - rule: PCI-001
+            reason: r
+            expires: 2030-01-01
+        today: "2026-06-01"
+        """, before="""\
+        - name: Validate
+          gpuhost.baseline.baseline_validate:
+            params: {smt: "on"}
+        """)
     assert result["changed"] is False
     assert result["profile"] == "amd-epyc-nvidia"
     fails = [f for f in result["findings"] if f["status"] == "fail"]
@@ -557,23 +567,7 @@ def test_evaluate_action_without_findings_keeps_only_the_host_report(tmp_path):
     """return_findings false (what the roles pass: Ansible keeps every host's registered result
     until the play ends): no findings, failing or pending_items; host_report holds the findings
     without their rule text, and what the remediate role acts on stays."""
-    facts = healthy_facts()
-    facts["kernel"]["sysctl"]["numa_balancing"] = 1
-    (tmp_path / "facts.json").write_text(json.dumps(facts))
-    out = _playbook(tmp_path, """\
-        - name: Evaluate
-          gpuhost.baseline.baseline_evaluate:
-            facts: "{{ lookup('ansible.builtin.file', 'facts.json') | from_json }}"
-            return_findings: false
-          register: baseline
-        - name: Keep the result
-          ansible.builtin.copy:
-            content: "{{ baseline | to_json }}"
-            dest: "{{ playbook_dir }}/result.json"
-            mode: "0644"
-        """)
-    assert out.returncode == 0, out.stdout + out.stderr
-    result = json.loads((tmp_path / "result.json").read_text())
+    result = _evaluate_in_a_playbook(tmp_path, "return_findings: false\n")
     assert not set(result) & {"findings", "failing", "pending_items"}, sorted(result)
     assert result["failing_ids"] == ["NUMA-001"] and result["summary"]["fail"] == 1
     assert result["fix_plan"] and result["params"]["max_read_request_bytes_gpu"] == 4096

@@ -97,10 +97,8 @@ OTHER_BOOT = "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"
 
 
 @pytest.fixture
-def healthy(snapshot_trees, tmp_path):
-    root = str(tmp_path / "healthy")
-    shutil.copytree(snapshot_trees["healthy"], root, symlinks=True)
-    return root
+def healthy(healthy_copy):
+    return healthy_copy
 
 
 def audit_again(out, root, capsys, *more, generated=GENERATED):
