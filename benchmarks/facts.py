@@ -16,16 +16,12 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-sys.path.insert(0, os.path.join(REPO, "build", "collections"))
-LINK = os.path.join(REPO, "build", "collections", "ansible_collections", "gpuhost", "baseline")
-if not os.path.lexists(LINK):
-    os.makedirs(os.path.dirname(LINK), exist_ok=True)
-    os.symlink(REPO, LINK)
+from common import import_collection, large_host
+
+import_collection()
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts  # noqa: E402
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Recorder, Root  # noqa: E402
@@ -80,12 +76,7 @@ def main():
     parser.add_argument("--keep", help="generate the large host into this directory and keep it")
     args = parser.parse_args()
     workdir = args.keep or tempfile.mkdtemp(prefix="gpuhost-bench-")
-    large = os.path.join(workdir, "large")
-    if not os.path.isdir(large):
-        start = time.perf_counter()
-        subprocess.run([sys.executable, os.path.join(REPO, "tools", "make_fixtures.py"), workdir, "--only", "large"],
-                       check=True)
-        print("generated synthetic host in %.2f s: %s" % (time.perf_counter() - start, large))
+    large = large_host(workdir)
 
     recorder = Recorder()
     facts = gather_facts(Root(large, recorder=recorder))
