@@ -9,13 +9,13 @@ one ``host_facts`` module run, so an audit is one task per host; the judging nev
 
 from __future__ import absolute_import, division, print_function
 
-from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError, load_catalogue, select_profile
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import (
     RULE_TEXT_FIELDS, compact_findings, evaluate, expand_findings, host_report)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.gathering import gather_host
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import boot_id_of, with_history
 
 __metaclass__ = type
@@ -122,21 +122,9 @@ class ActionModule(ActionBase):
         return result
 
     def _gather(self, args, task_vars):
-        module_args = {"root": args["root"]}
-        if args["gather"]:
-            module_args["gather"] = args["gather"]
-        try:
-            facts_result = self._execute_module(module_name="gpuhost.baseline.host_facts", module_args=module_args,
-                                                task_vars=task_vars)
-        except AnsibleConnectionFailure as exc:
-            message = "host unreachable: %s" % exc
-            return {"unreachable": True, "msg": message,
-                    "host_report": {"state": "unreachable", "message": message}}
-        if facts_result.get("unreachable"):
-            message = facts_result.get("msg") or "host unreachable"
-            return {"unreachable": True, "msg": message, "host_report": {"state": "unreachable", "message": message}}
-        facts = (facts_result.get("ansible_facts") or {}).get("gpuhost")
-        if facts_result.get("failed") or not isinstance(facts, dict):
-            message = "gpuhost.baseline.host_facts failed: %s" % (facts_result.get("msg") or "no facts returned")
-            return {"failed": True, "msg": message, "host_report": {"state": "failed", "message": message}}
-        return {"facts": facts}
+        """``gathering.gather_host``, with this host's part of the report when it did not answer."""
+        gathered = gather_host(self, task_vars, args["root"], args["gather"])
+        if "facts" not in gathered:
+            state = "unreachable" if gathered.get("unreachable") else "failed"
+            gathered["host_report"] = {"state": state, "message": gathered["msg"]}
+        return gathered

@@ -17,14 +17,15 @@ import re
 import shutil
 import tempfile
 
-from ansible.errors import AnsibleConnectionFailure
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import (
     COLLECTION_ROOT, CatalogueError, load_catalogue, plain, resolve_profile, select_profile)
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.gathering import gather_host
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.learn import (
     DEFAULT_MEMORY_TOLERANCE_PCT, build_profile, learn_inventory, profile_name, render_profile)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import atomic_write
 
 __metaclass__ = type
 
@@ -53,18 +54,9 @@ def _read(path):
 
 
 def _write_atomic(path, text):
-    directory = os.path.dirname(path)
     try:
-        os.makedirs(directory, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
-        try:
-            with os.fdopen(fd, "w") as handle:
-                handle.write(text)
-            os.chmod(tmp, 0o644)
-            os.rename(tmp, path)
-        finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        atomic_write(path, text)
     except EnvironmentError as exc:
         raise LearnError("%s: cannot write the profile: %s" % (path, exc.strerror or exc))
 
@@ -132,7 +124,7 @@ class ActionModule(ActionBase):
         if not 0 <= tolerance <= 100:
             result.update(failed=True, msg="memory_tolerance_pct must be from 0 to 100, got %s" % tolerance)
             return result
-        gathered = self._gather(args["root"], task_vars)
+        gathered = gather_host(self, task_vars, args["root"])
         if "facts" not in gathered:
             gathered["msg"] = "learning %s: %s" % (host, gathered.get("msg"))
             result.update(gathered)
@@ -167,19 +159,3 @@ class ActionModule(ActionBase):
         if warnings:
             result["warnings"] = warnings
         return result
-
-    def _gather(self, root, task_vars):
-        """``{"facts"}``, or ``{"failed"|"unreachable", "msg"}``: one host_facts run, as
-        ``baseline_evaluate`` gathers (action plugins may not import each other)."""
-        try:
-            facts_result = self._execute_module(module_name="gpuhost.baseline.host_facts", module_args={"root": root},
-                                                task_vars=task_vars)
-        except AnsibleConnectionFailure as exc:
-            return {"unreachable": True, "msg": "host unreachable: %s" % exc}
-        if facts_result.get("unreachable"):
-            return {"unreachable": True, "msg": facts_result.get("msg") or "host unreachable"}
-        facts = (facts_result.get("ansible_facts") or {}).get("gpuhost")
-        if facts_result.get("failed") or not isinstance(facts, dict):
-            return {"failed": True, "msg": "gpuhost.baseline.host_facts failed: %s" % (
-                facts_result.get("msg") or "no facts returned")}
-        return {"facts": facts}
