@@ -3,7 +3,11 @@
 
 from __future__ import absolute_import, division, print_function
 
+import io
 import os
+import tarfile
+
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root, write_snapshot
 
 
 def write_tree(base, files):
@@ -17,3 +21,15 @@ def write_tree(base, files):
         with open(target, "wb") as handle:
             handle.write(content if isinstance(content, bytes) else content.encode("utf-8"))
     return str(base)
+
+
+def replay_recording(recorder, dest, meta=None):
+    """A :class:`Root` over what ``recorder`` recorded: written as a snapshot tarball
+    (``write_snapshot``, ``meta`` default ``{"format": 1}``), unpacked into ``dest`` with tarfile's
+    ``data`` filter."""
+    buffer = io.BytesIO()
+    write_snapshot(recorder, buffer, meta or {"format": 1})
+    buffer.seek(0)
+    with tarfile.open(fileobj=buffer) as tar:
+        tar.extractall(str(dest), filter="data")
+    return Root(str(dest))

@@ -1,6 +1,5 @@
 """A live host and its snapshot give the same facts (issue 2 item 4), on this machine."""
 import copy
-import io
 import json
 import os
 import shutil
@@ -8,9 +7,10 @@ import stat
 import tarfile
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Recorder, Root, write_snapshot
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Recorder, Root
 
 from helpers.runner import run_playbook, stdout_of
+from helpers.tree import replay_recording
 
 
 def comparable(facts):
@@ -31,12 +31,8 @@ def live_root(recorder=None):
 def test_live_facts_equal_facts_of_their_snapshot(tmp_path):
     recorder = Recorder()
     live = gather_facts(live_root(recorder))
-    buf = io.BytesIO()
-    write_snapshot(recorder, buf, {"format": 1, "hostname": live["hostname"], "as_root": os.geteuid() == 0})
-    buf.seek(0)
-    with tarfile.open(fileobj=buf) as tar:
-        tar.extractall(tmp_path / "snap", filter="data")
-    replay = gather_facts(Root(str(tmp_path / "snap")))
+    replay = gather_facts(replay_recording(recorder, tmp_path / "snap",
+                                           {"format": 1, "hostname": live["hostname"], "as_root": os.geteuid() == 0}))
     assert replay["live"] is False and replay["numa"]["processes"] == []
     assert comparable(replay) == comparable(live)
     # the capture holds what was read and no more: every file in it was read by a gatherer

@@ -5,14 +5,12 @@
 (tests/fixtures/health/README.md), hostile variants, gather over snapshot roots and a recorded
 live capture."""
 
-import io
 import json
 import os
-import tarfile
 
 import pytest
 
-from helpers.tree import write_tree
+from helpers.tree import replay_recording, write_tree
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import health
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.health import (
@@ -20,7 +18,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.health impo
     reduce_kernel_log,
 )
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import (
-    COMMAND_ARGV, COMMAND_CAPTURES, Recorder, Root, write_snapshot,
+    COMMAND_ARGV, COMMAND_CAPTURES, Recorder, Root,
 )
 
 TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
@@ -330,13 +328,8 @@ def test_live_journal_is_recorded_reduced_and_replays(tmp_path):
     stored = recorder.commands["kernel-log"]
     assert stored["file"] == COMMAND_CAPTURES["kernel-log"]
     assert "Linux version" not in stored["stdout"] and stored["stdout"].count("NVRM: Xid") == 8
-    buffer = io.BytesIO()
-    write_snapshot(recorder, buffer, {"format": 1})
-    buffer.seek(0)
-    with tarfile.open(fileobj=buffer) as tar:
-        tar.extractall(str(tmp_path), filter="data")
-    replay = Root(str(tmp_path))
-    assert health._kernel_log(replay) == live and replay.errors == []
+    replayed = replay_recording(recorder, tmp_path)
+    assert health._kernel_log(replayed) == live and replayed.errors == []
 
 
 def test_live_without_journalctl_falls_back_to_dmesg(tmp_path):
@@ -346,14 +339,9 @@ def test_live_without_journalctl_falls_back_to_dmesg(tmp_path):
     assert section["source"] == "dmesg" and section["by_gpu"]["0000:03:00.0"]["79"]["count"] == 1
     assert root.errors == []  # journalctl's absence is not an error when dmesg answers
     assert recorder.commands["kernel-log"]["error"] == "journalctl not found in PATH"
-    buffer = io.BytesIO()
-    write_snapshot(recorder, buffer, {"format": 1})
-    buffer.seek(0)
-    with tarfile.open(fileobj=buffer) as tar:
-        tar.extractall(str(tmp_path), filter="data")
     # the snapshot.json written by write_snapshot replays the journal's failure, then reads dmesg
-    replay = Root(str(tmp_path))
-    assert health._kernel_log(replay) == section and replay.errors == []
+    replayed = replay_recording(recorder, tmp_path)
+    assert health._kernel_log(replayed) == section and replayed.errors == []
 
 
 def test_live_truncated_journal_is_flagged():

@@ -9,7 +9,7 @@ import os
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from helpers.tree import write_tree
+from helpers.tree import replay_recording, write_tree
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import kernel as _kernel
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import (
@@ -680,24 +680,16 @@ def test_gather_live_host_does_not_raise():
 
 def test_live_and_its_snapshot_agree_for_kernel_cpu_numa_iommu(tmp_path):
     """What the four gatherers read live, once recorded and replayed, gives the same facts and errors."""
-    import io
-    import tarfile
-
     from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import cpu as _cpu
     from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import iommu as _iommu
     from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import numa as _numa
-    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Recorder, write_snapshot
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Recorder
 
     modules = (_kernel, _cpu, _numa, _iommu)
     recorder = Recorder()
     live = Root("/", recorder=recorder)
     live_facts = dict((module.SUBSYSTEM, module.gather(live)) for module in modules)
-    buffer = io.BytesIO()
-    write_snapshot(recorder, buffer, {"format": 1})
-    buffer.seek(0)
-    with tarfile.open(fileobj=buffer) as tar:
-        tar.extractall(str(tmp_path))
-    snapshot = Root(str(tmp_path))
+    snapshot = replay_recording(recorder, tmp_path)
     snapshot_facts = dict((module.SUBSYSTEM, module.gather(snapshot)) for module in modules)
     # processes are live-only by contract (docs/facts.md): a snapshot does not capture them
     assert snapshot_facts["numa"].pop("processes") == []

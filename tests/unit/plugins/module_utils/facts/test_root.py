@@ -1,10 +1,9 @@
 """Root-relative reader: reads, errors, links, commands, and the recording used by snapshots."""
-import io
 import json
 import os
-import tarfile
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Recorder, Root, _canonical, write_snapshot
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Recorder, Root, _canonical
+from helpers.tree import replay_recording
 
 
 def make_tree(tmp_path):
@@ -82,13 +81,8 @@ def test_recorded_snapshot_replays_the_same_reads_and_failures(tmp_path):
     first = [live_like.listdir("/sys/bus/pci/devices"), live_like.resolve_link(link),
              live_like.read_value(link + "/vendor", "pci"), live_like.read_int("/proc/sys/kernel/numa_balancing", "k"),
              live_like.read_value("/proc/sys/kernel/absent", "k"), live_like.command("nvidia-smi-q", "nvidia")]
-    buf = io.BytesIO()
-    write_snapshot(recorder, buf, {"format": 1, "hostname": "h"})
-    buf.seek(0)
     dest = tmp_path / "snap"
-    with tarfile.open(fileobj=buf) as tar:
-        tar.extractall(dest, filter="data")
-    replay = Root(str(dest))
+    replay = replay_recording(recorder, dest, {"format": 1, "hostname": "h"})
     second = [replay.listdir("/sys/bus/pci/devices"), replay.resolve_link(link),
               replay.read_value(link + "/vendor", "pci"), replay.read_int("/proc/sys/kernel/numa_balancing", "k"),
               replay.read_value("/proc/sys/kernel/absent", "k"), replay.command("nvidia-smi-q", "nvidia")]
