@@ -23,7 +23,7 @@ import json
 import os
 import re
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import DirectoryLock, atomic_write
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import DirectoryLock, atomic_write
 
 __metaclass__ = type
 

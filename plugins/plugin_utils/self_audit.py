@@ -49,7 +49,8 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import boot_id_of, record_report, with_history
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ReportError, build_report
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.metrics import MetricsError, prom_escape, render_host_metrics
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import atomic_write, write_reports
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import atomic_write
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import write_reports
 
 __metaclass__ = type
 

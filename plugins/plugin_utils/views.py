@@ -19,10 +19,10 @@ import html
 import json
 import os
 import re
-import tempfile
 import xml.etree.ElementTree as ET
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import metrics
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import DirectoryLock, atomic_write
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import (
     FORMAT_FILES, FORMATS, SEVERITY_RANK, STATUS_LABELS, STATUS_WORST_FIRST, STATUSES, ReportError, compact_document,
     dumps_document, expand_document,
@@ -930,52 +930,6 @@ RENDERERS = {
     "junit": render_junit,
     "prom": render_prometheus,
 }
-
-
-def atomic_write(path, text, sync=True):
-    """Write ``text`` (UTF-8) to ``path`` through a temporary file in the same directory, then
-    ``chmod 0644`` and a rename: a reader sees the old file or the new one, never half of one.
-
-    The temporary name is ``.<name>.<random>``: it starts with a dot and does not end in the
-    file's extension, so node_exporter's textfile collector (``*.prom``) never reads it. ``sync``
-    flushes the data to disk before the rename (off for views regenerated at will). Used for the
-    reports, the drift history and the self-audit's files."""
-    directory = os.path.dirname(path) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
-            handle.flush()
-            if sync:
-                os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-
-
-class DirectoryLock:
-    """An exclusive ``flock`` on a directory itself (no lock file in it): two runs writing into one
-    report directory take turns, so the five files always come from one run; history.py takes it on
-    the history directory the same way."""
-
-    def __init__(self, directory):
-        self.directory = directory
-        self.fd = None
-
-    def __enter__(self):
-        # the controller is Linux or macOS (ansible-core runs on nothing else)
-        import fcntl  # pylint: disable=import-outside-toplevel
-
-        self.fd = os.open(self.directory, os.O_RDONLY)
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
-
-    def __exit__(self, *exc):
-        os.close(self.fd)  # releases the lock
-        return False
 
 
 def write_reports(report, directory, formats=None, template_dir=None):

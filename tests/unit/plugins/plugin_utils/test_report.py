@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import views
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import files, views
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ReportError, build_report, failing_at_or_above
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import (
     md_escape, render_html, render_junit, render_markdown, render_prometheus, write_reports,
@@ -568,7 +568,7 @@ def test_concurrent_runs_into_one_directory_never_mix_files(tmp_path, report):
     while any(worker.is_alive() for worker in workers):
         if not os.path.exists(os.path.join(directory, "metrics.prom")):
             continue
-        with views.DirectoryLock(directory):
+        with files.DirectoryLock(directory):
             marks = _marks(directory)
         seen += 1
         if len(marks) != 1:

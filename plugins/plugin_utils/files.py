@@ -1,0 +1,165 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see LICENSE or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Every file the controller and the self-audit read or write, through one place.
+
+The tool runs as root on the controller and on every host, over inputs it does not trust
+(histories, report directories, site catalogues in shared directories, tarballs). The rules:
+
+* :func:`read_bytes` / :func:`read_text`: regular files only, opened without following a last
+  link and without blocking (a FIFO never hangs a run, a link to ``/dev/zero`` is refused), at
+  most ``cap`` bytes (refused above it, never read past it). The facts layer's
+  :func:`~ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root.read_regular` does
+  the reading, so host and controller have one bounded reader.
+* :func:`atomic_write`: a temporary file created exclusively in the same directory, renamed over
+  the target. A link at the target is replaced, never followed.
+* :func:`loads_json`: ``json.loads`` whose ``RecursionError`` (a line of 100,000 ``[``) is a
+  ``ValueError`` like any other parse error.
+* :func:`clip`: any text quoted in a message, one line of printable characters and at most a
+  few hundred of them (a 42 MB member name never reaches a console).
+
+This file runs in the self-audit bundle on hosts too: Python 3.8+, standard library only.
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import json
+import os
+import stat
+import tempfile
+
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Refused, read_regular
+
+#: What a message quotes of a name or a value at most (characters).
+MESSAGE_CHARS = 300
+#: Default cap of a controller-side read (a history, a site catalogue file, metrics.prom).
+DEFAULT_CAP = 16 * 1024 * 1024
+
+
+class FileRefused(OSError):
+    """A file was not read or written: ``str()`` says which and why, in one line."""
+
+    def __init__(self, path, why):
+        OSError.__init__(self, "%s %s" % (clip(path), why))
+        self.path = path
+        self.why = why
+
+
+def clip(text, limit=MESSAGE_CHARS):
+    """``text`` as a message may quote it: non-printable characters escaped (``\\x1b``), cut to
+    ``limit`` characters with the cut said (``... (12345678 characters)``)."""
+    if not isinstance(text, str):
+        text = str(text)
+    total = len(text)
+    head = text[:limit]
+    if not head.isprintable():
+        head = head.encode("unicode_escape", "backslashreplace").decode("ascii")[:limit]
+    return head if total <= limit else "%s... (%d characters)" % (head, total)
+
+
+def read_bytes(path, cap=DEFAULT_CAP):
+    """Bytes of the regular file ``path``: a last component that is a link, a FIFO, a device or a
+    directory is refused (:class:`FileRefused`), as is a file over ``cap`` bytes. A missing file
+    raises ``FileNotFoundError`` as ``open()`` would."""
+    try:
+        return read_regular(path, clip(path), cap=cap, nofollow=True)
+    except Refused as exc:
+        raise FileRefused(path, exc.why)
+    except OSError as exc:
+        if getattr(exc, "errno", None) == 40:  # ELOOP: O_NOFOLLOW met a link
+            raise FileRefused(path, "is a symbolic link (not followed)")
+        raise
+
+
+def read_text(path, cap=DEFAULT_CAP):
+    """:func:`read_bytes` decoded as UTF-8 (undecodable bytes replaced)."""
+    return read_bytes(path, cap).decode("utf-8", "replace")
+
+
+def loads_json(text):
+    """``json.loads(text)``; nesting too deep for the parser raises ``ValueError`` too."""
+    try:
+        return json.loads(text)
+    except RecursionError:
+        raise ValueError("nested too deeply to parse")
+
+
+def atomic_write(path, text, sync=True):
+    """Write ``text`` (UTF-8) to ``path`` through a temporary file in the same directory, then
+    ``chmod 0644`` and a rename: a reader sees the old file or the new one, never half of one.
+
+    The temporary name is ``.<name>.<random>``: it starts with a dot and does not end in the
+    file's extension, so node_exporter's textfile collector (``*.prom``) never reads it. ``sync``
+    flushes the data to disk before the rename (off for views regenerated at will). A link at
+    ``path`` is replaced by the file, never followed; a directory there is refused."""
+    tmp = write_temporary(path, text, sync)
+    try:
+        publish(tmp, path)
+    except BaseException:
+        discard(tmp)
+        raise
+
+
+def write_temporary(path, text, sync=True):
+    """Write ``text`` to a new temporary file beside ``path`` and return its name (the first half
+    of :func:`atomic_write`, for a writer that renames a whole set only when every file exists)."""
+    directory = os.path.dirname(path) or "."
+    fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
+            handle.flush()
+            if sync:
+                os.fsync(handle.fileno())
+        os.chmod(tmp, 0o644)
+    except BaseException:
+        discard(tmp)
+        raise
+    return tmp
+
+
+def publish(tmp, path):
+    """Rename the temporary file ``tmp`` over ``path`` (a link there is replaced, not followed;
+    a directory there is refused)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        st = None
+    if st is not None and stat.S_ISDIR(st.st_mode):
+        raise FileRefused(path, "is a directory, not a file this tool writes")
+    os.replace(tmp, path)
+
+
+def discard(path):
+    """Remove ``path`` if it is there (a temporary file of ours)."""
+    try:
+        os.unlink(path)
+    except FileNotFoundError:
+        pass
+
+
+class DirectoryLock:
+    """An exclusive ``flock`` on a directory itself (no lock file in it): two runs writing into one
+    report directory take turns, so the files always come from one run; history.py takes it on
+    the history directory the same way. The directory is the operator's (a link to it is followed:
+    callers resolve it first); a file in its place is refused."""
+
+    def __init__(self, directory):
+        self.directory = directory
+        self.fd = None
+
+    def __enter__(self):
+        # the controller is Linux or macOS (ansible-core runs on nothing else)
+        import fcntl  # pylint: disable=import-outside-toplevel
+
+        try:
+            self.fd = os.open(self.directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+        except NotADirectoryError:
+            raise FileRefused(self.directory, "is not a directory: refused")
+        fcntl.flock(self.fd, fcntl.LOCK_EX)
+        return self
+
+    def __exit__(self, *exc):
+        os.close(self.fd)  # releases the lock
+        return False
