@@ -25,12 +25,16 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.gathering import gather_host
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.learn import (
     DEFAULT_MEMORY_TOLERANCE_PCT, build_profile, learn_inventory, profile_name, render_profile)
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import atomic_write
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import atomic_write, read_text
 
 __metaclass__ = type
 
 _NAME_RE = re.compile(r"^[a-z0-9][a-z0-9-]*$")
 INVENTORY_AREA = "inventory"
+
+
+#: A learned profile is a few kB; anything far larger at the destination is not one of ours.
+MAX_PROFILE_BYTES = 4 * 1024 * 1024
 
 
 class LearnError(Exception):
@@ -46,9 +50,10 @@ def _yaml():
 
 
 def _read(path):
+    """The profile already at ``path`` (to tell whether it changes), or ``None``: read through the
+    one bounded, no-follow reader, so a link or a FIFO there is never followed or waited on."""
     try:
-        with open(path, "r") as handle:
-            return handle.read()
+        return read_text(path, cap=MAX_PROFILE_BYTES)
     except EnvironmentError:
         return None
 
