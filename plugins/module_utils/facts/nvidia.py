@@ -302,28 +302,151 @@ def _gpu(index, gpu):
 
 
 # -- nvidia-smi -q -x ------------------------------------------------------------------
-def _parse_tree(text):
-    """Root element and the parse error (``None`` when complete).
+#: Characters XML 1.0 does not allow (its ``Char`` production): C0 controls other than tab, LF and
+#: CR, lone surrogates, U+FFFE and U+FFFF. expat stops at the first one, so one control character
+#: in a product or process name would cost every GPU after it; they are replaced before parsing.
+_NOT_XML_RE = re.compile("[^\t\n\r\x20-\ud7ff\ue000-\ufffd\U00010000-\U0010ffff]")
+REPLACEMENT = "\ufffd"
+#: The text is sanitised and fed to expat in pieces of this many characters, so that neither a
+#: second copy of a large capture nor its UTF-8 encoding is ever held whole.
+_CHUNK = 1 << 20
+#: nvidia-smi writes an XML declaration and a DOCTYPE line before ``<nvidia_smi_log>``; a prolog
+#: longer than this is refused rather than searched for entity declarations.
+PROLOG_CHARS = 64 * 1024
+#: nvidia-smi nests 6 deep (nvidia_smi_log/gpu/pci/pci_gpu_link_info/pcie_gen/max_link_gen).
+MAX_DEPTH = 32
+#: Elements in one child of ``<nvidia_smi_log>`` (a ``<gpu>``): a real one has a few hundred, plus
+#: about 7 per process. Each ``<gpu>`` is read and dropped when it ends, so this bounds the tree
+#: held at any time.
+MAX_ELEMENTS_PER_SECTION = 200000
+#: Children of ``<nvidia_smi_log>`` other than ``<gpu>`` that are read (the first of each is kept).
+_ROOT_FIELDS = frozenset(["driver_version", "cuda_version", "attached_gpus"])
 
-    A pull parser keeps every element read before the point where the input breaks, so a
-    truncated capture still yields the GPUs (and the fields of the last GPU) it contains.
-    expat never fetches the external DTD named by the DOCTYPE line.
+_SPACE_RE = re.compile(r"[ \t\r\n]*")
+_LITERAL = r"""(?:"[^"]*"|'[^']*')"""
+# <!DOCTYPE name>, <!DOCTYPE name SYSTEM "uri">, <!DOCTYPE name PUBLIC "id" "uri">, then ">" or
+# "[" (the start of an internal subset, the only place a document can declare entities).
+_DOCTYPE_RE = re.compile(r"<!DOCTYPE[ \t\r\n]+[^ \t\r\n\[>]+"
+                         r"(?:[ \t\r\n]+(?:SYSTEM[ \t\r\n]+%s|PUBLIC[ \t\r\n]+%s[ \t\r\n]+%s))?"
+                         r"[ \t\r\n]*([\[>])" % (_LITERAL, _LITERAL, _LITERAL))
+_SUBSET = ("its DOCTYPE declares an internal DTD subset ([...]), where entities (<!ENTITY ...>) are "
+           "declared; nvidia-smi writes only a DOCTYPE line naming its DTD")
+
+
+def _refusal(text):
+    """Why the prolog of ``text`` is refused (an internal DTD subset, or one too long to look
+    through), or ``None``.
+
+    Entities can only be declared in a DOCTYPE's internal subset (expat never loads the external
+    DTD the DOCTYPE names), so a document without one cannot expand an entity bomb, whatever the
+    expat version. The prolog is walked as expat reads it: whitespace, ``<?...?>``, ``<!--...-->``
+    and one ``<!DOCTYPE ...>``; anything else ends it.
     """
-    parser = ET.XMLPullParser(events=("start",))
-    root = None
+    head = text[:PROLOG_CHARS]
+    whole = len(text) <= len(head)
+    pos = 1 if head.startswith("\ufeff") else 0
+    while True:
+        pos = _SPACE_RE.match(head, pos).end()
+        if head.startswith("<?", pos):
+            end = head.find("?>", pos + 2)
+            pos = -1 if end < 0 else end + 2
+        elif head.startswith("<!--", pos):
+            end = head.find("-->", pos + 4)
+            pos = -1 if end < 0 else end + 3
+        elif head.startswith("<!DOCTYPE", pos):
+            match = _DOCTYPE_RE.match(head, pos)
+            if match is not None and match.group(1) == ">":
+                pos = match.end()
+                continue
+            if match is None and whole and "[" not in head[pos:]:
+                return None  # a DOCTYPE cut short, without a subset: expat finds no document
+            return _SUBSET if match is not None else (
+                "its DOCTYPE line is not one nvidia-smi writes and may open an internal DTD subset, "
+                "where entities (<!ENTITY ...>) are declared: %r" % head[pos:pos + 80])
+        elif pos < len(head) or whole:
+            return None  # the root element (or something expat rejects)
+        if pos < 0 or pos >= len(head):
+            if whole:
+                return None  # an unterminated comment or PI: expat finds no document
+            return ("its prolog (before <nvidia_smi_log>) is longer than %d characters; nvidia-smi "
+                    "writes two lines" % PROLOG_CHARS)
+
+
+class _Stop(Exception):
+    """The read ends here: the rest of the document is not read (the reason is the message)."""
+
+
+def _read_smi(text):
+    """``(root, gpus, error, replaced)`` of ``nvidia-smi -q -x`` text, read as a stream.
+
+    Characters XML does not allow are replaced (``replaced`` counts them). Each ``<gpu>`` is
+    turned into its facts when it ends and then dropped from the tree, as is every other child of
+    the root but the first of each of :data:`_ROOT_FIELDS`, so memory holds one GPU at a time.
+    Where the input breaks (truncated, not well-formed, nested deeper than :data:`MAX_DEPTH`, a
+    section larger than :data:`MAX_ELEMENTS_PER_SECTION`) the read stops with ``error`` saying
+    why; the GPUs before, and the fields read of the GPU it stopped in, are kept. expat never
+    fetches the external DTD named by the DOCTYPE line.
+    """
+    parser = ET.XMLPullParser(events=("start", "end"))
+    state = {"root": None, "depth": 0, "count": 0, "gpu": None, "kept": set()}
+    gpus = []
+    replaced = 0
     error = None
+
+    def handle(events):
+        for event, elem in events:
+            if event == "start":
+                state["depth"] += 1
+                depth = state["depth"]
+                if depth == 1:
+                    state["root"] = elem
+                    if elem.tag != "nvidia_smi_log":
+                        raise _Stop("not an nvidia_smi_log document")
+                elif depth == 2:
+                    state["count"] = 0
+                    if elem.tag == "gpu":
+                        state["gpu"] = elem
+                if depth > MAX_DEPTH:
+                    raise _Stop("elements nested deeper than %d (nvidia-smi nests 6): read stopped there" % MAX_DEPTH)
+                state["count"] += 1
+                if state["count"] > MAX_ELEMENTS_PER_SECTION:
+                    raise _Stop("a <%s> holds more than %d elements (a GPU of nvidia-smi has a few hundred): read "
+                                "stopped there" % (_short(elem.tag), MAX_ELEMENTS_PER_SECTION))
+                continue
+            state["depth"] -= 1
+            if state["depth"] != 1:
+                continue
+            if elem is state["gpu"]:
+                gpus.append(_gpu(len(gpus), elem))
+                state["gpu"] = None
+            if elem.tag in _ROOT_FIELDS and elem.tag not in state["kept"]:
+                state["kept"].add(elem.tag)
+            else:
+                state["root"].remove(elem)
+
     try:
-        parser.feed(text)
-        for _event, elem in parser.read_events():
-            if root is None:
-                root = elem
+        for at in range(0, len(text), _CHUNK):
+            chunk, count = _NOT_XML_RE.subn(REPLACEMENT, text[at:at + _CHUNK])
+            replaced += count
+            parser.feed(chunk)
+            handle(parser.read_events())
         parser.close()
+        handle(parser.read_events())
+    except _Stop as exc:
+        error = str(exc)
     except ET.ParseError as exc:
         error = "not well-formed XML (%s)" % exc
     except Exception as exc:  # pylint: disable=broad-except
         # expat rejects some inputs with ValueError/UnicodeError rather than ParseError.
         error = "unreadable XML (%s: %s)" % (type(exc).__name__, exc)
-    return root, error
+    if state["gpu"] is not None:
+        gpus.append(_gpu(len(gpus), state["gpu"]))  # the GPU the read stopped in: what was read of it
+    return state["root"], gpus, error, replaced
+
+
+def _short(value, size=40):
+    value = value if isinstance(value, str) else repr(value)
+    return value if len(value) <= size else value[:size] + "..."
 
 
 def parse_smi_xml(text):
@@ -331,24 +454,34 @@ def parse_smi_xml(text):
 
     Returns ``None`` when the text holds no ``<nvidia_smi_log>`` element (empty, garbage,
     another document). Otherwise ``{"driver_version", "cuda_version", "attached_gpus",
-    "gpus", "error"}`` where ``error`` is ``None`` for a complete document and says why
-    the document is incomplete (truncated, malformed) otherwise; GPUs read before the
-    break are kept, fields after it are ``None``.
+    "gpus", "error", "replaced", "refused"}`` where ``error`` is ``None`` for a complete document
+    and says why the document is incomplete (truncated, malformed, nested or sized beyond any
+    nvidia-smi output) otherwise; GPUs read before the break are kept, fields after it are
+    ``None``. ``replaced`` counts the characters XML 1.0 does not allow (control characters,
+    U+FFFE/U+FFFF, lone surrogates) that were replaced by U+FFFD before parsing: the document is
+    complete without them. ``refused`` is true, with no GPU and ``error`` saying why, for a
+    document whose DOCTYPE opens an internal DTD subset (entity declarations: nvidia-smi writes
+    none) or whose prolog is longer than :data:`PROLOG_CHARS`; nothing of it is parsed.
     """
     if not text or not isinstance(text, str):
         return None
     if "<" not in text:
         return None
-    root, error = _parse_tree(text)
+    refused = _refusal(text)
+    if refused is not None:
+        return {"driver_version": None, "cuda_version": None, "attached_gpus": None, "gpus": [],
+                "error": refused, "replaced": 0, "refused": True}
+    root, gpus, error, replaced = _read_smi(text)
     if root is None or root.tag != "nvidia_smi_log":
         return None
-    gpus = [_gpu(index, gpu) for index, gpu in enumerate(root.findall("gpu"))]
     return {
         "driver_version": _text(root, "driver_version"),
         "cuda_version": _text(root, "cuda_version"),
         "attached_gpus": _int(_text(root, "attached_gpus")),
         "gpus": gpus,
         "error": error,
+        "replaced": replaced,
+        "refused": False,
     }
 
 
@@ -514,10 +647,18 @@ def gather(root):
         smi["error"] = reason
     else:
         parsed = parse_smi_xml(xml_text)
+        if parsed is not None and parsed["replaced"]:
+            root.error(SUBSYSTEM, "nvidia-smi -q -x",
+                       "nvidia-smi -q -x output held %d character%s not allowed in XML (replaced by U+FFFD "
+                       "before parsing)" % (parsed["replaced"], "" if parsed["replaced"] == 1 else "s"))
         if parsed is None:
             smi["error"] = ("nvidia-smi -q -x output has no <nvidia_smi_log> document (%d bytes): "
                             "check that nvidia-smi works on the host" % len(xml_text))
             root.error(SUBSYSTEM, "nvidia-smi -q -x", smi["error"])
+        elif parsed["refused"]:
+            smi["error"] = "nvidia-smi -q -x output refused unread: %s" % parsed["error"]
+            root.error(SUBSYSTEM, "nvidia-smi -q -x", smi["error"])
+            parsed = None
         elif parsed["error"]:
             smi["available"] = True
             smi["error"] = ("nvidia-smi -q -x output is incomplete, %s: values after that point are null; "
