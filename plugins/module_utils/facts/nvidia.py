@@ -86,7 +86,9 @@ def _number(value):
     match = _NUMBER_RE.match(value)
     if not match:
         return None
-    return float(match.group(1))
+    number = float(match.group(1))
+    # 400 digits overflow to infinity, which no reading is (and int() of it raises)
+    return None if number in (float("inf"), float("-inf")) else number
 
 
 def _int(value):
@@ -313,14 +315,12 @@ _CHUNK = 1 << 20
 #: nvidia-smi writes an XML declaration and a DOCTYPE line before ``<nvidia_smi_log>``; a prolog
 #: longer than this is refused rather than searched for entity declarations.
 PROLOG_CHARS = 64 * 1024
-#: nvidia-smi nests 6 deep (nvidia_smi_log/gpu/pci/pci_gpu_link_info/pcie_gen/max_link_gen).
-MAX_DEPTH = 32
-#: Elements in one child of ``<nvidia_smi_log>`` (a ``<gpu>``): a real one has a few hundred, plus
-#: about 7 per process. Each ``<gpu>`` is read and dropped when it ends, so this bounds the tree
-#: held at any time.
-MAX_ELEMENTS_PER_SECTION = 200000
-#: Children of ``<nvidia_smi_log>`` other than ``<gpu>`` that are read (the first of each is kept).
-_ROOT_FIELDS = frozenset(["driver_version", "cuda_version", "attached_gpus"])
+#: Elements a document may hold: a GPU of nvidia-smi has a few hundred (up to about 1,500 with
+#: long lists of supported clocks) plus about 7 per process, so a 16-GPU host stays far below. The
+#: read stops beyond, which bounds its time and the tree held at any moment.
+MAX_ELEMENTS = 500000
+#: Children of ``<nvidia_smi_log>`` other than ``<gpu>`` that are read (the first of each).
+_ROOT_FIELDS = ("driver_version", "cuda_version", "attached_gpus")
 
 _SPACE_RE = re.compile(r"[ \t\r\n]*")
 _LITERAL = r"""(?:"[^"]*"|'[^']*')"""
@@ -377,61 +377,57 @@ class _Stop(Exception):
 
 
 def _read_smi(text):
-    """``(root, gpus, error, replaced)`` of ``nvidia-smi -q -x`` text, read as a stream.
+    """``(found, fields, gpus, error, replaced)`` of ``nvidia-smi -q -x`` text, read as a stream.
 
-    Characters XML does not allow are replaced (``replaced`` counts them). Each ``<gpu>`` is
-    turned into its facts when it ends and then dropped from the tree, as is every other child of
-    the root but the first of each of :data:`_ROOT_FIELDS`, so memory holds one GPU at a time.
-    Where the input breaks (truncated, not well-formed, nested deeper than :data:`MAX_DEPTH`, a
-    section larger than :data:`MAX_ELEMENTS_PER_SECTION`) the read stops with ``error`` saying
-    why; the GPUs before, and the fields read of the GPU it stopped in, are kept. expat never
-    fetches the external DTD named by the DOCTYPE line.
+    ``found`` is whether the root element is ``<nvidia_smi_log>``; ``fields`` the text of the first
+    of each of :data:`_ROOT_FIELDS`. Characters XML does not allow are replaced (``replaced``
+    counts them). The text is fed to expat a piece at a time; after each piece every child of the
+    root that has ended (all but the last one) is turned into its facts (a ``<gpu>``) or its text
+    and dropped from the tree, so memory holds about one GPU at a time. Where the input breaks
+    (truncated, not well-formed, more than :data:`MAX_ELEMENTS` elements, counted at the end of
+    each piece) the read stops with ``error`` saying why; the GPUs before, and the fields read of the GPU it stopped in, are kept.
+    expat never fetches the external DTD named by the DOCTYPE line. Nothing here recurses over
+    the tree: a deeply nested document costs its elements, nothing more.
     """
-    parser = ET.XMLPullParser(events=("start", "end"))
-    state = {"root": None, "depth": 0, "count": 0, "gpu": None, "kept": set()}
+    parser = ET.XMLPullParser(events=("start",))
+    root = None
+    count = 0
+    fields = {}
     gpus = []
     replaced = 0
     error = None
 
-    def handle(events):
-        for event, elem in events:
-            if event == "start":
-                state["depth"] += 1
-                depth = state["depth"]
-                if depth == 1:
-                    state["root"] = elem
-                    if elem.tag != "nvidia_smi_log":
-                        raise _Stop("not an nvidia_smi_log document")
-                elif depth == 2:
-                    state["count"] = 0
-                    if elem.tag == "gpu":
-                        state["gpu"] = elem
-                if depth > MAX_DEPTH:
-                    raise _Stop("elements nested deeper than %d (nvidia-smi nests 6): read stopped there" % MAX_DEPTH)
-                state["count"] += 1
-                if state["count"] > MAX_ELEMENTS_PER_SECTION:
-                    raise _Stop("a <%s> holds more than %d elements (a GPU of nvidia-smi has a few hundred): read "
-                                "stopped there" % (_short(elem.tag), MAX_ELEMENTS_PER_SECTION))
-                continue
-            state["depth"] -= 1
-            if state["depth"] != 1:
-                continue
-            if elem is state["gpu"]:
-                gpus.append(_gpu(len(gpus), elem))
-                state["gpu"] = None
-            if elem.tag in _ROOT_FIELDS and elem.tag not in state["kept"]:
-                state["kept"].add(elem.tag)
-            else:
-                state["root"].remove(elem)
+    def take(children):
+        for child in children:
+            if child.tag == "gpu":
+                gpus.append(_gpu(len(gpus), child))
+            elif child.tag in _ROOT_FIELDS and child.tag not in fields:
+                fields[child.tag] = _clean(child.text)
 
     try:
         for at in range(0, len(text), _CHUNK):
-            chunk, count = _NOT_XML_RE.subn(REPLACEMENT, text[at:at + _CHUNK])
-            replaced += count
+            chunk, found = _NOT_XML_RE.subn(REPLACEMENT, text[at:at + _CHUNK])
+            replaced += found
             parser.feed(chunk)
-            handle(parser.read_events())
+            try:
+                for _event, elem in parser.read_events():
+                    if root is None:
+                        root = elem
+                        if elem.tag != "nvidia_smi_log":
+                            raise _Stop("not an nvidia_smi_log document")
+                    count += 1
+            finally:
+                # the children that have ended, before the events of this piece can raise or stop
+                if root is not None and root.tag == "nvidia_smi_log" and len(root) > 1:
+                    ended = len(root) - 1
+                    take(root[:ended])
+                    del root[:ended]
+            if count > MAX_ELEMENTS:
+                raise _Stop("more than %d elements (a GPU of nvidia-smi has a few hundred): the rest was not read"
+                            % MAX_ELEMENTS)
         parser.close()
-        handle(parser.read_events())
+        for _event, elem in parser.read_events():
+            root = elem if root is None else root
     except _Stop as exc:
         error = str(exc)
     except ET.ParseError as exc:
@@ -439,14 +435,10 @@ def _read_smi(text):
     except Exception as exc:  # pylint: disable=broad-except
         # expat rejects some inputs with ValueError/UnicodeError rather than ParseError.
         error = "unreadable XML (%s: %s)" % (type(exc).__name__, exc)
-    if state["gpu"] is not None:
-        gpus.append(_gpu(len(gpus), state["gpu"]))  # the GPU the read stopped in: what was read of it
-    return state["root"], gpus, error, replaced
-
-
-def _short(value, size=40):
-    value = value if isinstance(value, str) else repr(value)
-    return value if len(value) <= size else value[:size] + "..."
+    found = root is not None and root.tag == "nvidia_smi_log"
+    if found:
+        take(list(root))  # the last child: complete, or where the read stopped (what was read of it)
+    return found, fields, gpus, error, replaced
 
 
 def parse_smi_xml(text):
@@ -455,7 +447,7 @@ def parse_smi_xml(text):
     Returns ``None`` when the text holds no ``<nvidia_smi_log>`` element (empty, garbage,
     another document). Otherwise ``{"driver_version", "cuda_version", "attached_gpus",
     "gpus", "error", "replaced", "refused"}`` where ``error`` is ``None`` for a complete document
-    and says why the document is incomplete (truncated, malformed, nested or sized beyond any
+    and says why the document is incomplete (truncated, malformed, more elements than any
     nvidia-smi output) otherwise; GPUs read before the break are kept, fields after it are
     ``None``. ``replaced`` counts the characters XML 1.0 does not allow (control characters,
     U+FFFE/U+FFFF, lone surrogates) that were replaced by U+FFFD before parsing: the document is
@@ -471,13 +463,13 @@ def parse_smi_xml(text):
     if refused is not None:
         return {"driver_version": None, "cuda_version": None, "attached_gpus": None, "gpus": [],
                 "error": refused, "replaced": 0, "refused": True}
-    root, gpus, error, replaced = _read_smi(text)
-    if root is None or root.tag != "nvidia_smi_log":
+    found, fields, gpus, error, replaced = _read_smi(text)
+    if not found:
         return None
     return {
-        "driver_version": _text(root, "driver_version"),
-        "cuda_version": _text(root, "cuda_version"),
-        "attached_gpus": _int(_text(root, "attached_gpus")),
+        "driver_version": fields.get("driver_version"),
+        "cuda_version": fields.get("cuda_version"),
+        "attached_gpus": _int(fields.get("attached_gpus")),
         "gpus": gpus,
         "error": error,
         "replaced": replaced,

@@ -182,21 +182,48 @@ def test_a_prolog_longer_than_any_real_one_is_refused():
 
 
 # -- bounds of the tree ------------------------------------------------------------------------
-def test_nesting_deeper_than_nvidia_smi_writes_stops_the_read_and_keeps_earlier_gpus():
+def test_deep_nesting_costs_its_elements_and_nothing_more():
+    # expat keeps its own stack; nothing in the parser recurses over the tree
     text = eight()
-    at = text.index('<gpu id="00000000:00:12.0">')
+    at = text.index("<pci>", text.index('<gpu id="00000000:00:12.0">'))
     depth = 100000
-    parsed = parse_smi_xml(text[:at] + "<gpu>" + "<a>" * depth + "</a>" * depth + "</gpu>" + text[at:])
-    assert "nested deeper than" in parsed["error"]
-    assert [g["bus_id"] for g in parsed["gpus"][:5]] == BUS_IDS[:5]
+    parsed = parse_smi_xml(text[:at] + "<a>" * depth + "</a>" * depth + text[at:])
+    assert parsed["error"] is None
+    assert [g["bus_id"] for g in parsed["gpus"]] == BUS_IDS
+    assert parsed["gpus"][5]["pcie"]["width_current"] == 16
 
 
-def test_a_gpu_with_more_elements_than_any_real_one_stops_the_read():
+def test_more_elements_than_any_real_capture_stops_the_read_and_keeps_earlier_gpus(monkeypatch):
+    # smaller limits than the real ones (the bomb corpus, tests/fuzz/test_nvidia_xml.py, uses those)
+    monkeypatch.setattr(nvidia, "MAX_ELEMENTS", 20000)
+    monkeypatch.setattr(nvidia, "_CHUNK", 65536)
     text = eight()
     at = text.index("<processes>", text.index('<gpu id="00000000:00:13.0">'))
-    parsed = parse_smi_xml(text[:at] + "<x/>" * (nvidia.MAX_ELEMENTS_PER_SECTION + 5) + text[at:])
+    parsed = parse_smi_xml(text[:at] + "<x/>" * (nvidia.MAX_ELEMENTS + 5) + text[at:])
     assert "more than" in parsed["error"] and "elements" in parsed["error"]
+    # the GPUs before are kept (the count is taken after each piece of text, so the stop may
+    # come a piece later)
     assert [g["bus_id"] for g in parsed["gpus"][:7]] == BUS_IDS[:7]
+    assert parsed["gpus"][6]["name"] == NAME
+
+    def flood(gpu):
+        at = text.index("<processes>", text.index('<gpu id="%s">' % gpu))
+        return text[:at] + "<x/>" * (nvidia.MAX_ELEMENTS + nvidia._CHUNK) + text[at:]
+
+    parsed = parse_smi_xml(flood("00000000:00:10.0"))
+    assert "more than" in parsed["error"]
+    assert [g["bus_id"] for g in parsed["gpus"]] == BUS_IDS[:4]
+    assert parsed["gpus"][3]["processes"] is None
+
+
+def test_gpus_are_read_however_the_text_falls_into_pieces(monkeypatch):
+    # a piece boundary inside a tag, a name, a character reference or a bad character changes nothing
+    text = in_name(eight(), 2, "\x01&amp;")
+    whole = parse_smi_xml(text)
+    for size in (7, 4096, 30011):
+        monkeypatch.setattr(nvidia, "_CHUNK", size)
+        assert parse_smi_xml(text) == whole
+    assert whole["replaced"] == 1 and whole["gpus"][2]["name"] == "Tesla\ufffd& V100S-PCIE-32GB"
 
 
 def test_many_processes_are_still_read():
@@ -206,3 +233,15 @@ def test_many_processes_are_still_read():
     parsed = parse_smi_xml(text[:start] + text[start:end] * 2000 + text[end:])
     assert parsed["error"] is None
     assert len(parsed["gpus"][0]["processes"]) == 2000 and len(parsed["gpus"]) == 8
+
+
+@pytest.mark.parametrize("value", ["9" * 400, "-" + "9" * 400, "1" + "0" * 5000 + ".5 W"], ids=["400-digits", "minus-400-digits", "5000-digits-watts"])
+def test_a_number_no_float_holds_is_null_not_a_crash(value):
+    # float() of 400 digits is infinity, and int(infinity) raised OverflowError out of the parser
+    text = eight().replace("<minor_number>0</minor_number>", "<minor_number>%s</minor_number>" % value)
+    text = text.replace("<default_power_limit>250.00 W</default_power_limit>",
+                        "<default_power_limit>%s</default_power_limit>" % value, 1)
+    parsed = parse_smi_xml(text)
+    assert parsed["error"] is None and len(parsed["gpus"]) == 8
+    assert parsed["gpus"][0]["minor_number"] is None and parsed["gpus"][0]["power"]["default_w"] is None
+    assert parsed["gpus"][1]["minor_number"] == 1
