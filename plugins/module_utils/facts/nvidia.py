@@ -488,6 +488,14 @@ _TOPO_DEVICE_RE = re.compile(r"^(GPU\d+|NIC\d+|[a-z][a-z0-9_]*\d)$")
 _TOPO_LINK_RE = re.compile(r"^(X|SYS|SOC|NODE|PHB|PXB|PIX|NV\d+)$")
 
 
+#: ``nvidia-smi topo -m`` of 8 GPUs and 10 NICs is about 3 KB; 256 devices, 330 KB. Longer
+#: output is not a topology matrix and is refused before it is split into lines.
+MAX_TOPO_CHARS = 1024 * 1024
+#: Device columns a matrix may have (a host has at most a few dozen GPUs and NICs).
+MAX_TOPO_DEVICES = 256
+_AFFINITY_NAMES = [(name, name.split()) for name in sorted(_AFFINITY_COLUMNS, key=len, reverse=True)]
+
+
 class TopoError(ValueError):
     """A ``nvidia-smi topo -m`` matrix that does not read as the documented format."""
 
@@ -504,8 +512,7 @@ def _split_header(line):
     words = line.split()
     i = 0
     while i < len(words):
-        for name in sorted(_AFFINITY_COLUMNS, key=len, reverse=True):
-            parts = name.split()
+        for name, parts in _AFFINITY_NAMES:
             if words[i:i + len(parts)] == parts:
                 cells.append(name)
                 i += len(parts)
@@ -533,16 +540,23 @@ def parse_topo(text):
     ``N/A`` or empty cells); ``nic_names`` maps ``NICn`` to the device of the NIC legend.
     The connection legend after the matrix is not part of the result.
 
-    Raises :class:`TopoError`, naming the line, when the matrix does not read as the documented
-    format: a device name other than ``GPUn``/``NICn``/an RDMA device name (columns that ran
-    together, such as ``NIC8NIC9``), a link type outside the legend (``NODENODE``), or a row with
-    more or fewer link cells than the header has devices. Guessing would invent devices and links.
+    Raises :class:`TopoError` for output longer than :data:`MAX_TOPO_CHARS` (before splitting
+    it), and, naming the line, for a header of more than :data:`MAX_TOPO_DEVICES` devices or
+    when the matrix does not read as the documented format: a device name other than
+    ``GPUn``/``NICn``/an RDMA device name (columns that ran together, such as ``NIC8NIC9``), a
+    link type outside the legend (``NODENODE``), or a row with more or fewer link cells than the
+    header has devices. Guessing would invent devices and links.
     """
     if not text or not isinstance(text, str):
         return None
+    if len(text) > MAX_TOPO_CHARS:
+        raise TopoError("%d characters of output, more than any topology matrix (%d at most): not read"
+                        % (len(text), MAX_TOPO_CHARS))
     lines = strip_ansi(text).replace("\r", "").split("\n")
     header_at = None
     for i, line in enumerate(lines):
+        if "GPU0" not in line:
+            continue
         cells = _split_header(line)
         # The header starts with GPU0 like the first row does, but only rows hold "X" (self).
         if cells and cells[0] == "GPU0" and "X" not in cells:
@@ -551,6 +565,10 @@ def parse_topo(text):
     if header_at is None:
         return None
     header = _split_header(lines[header_at])
+    columns = len([cell for cell in header if cell not in _AFFINITY_COLUMNS])
+    if columns > MAX_TOPO_DEVICES:
+        raise TopoError("line %d: %d device columns, more than the %d of any host: %r"
+                        % (header_at + 1, columns, MAX_TOPO_DEVICES, lines[header_at].strip()[:200]))
     for cell in header:
         if cell not in _AFFINITY_COLUMNS and not _TOPO_DEVICE_RE.match(cell):
             raise TopoError("line %d: column %r is not a device name (GPUn, NICn): columns run together? %r"

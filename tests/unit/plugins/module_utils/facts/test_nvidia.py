@@ -401,6 +401,30 @@ def test_topo_legacy_link_and_nic_names_pass():
     assert topo["matrix"]["GPU0"] == {"GPU0": "X", "GPU1": "SOC", "mlx5_0": "PHB"}
 
 
+def _matrix(count):
+    header = "".join("\tGPU%d" % i for i in range(count)) + "\tCPU Affinity\n"
+    return header + "".join("GPU%d" % i + "".join("\t X " if i == j else "\tSYS" for j in range(count)) + "\t0-7\n"
+                            for i in range(count))
+
+
+def test_topo_of_the_most_devices_a_host_may_have_is_read():
+    topo = parse_topo(_matrix(_nvidia.MAX_TOPO_DEVICES))
+    assert len(topo["devices"]) == _nvidia.MAX_TOPO_DEVICES and topo["matrix"]["GPU7"]["GPU9"] == "SYS"
+
+
+def test_topo_with_more_devices_than_any_host_is_an_error_before_any_cell_is_read():
+    with pytest.raises(TopoError, match=r"^line 1: %d device columns, more than the %d of any host"
+                       % (_nvidia.MAX_TOPO_DEVICES + 1, _nvidia.MAX_TOPO_DEVICES)):
+        parse_topo(_matrix(_nvidia.MAX_TOPO_DEVICES + 1))
+
+
+def test_topo_output_longer_than_any_matrix_is_refused_unsplit():
+    # 64 MiB of blank lines took the parser over 10 s, and of short lines past 512 MiB (tests/fuzz/test_topo.py)
+    text = own("topo-8gpu-2nic-2socket.txt") + "\n" * _nvidia.MAX_TOPO_CHARS
+    with pytest.raises(TopoError, match="more than any topology matrix"):
+        parse_topo(text)
+
+
 def test_gather_glued_topology_is_an_error_and_no_matrix(tmp_path):
     root = make_root(tmp_path, xml=real("tesla-t4.xml"), topo=GLUED_CELLS)
     facts = gather(root)
