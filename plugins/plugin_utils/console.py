@@ -55,6 +55,26 @@ _NOUNS = {
 }
 
 
+def _char_escape(char):
+    """``char`` itself when printable, else its escape (``\\x1b``, ``\\u202e``, ``\\U0001f600``); U+FFFD
+    (what undecodable bytes became) is escaped too."""
+    if char.isprintable() and char != "\ufffd":
+        return char
+    code = ord(char)
+    return "\\x%02x" % code if code < 0x100 else "\\u%04x" % code if code < 0x10000 else "\\U%08x" % code
+
+
+_NON_PRINTABLE = re.compile("[^\n\\w !-~]|\ufffd")
+
+
+def escape_controls(text):
+    """``text`` with every non-printable character except the newline escaped as :func:`escape`
+    escapes it, nothing else changed and nothing cut: for a view that does its own markup escaping
+    and line handling (report.md), so it carries no terminal escape either."""
+    return _NON_PRINTABLE.sub(lambda m: m.group(0) if m.group(0).isprintable() and m.group(0) != "\ufffd"
+                              else _char_escape(m.group(0)), text)
+
+
 def escape(value, limit=MAX_VALUE):
     """``value`` as one line of printable text of at most ``limit`` characters.
 
@@ -72,13 +92,7 @@ def escape(value, limit=MAX_VALUE):
     pieces = []
     size = 0
     for char in text:
-        if char in _ESCAPES:
-            piece = _ESCAPES[char]
-        elif char.isprintable() and char != "\ufffd":
-            piece = char
-        else:
-            code = ord(char)
-            piece = "\\x%02x" % code if code < 0x100 else "\\u%04x" % code if code < 0x10000 else "\\U%08x" % code
+        piece = _ESCAPES.get(char) or _char_escape(char)
         if size + len(piece) > limit:
             while pieces and size + 3 > limit:
                 size -= len(pieces.pop())
