@@ -7,6 +7,7 @@ The module has two layers (docs/facts.md, section ``kernel``):
 
 * pure parsers over text, which never raise and return ``None`` or partial results for
   bad input: :func:`parse_cmdline`, :func:`parse_grub_default`, :func:`parse_shell_assignments`,
+  :func:`static_assignments` and :func:`grub_config` (GRUB defaults read, never run),
   :func:`parse_bracketed`, :func:`parse_os_release`, :func:`parse_sysctl_conf`,
   :func:`merge_sysctl`, :func:`preempt_build`, :func:`preempt_model`,
   :func:`compare_kernel_release`, :func:`kernel_release_at_least`, :func:`detect_bootloader`;
@@ -16,6 +17,7 @@ The module has two layers (docs/facts.md, section ``kernel``):
 
 from __future__ import absolute_import, division, print_function
 
+import bisect
 import functools
 import gzip
 import io
@@ -186,6 +188,8 @@ def _read_word(text, i, env):
                     out.append(value)
                 elif ch == "`":
                     i = _skip_backquotes(text, i)
+                    if i is None:
+                        return None, n, "unterminated backquote"
                     problem = problem or "command substitution cannot be evaluated"
                 else:
                     out.append(ch)
@@ -204,6 +208,8 @@ def _read_word(text, i, env):
             out.append(value)
         elif ch == "`":
             i = _skip_backquotes(text, i)
+            if i is None:
+                return None, n, "unterminated backquote"
             problem = problem or "command substitution cannot be evaluated"
         else:
             out.append(ch)
@@ -214,7 +220,7 @@ def _read_word(text, i, env):
 
 
 def _skip_backquotes(text, i):
-    """Index after the backquoted command starting at ``text[i] == '`'`` (end of text if unclosed)."""
+    """Index after the backquoted command starting at ``text[i] == '`'`` (``None`` if unclosed)."""
     j = i + 1
     while j < len(text):
         if text[j] == "\\":
@@ -223,7 +229,41 @@ def _skip_backquotes(text, i):
         if text[j] == "`":
             return j + 1
         j += 1
-    return len(text)
+    return None
+
+
+def _skip_parens(text, i):
+    """Index of the ``)`` that closes the ``(`` at ``text[i]`` (``None`` if unclosed).
+
+    Quotes inside are skipped as the shell reads them, so ``$(echo ")")`` ends where it should.
+    """
+    depth = 0
+    j, n = i, len(text)
+    while j < n:
+        ch = text[j]
+        if ch == "\\":
+            j += 2
+            continue
+        if ch == "'":
+            close = text.find("'", j + 1)
+            if close < 0:
+                return None
+            j = close + 1
+            continue
+        if ch == '"':
+            j += 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            j += 1
+            continue
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return j
+        j += 1
+    return None
 
 
 def _expand(text, i, env, problem):
@@ -232,23 +272,16 @@ def _expand(text, i, env, problem):
     if i + 1 < n and text[i + 1] == "{":
         end = text.find("}", i + 2)
         if end < 0:
-            return "", n, problem or "unterminated ${"
+            return "", n, "unterminated ${"
         name = text[i + 2:end]
         if not _NAME_RE.fullmatch(name):
             return "", end + 1, problem or "parameter expansion ${%s} cannot be evaluated" % name[:40]
         return env.get(name) or "", end + 1, problem
     if i + 1 < n and text[i + 1] == "(":
-        depth = 0
-        j = i + 1
-        while j < n:
-            if text[j] == "(":
-                depth += 1
-            elif text[j] == ")":
-                depth -= 1
-                if depth == 0:
-                    break
-            j += 1
-        return "", min(j + 1, n), problem or "command substitution cannot be evaluated"
+        close = _skip_parens(text, i + 1)
+        if close is None:
+            return "", n, "unterminated $("
+        return "", close + 1, problem or "command substitution cannot be evaluated"
     match = _NAME_RE.match(text, i + 1)
     if match:
         return env.get(match.group(0)) or "", match.end(), problem
@@ -319,6 +352,335 @@ def parse_shell_assignments(text, env=None):
 GRUB_CMDLINE_VARS = ("GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT")
 
 
+# -- static check of a shell fragment (/etc/default/grub) ------------------------------
+#
+# grub-mkconfig sources /etc/default/grub (and, on Debian and its derivatives,
+# /etc/default/grub.d/*.cfg) with sh. Which value a variable ends with can be known without
+# running the file only when every write to it is a plain top-level assignment: a line
+# ``NAME=value`` or ``export NAME=value`` on its own, outside any if/case/loop/function/group,
+# not after ``&&``, ``||``, ``;``, ``|`` or ``!``, whose value uses only quotes, backslashes
+# and ``$NAME``/``${NAME}`` of the judged variables. Reading them (``$NAME``, ``${NAME}``) is
+# allowed anywhere; sourcing another file, ``eval``, ``exit``/``return``/``exec``, a
+# here-document, an unterminated quote or an unclosed block make the whole file unknown.
+# The check reads the file; it never runs it.
+
+_OPERATORS = ("&&", "||", ";;&", ";;", ";&", "|&", ";", "&", "|")
+_LIST_OPERATORS = ("&&", "||", "|", "|&")  # a line break after one of these continues the list
+_OPENERS = {"if": "an if block", "case": "a case block", "for": "a for loop", "select": "a select loop",
+            "while": "a while loop", "until": "an until loop", "{": "a { } group", "(": "a ( ) subshell"}
+_CLOSERS = {"fi": ("if",), "esac": ("case",), "done": ("for", "select", "while", "until"), "}": ("{",)}
+_CONTINUERS = {"then": ("if",), "elif": ("if",), "else": ("if",), "do": ("for", "select", "while", "until"), "!": ()}
+_HEADERS = ("for", "select", "case")  # the rest of such a command is not a command
+_ASSIGNMENT_RE = re.compile(r"([A-Za-z_][A-Za-z0-9_]*)(\+?=)")
+_REFERENCE_RE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z0-9_]*))")
+_OTHER_EXPANSION_RE = re.compile(r"\$(\{[^}]*\}?|[0-9@*#?$!-]?)")
+
+
+def _operator(text, i):
+    for op in _OPERATORS:
+        if text.startswith(op, i):
+            return op
+    return text[i]
+
+
+def _shell_commands(text):
+    """Split a shell fragment into commands the way sh reads them, without running anything.
+
+    Returns ``(commands, stop)``. Each command is ``(line, before, tokens, after)``: ``line`` where
+    it starts, ``before``/``after`` the operator on either side (``"\\n"`` for a line break or the
+    start or end of the text; a line break after ``&&``, ``||`` or ``|`` keeps that operator),
+    ``tokens`` a list of ``(kind, raw, start, end)`` with kind ``word``, ``(``, ``)`` or
+    ``redirect``. ``stop`` is ``(line, reason)`` when the text cannot be read on (unterminated
+    quote, here-document), else ``None``.
+    """
+    newlines = [match.start() for match in re.finditer("\n", text)]
+
+    def line_of(pos):
+        return bisect.bisect_left(newlines, pos) + 1
+
+    commands = []
+    i, n = 0, len(text)
+    before = "\n"
+    while True:
+        while i < n:
+            ch = text[i]
+            if ch in " \t":
+                i += 1
+            elif text.startswith("\\\n", i):
+                i += 2
+            elif ch == "\n":
+                if before not in _LIST_OPERATORS:
+                    before = "\n"
+                i += 1
+            elif ch == "#":
+                end = text.find("\n", i)
+                i = n if end < 0 else end
+            elif ch in ";&|":
+                before = _operator(text, i)
+                i += len(before)
+            else:
+                break
+        if i >= n:
+            return commands, None
+        line = line_of(i)
+        tokens = []
+        while i < n:
+            ch = text[i]
+            if ch in " \t":
+                i += 1
+            elif text.startswith("\\\n", i):
+                i += 2
+            elif ch == "#":  # at a word boundary: a comment
+                end = text.find("\n", i)
+                i = n if end < 0 else end
+            elif ch in "\n;&|":
+                break
+            elif ch in "()":
+                tokens.append((ch, ch, i, i + 1))
+                i += 1
+            elif ch in "<>":
+                if text.startswith("<<", i) and not text.startswith("<<<", i):
+                    return commands, (line_of(i), "starts a here-document (<<), so the lines after it cannot be "
+                                                  "evaluated")
+                j = i + 1
+                while j < n and text[j] in "<>&|":
+                    j += 1
+                tokens.append(("redirect", text[i:j], i, j))
+                i = j
+            else:
+                start = i
+                _value, i, problem = _read_word(text, i, {})
+                if problem and problem.startswith("unterminated"):
+                    return commands, (line_of(start), "has an %s, so the rest of the file cannot be evaluated"
+                                      % problem)
+                i = max(i, start + 1)
+                tokens.append(("word", text[start:i], start, i))
+        after = "\n" if i >= n or text[i] == "\n" else _operator(text, i)
+        commands.append((line, before, tokens, after))
+        before = "\n"
+
+
+def _shown(word):
+    """A word of the file for a message: at most 40 characters, control characters escaped."""
+    return "".join(ch if ch.isprintable() else ascii(ch)[1:-1] for ch in word[:40])
+
+
+def _writes(raw, mention):
+    """Names that ``raw`` mentions other than as a plain read (``$NAME``, ``${NAME}``)."""
+    found = []
+    for match in mention.finditer(raw):
+        start, end = match.span()
+        if raw[start - 1:start] == "$" or (raw[start - 2:start] == "${" and raw[end:end + 1] == "}"):
+            continue
+        found.append(match.group(0))
+    return found
+
+
+def _value_problem(raw, names):
+    """Why the value word ``raw`` of an assignment cannot be evaluated without the shell, or ``None``.
+
+    Quotes and backslashes are fine, and so are ``$NAME``/``${NAME}`` of ``names`` (judged the
+    same way); any other expansion is not.
+    """
+    i, n = 0, len(raw)
+    quote = None
+    while i < n:
+        ch = raw[i]
+        if quote == "'":
+            if ch == "'":
+                quote = None
+            i += 1
+            continue
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == '"':
+            quote = None if quote == '"' else '"'
+        elif ch == "'" and quote is None:
+            quote = "'"
+        elif ch == "`":
+            return "from a command substitution (backquotes)"
+        elif ch == "~" and quote is None and (i == 0 or raw[i - 1] == ":"):
+            return "with a tilde expansion (~)"
+        elif ch == "$":
+            if raw.startswith("$(", i):
+                return "from a command substitution ($(...))"
+            match = _REFERENCE_RE.match(raw, i)
+            if match and (match.group(1) or match.group(2)) in names:
+                i = match.end()
+                continue
+            if match:
+                return "from $%s (only %s are followed)" % (
+                    match.group(1) or match.group(2), " and ".join("$" + name for name in names))
+            other = _OTHER_EXPANSION_RE.match(raw, i).group(0)
+            return "from %s" % _shown(other) if other != "$" else "with a bare $"
+        i += 1
+    return None
+
+
+def static_assignments(text, names):
+    """Judge whether the values ``names`` have after sh sources ``text`` can be known without running it.
+
+    Returns ``(assignments, problems)``. ``assignments`` lists the plain top-level assignments to
+    ``names`` in file order as ``(name, line, start, end)``, ``start``/``end`` the span of the
+    value word (the last one of a name is the one in effect at the end of the file).
+    ``problems`` lists ``(line, reason)`` in line order, one per command, for example
+    ``(12, "assigns GRUB_CMDLINE_LINUX_DEFAULT inside an if block")``; when it is not empty the
+    values are unknown. Never raises on bad input.
+    """
+    text = _as_text(text) or ""
+    names = tuple(names)
+    mention = re.compile(r"(?<![A-Za-z0-9_])(?:%s)(?![A-Za-z0-9_])"
+                         % "|".join(re.escape(name) for name in sorted(names, key=len, reverse=True)))
+    commands, stop = _shell_commands(text)
+    assignments = []
+    problems = []
+    stack = []  # open blocks: (label, opening word, line)
+    function_next = False
+    for line, before, tokens, after in commands:
+        negated = False
+        header = False
+        k = 0
+        # reserved words, subshells and function headers in front of the simple command
+        while k < len(tokens):
+            kind, raw = tokens[k][0], tokens[k][1]
+            if kind == ")":
+                if stack and stack[-1][1] == "(":
+                    stack.pop()
+                elif not (stack and stack[-1][1] == "case"):
+                    problems.append((line, "has ) without its ("))
+            elif kind == "(" or (kind == "word" and raw in _OPENERS):
+                label = "a function" if function_next else _OPENERS[raw]
+                function_next = False
+                stack.append((label, raw, line))
+                if raw in _HEADERS:
+                    header = True
+                    k += 1
+                    break
+            elif kind == "word" and raw in _CLOSERS:
+                if stack and stack[-1][1] in _CLOSERS[raw]:
+                    stack.pop()
+                else:
+                    problems.append((line, "has %s without the start of its block" % raw))
+            elif kind == "word" and raw in _CONTINUERS:
+                negated = negated or raw == "!"
+                if raw != "!" and not (stack and stack[-1][1] in _CONTINUERS[raw]):
+                    problems.append((line, "has %s outside its block" % raw))
+            elif kind == "word" and raw == "function":
+                # function NAME [()] BODY
+                function_next = True
+                k += 1
+                if k + 2 < len(tokens) and tokens[k + 1][0] == "(" and tokens[k + 2][0] == ")":
+                    k += 2
+            elif kind == "word" and k + 2 < len(tokens) and tokens[k + 1][0] == "(" and tokens[k + 2][0] == ")":
+                # NAME() BODY
+                function_next = True
+                k += 2
+            else:
+                break
+            k += 1
+        simple = [] if header else tokens[k:]
+        words = [token[1] for token in simple if token[0] == "word"]
+        command = words[1] if words[:1] in (["command"], ["builtin"]) and len(words) > 1 else (words[:1] or [""])[0]
+        written = [(token, name) for token in tokens if token[0] == "word" for name in _writes(token[1], mention)]
+        reason = None
+        if command in (".", "source"):
+            reason = "sources another file (%s), which may assign anything" % command
+        elif command == "eval":
+            reason = "runs eval, which may assign anything"
+        elif command == "exit" or (command == "return" and not any(block[0] == "a function" for block in stack)):
+            reason = "runs %s, which stops reading the file there" % command
+        elif command == "exec":
+            reason = "runs exec, which may end the shell there"
+        elif written:
+            token, name = written[0]
+            assign = _ASSIGNMENT_RE.match(token[1])
+            if assign and assign.group(1) != name:
+                assign = None
+            verb = "uses" if not assign else "appends to" if assign.group(2) == "+=" else "assigns"
+            body = simple[1:] if words[:1] == ["export"] and simple[0][0] == "word" else simple
+            run = 0
+            while run < len(body) and body[run][0] == "word" and _ASSIGNMENT_RE.match(body[run][1]):
+                run += 1
+            if stack:
+                reason = "%s %s inside %s" % (verb, name, stack[-1][0])
+            elif negated:
+                reason = "%s %s after !" % (verb, name)
+            elif before != "\n":
+                reason = "%s %s after %s" % (verb, name, before)
+            elif not assign or token not in body[:run]:
+                reason = "uses %s outside a plain assignment (%s)" % (name, _shown((words[:1] or [tokens[0][1]])[0]))
+            elif assign.group(2) == "+=":
+                reason = "appends to %s with +=" % name
+            elif run < len(body) and body is not simple:
+                reason = "assigns %s in an export with other names" % name
+            elif run < len(body) and body[run][0] == "word":
+                reason = "sets %s only for the command %s" % (name, _shown(body[run][1]))
+            elif run < len(body):
+                reason = "assigns %s with %s after it" % (name, "an array" if body[run][0] == "(" else "a redirection")
+            elif run > 1:
+                reason = "assigns %s together with another assignment on the same line" % name
+            elif after != "\n":
+                reason = "assigns %s followed by %s" % (name, after)
+            else:
+                start = token[2] + assign.end()
+                problem = _value_problem(text[start:token[3]], names)
+                if problem:
+                    reason = "assigns %s %s" % (name, problem)
+                else:
+                    assignments.append((name, line, start, token[3]))
+        if reason:
+            problems.append((line, reason))
+        for token in simple:
+            if token[0] == ")" and stack and stack[-1][1] == "(":
+                stack.pop()
+        if after in (";;", ";&", ";;&") and not (stack and stack[-1][1] == "case"):
+            problems.append((line, "has %s outside a case block" % after))
+    if stop:
+        problems.append(stop)
+    elif stack:
+        label, _word, line = stack[0]
+        problems.append((line, "opens %s that is never closed" % label))
+    problems.sort(key=lambda problem: problem[0])
+    return assignments, problems
+
+
+def grub_d_names(names):
+    """The ``*.cfg`` names of ``/etc/default/grub.d`` that grub-mkconfig's ``*.cfg`` glob sources:
+    not the hidden ones, which a shell glob leaves out."""
+    return [name for name in names if name.endswith(".cfg") and not name.startswith(".")]
+
+
+def grub_config(sources, env=None):
+    """The GRUB command-line variables after sh sources ``sources`` (``[(path, text)]`` in the order
+    grub-mkconfig sources them: ``/etc/default/grub``, then ``/etc/default/grub.d/*.cfg``).
+
+    Returns ``{"values", "raw", "assignments", "problems"}``: ``values`` maps each assigned
+    command-line variable to its value; ``raw`` is :func:`grub_cmdline` of them, ``None`` when
+    ``problems`` (``[(path, line, reason)]`` from :func:`static_assignments`) is not empty;
+    ``assignments`` maps each variable to the assignment in effect, ``(index in sources, line,
+    start, end of the value word)``. ``env`` seeds the values of files sourced before.
+    """
+    values = dict((name, value) for name, value in (env or {}).items() if name in GRUB_CMDLINE_VARS)
+    assignments = {}
+    problems = []
+    for index, (path, text) in enumerate(sources):
+        text = _as_text(text) or ""
+        found, file_problems = static_assignments(text, GRUB_CMDLINE_VARS)
+        problems.extend((path, line, reason) for line, reason in file_problems)
+        if file_problems:
+            continue
+        for name, line, start, end in found:
+            value, _end, problem = _read_word(text, start, values)
+            if problem:  # not expected after the check; never guess
+                problems.append((path, line, "assigns %s a value that cannot be evaluated (%s)" % (name, problem)))
+                continue
+            values[name] = value
+            assignments[name] = (index, line, start, end)
+    return {"values": values, "raw": None if problems else grub_cmdline(values), "assignments": assignments,
+            "problems": problems}
+
+
 def grub_cmdline(values):
     """What ``grub-mkconfig`` passes to a normal (non-recovery) entry, from evaluated variables.
 
@@ -338,12 +700,22 @@ def parse_grub_default(text, env=None):
     """``/etc/default/grub`` -> ``{"GRUB_CMDLINE_LINUX", "GRUB_CMDLINE_LINUX_DEFAULT", "raw",
     "params", "problems", "values"}``.
 
-    ``raw`` is :func:`grub_cmdline` of the file's variables and ``params`` its
-    :func:`parse_cmdline`; both are ``None`` when a command-line variable cannot be evaluated
-    (``problems`` says why). ``env`` carries values from files sourced before.
+    ``raw`` is :func:`grub_cmdline` of the file's command-line variables and ``params`` its
+    :func:`parse_cmdline`. The command-line variables and ``raw``/``params`` are ``None`` when their
+    values cannot be known without running the file (:func:`static_assignments`; ``problems``
+    says why, ``"line N reason"``). ``values`` has every plain assignment of the file
+    (:func:`parse_shell_assignments`). ``env`` carries values from files sourced before.
     """
     values, problems = parse_shell_assignments(text, env)
-    raw = grub_cmdline(values)
+    config = grub_config([("", text)], env)
+    problems = problems + ["line %d %s" % (line, reason) for _path, line, reason in config["problems"]]
+    raw = config["raw"]
+    for name in GRUB_CMDLINE_VARS:
+        if raw is None:
+            if name in values:
+                values[name] = None
+        elif name in config["values"]:
+            values[name] = config["values"][name]
     return {
         "GRUB_CMDLINE_LINUX": values.get("GRUB_CMDLINE_LINUX"),
         "GRUB_CMDLINE_LINUX_DEFAULT": values.get("GRUB_CMDLINE_LINUX_DEFAULT"),
@@ -653,27 +1025,27 @@ def _configured_cmdline(root):
         text = root.read_text("/etc/default/grub", SUBSYSTEM)
         if text is None:
             return result
-        # grub-mkconfig sources /etc/default/grub, then /etc/default/grub.d/*.cfg in name order
-        env = {}
-        merged = {}
+        # grub-mkconfig sources /etc/default/grub, then /etc/default/grub.d/*.cfg in name order; the
+        # value is known only when every write to the command-line variables is a plain top-level
+        # assignment (static_assignments): otherwise null and an error naming the line
         sources = [("/etc/default/grub", text)]
-        for name in root.listdir("/etc/default/grub.d", pattern="*.cfg"):
+        for name in grub_d_names(root.listdir("/etc/default/grub.d", pattern="*.cfg")):
             path = "/etc/default/grub.d/" + name
             extra = root.read_text(path, SUBSYSTEM)
-            if extra is not None:
-                sources.append((path, extra))
-        for path, content in sources:
-            values, problems = parse_shell_assignments(content, env)
-            for problem in problems:
-                if "GRUB_CMDLINE_LINUX" in problem:
-                    root.error(SUBSYSTEM, path, "%s; the configured command line is unknown" % problem)
-            for name, value in values.items():
-                merged[name] = value
-                env[name] = value or ""
-        raw = grub_cmdline(merged)
-        if raw is not None:
-            result["raw"] = raw
-            result["params"] = parse_cmdline(raw)
+            if extra is None:
+                # unreadable (an error is recorded): what it assigns is unknown
+                return result
+            sources.append((path, extra))
+        config = grub_config(sources)
+        reported = set()
+        for path, line, reason in config["problems"]:
+            if path not in reported:
+                reported.add(path)
+                root.error(SUBSYSTEM, path, "line %d %s (the effective value depends on the shell); the configured "
+                           "command line is unknown" % (line, reason))
+        if config["raw"] is not None:
+            result["raw"] = config["raw"]
+            result["params"] = parse_cmdline(config["raw"])
     return result
 
 
