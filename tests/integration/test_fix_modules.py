@@ -219,7 +219,7 @@ def test_bad_input_fails_cleanly(snapshot_trees, tmp_path):
         "current value of /proc/sys/kernel/numa_balancing is 'yes\\x00",
         "sysctl key 'net.ipv4.ip_forward' is not managed by gpuhost.baseline.kernel_sysctl",
         "/etc/kernel/cmdline is empty",
-        "/etc/default/grub: line 1: GRUB_CMDLINE_LINUX_DEFAULT: unterminated double quote",
+        "cannot edit /etc/default/grub safely: line 1 has an unterminated double quote",
         "/cpuidle/state2/latency holds 'forever'",
         "cannot write 'performance' to /sys/devices/system/cpu/cpufreq/policy5/scaling_governor",
         "EPP power cannot be set on policy0",

@@ -17,7 +17,7 @@ The boot loader is detected from files (``facts.kernel.detect_bootloader``), nev
   edits the entries; the module writes no file itself.
 
 Pure functions: :func:`parse_request`, :func:`cmdline_tokens`, :func:`edit_cmdline`,
-:func:`find_assignment`, :func:`edit_grub_files`, :func:`parse_bls_entry`,
+:func:`edit_grub_files`, :func:`parse_bls_entry`,
 :func:`reboot_required`, :func:`grub_update_argv`. :func:`apply` acts through a
 :class:`fix.base.Host`.
 """
@@ -29,8 +29,8 @@ import re
 from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.base import (
     FixError, file_diff, printable, to_bytes, to_text)
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import (
-    KERNEL_SPACE, cmdline_value, cmdline_word_spans, detect_bootloader, grub_cmdline, parse_cmdline,
-    parse_os_release, parse_shell_assignments, sort_releases, split_cmdline)
+    KERNEL_SPACE, cmdline_value, cmdline_word_spans, detect_bootloader, grub_cmdline, grub_config, grub_d_names,
+    parse_cmdline, parse_os_release, sort_releases, split_cmdline)
 
 __metaclass__ = type
 
@@ -235,21 +235,6 @@ def _word_end(text, i):
     return min(i, n)
 
 
-def find_assignment(text, name):
-    """The last top-level ``NAME=value`` of a shell file: ``(start, end)`` of the value word.
-
-    ``None`` when the file does not assign ``name``; :class:`FixError` when the value word
-    is not closed.
-    """
-    found = None
-    for match in re.finditer(r"^[ \t]*(?:export[ \t]+)?%s=" % re.escape(name), text, re.M):
-        end = _word_end(text, match.end())
-        if end is None:
-            raise FixError("%s has an unterminated quote" % name)
-        found = (match.end(), end)
-    return found
-
-
 _BARE_SAFE = re.compile(r"^[A-Za-z0-9_.,:=/+@%^-]*$")
 
 
@@ -284,43 +269,49 @@ def quote_value(value, style):
     return '"%s"' % re.sub(r'([\\"$`])', r"\\\1", value)
 
 
+def refuse_shell(path, problems):
+    """The :class:`FixError` for a GRUB defaults file whose command line depends on the shell:
+    the first problem of ``path`` (``[(line, reason)]``) named, the other lines listed."""
+    line, reason = problems[0]
+    more = sorted(set(other for other, _reason in problems[1:] if other != line))
+    return FixError("cannot edit %s safely: line %d %s (the effective value depends on the shell%s): edit it by hand"
+                    % (path, line, reason, "; also line %s" % ", ".join(str(other) for other in more) if more else ""),
+                    changed=False)
+
+
 def edit_grub_files(files, adds, removes):
     """Edit the GRUB command-line variables over ``[(path, text)]`` in the order grub-mkconfig
     sources them (``/etc/default/grub``, then ``grub.d/*.cfg``).
 
     Returns ``{"files": {path: new_text}, "before": raw cmdline, "after": raw cmdline}``.
     A managed key already in ``GRUB_CMDLINE_LINUX`` is set or removed there; the rest goes to
-    ``GRUB_CMDLINE_LINUX_DEFAULT`` of the file that assigns it last (a line is appended to the
-    first file when nobody assigns it).
+    ``GRUB_CMDLINE_LINUX_DEFAULT``. Each variable is edited at the assignment in effect: the last
+    plain assignment of the last file that assigns it (a line is appended to the first file when
+    nobody assigns it).
+
+    Refused (:class:`FixError`, nothing to write) when a file's effective value cannot be known
+    without running it (``facts.kernel.static_assignments``: ``+=``, an assignment inside
+    if/case/a loop/a function or after ``&&``/``||``/``;``/``|``, ``.``/``source``, ``eval``, ...;
+    the message names the file and the line), when the assignment in effect uses an expansion
+    (rewriting it could change what the shell evaluates), and when the edited files would not
+    evaluate to the planned command line.
     """
-    env = {}
-    for path, text in files:
-        values, problems = parse_shell_assignments(text, env)
-        for problem in problems:
-            if LINUX_VAR in problem:
-                raise FixError("%s: %s: the configured command line cannot be evaluated, so it cannot be edited "
-                               "safely; fix the file by hand" % (path, problem))
-        for name, value in values.items():
-            env[name] = value or ""
+    config = grub_config(files)
+    if config["problems"]:
+        path = config["problems"][0][0]
+        raise refuse_shell(path, [(line, reason) for other, line, reason in config["problems"] if other == path])
     where = {}
-    for index, (path, text) in enumerate(files):
-        for name in (LINUX_VAR, DEFAULT_VAR):
-            try:
-                span = find_assignment(text, name)
-            except FixError as exc:
-                raise FixError("%s: %s; fix the file by hand" % (path, exc.msg))
-            if span is not None:
-                where[name] = (index, span)
     current = {}
     styles = {}
     for name in (LINUX_VAR, DEFAULT_VAR):
-        if name in where:
-            index, (start, end) = where[name]
+        if name in config["assignments"]:
+            index, line, start, end = config["assignments"][name]
             path, text = files[index]
+            where[name] = (index, (start, end))
             try:
                 current[name], styles[name] = unquote_value(text[start:end], name)
             except FixError as exc:
-                raise FixError("%s: %s" % (path, exc.msg))
+                raise FixError("cannot edit %s safely: line %d: %s" % (path, line, exc.msg), changed=False)
         else:
             current[name], styles[name] = "", "double"
 
@@ -350,6 +341,13 @@ def edit_grub_files(files, adds, removes):
             texts[path] = text + "%s=%s\n" % (name, quote_value(new[name], "double"))
     before = grub_cmdline(current)
     after = grub_cmdline(new)
+    # what the shell will end with, read back from the edited text: the edit must be the one in effect
+    check = grub_config([(path, texts[path]) for path in order])
+    if config["raw"] != before or check["raw"] != after:
+        raise FixError("cannot edit the GRUB defaults safely: the files evaluate to %s before and %s after the edit, "
+                       "not %s and %s as planned; nothing was changed, edit them by hand"
+                       % (printable(config["raw"]), printable(check["raw"]), printable(before),
+                          printable(after)), changed=False)
     return {"files": dict((path, texts[path]) for path in order if texts[path] != dict(files)[path]),
             "before": before, "after": after}
 
@@ -470,7 +468,7 @@ def _grub(host, adds, removes):
     if data is None:
         raise FixError("%s does not exist: this is not a GRUB host, or GRUB is configured elsewhere" % GRUB_DEFAULT)
     files.append((GRUB_DEFAULT, to_text(data)))
-    for name in host.listdir(GRUB_D, pattern="*.cfg"):
+    for name in grub_d_names(host.listdir(GRUB_D, pattern="*.cfg")):
         path = GRUB_D + "/" + name
         extra = host.read_file(path)
         if extra is not None:
