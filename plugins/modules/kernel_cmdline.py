@@ -22,11 +22,32 @@ description:
   - V(bls) (RHEL, Rocky, Alma, Fedora) when C(/etc/default/grub), BLS entries in C(/boot/loader/entries) and
     C(/etc/redhat-release) exist. C(grubby --update-kernel=ALL --args=... --remove-args=...) edits every entry;
     the module writes no file itself, so on a snapshot root nothing is written and the command is only listed.
-  - V(grub) when C(/etc/default/grub) exists. C(GRUB_CMDLINE_LINUX_DEFAULT) is edited in the file that assigns
-    it last (C(/etc/default/grub) or C(/etc/default/grub.d/*.cfg)); a key already in C(GRUB_CMDLINE_LINUX) is
-    changed there. The quoting and every other byte of the file are kept. Then C(update-grub) (Debian family),
+  - >-
+    V(grub) when C(/etc/default/grub) exists. C(GRUB_CMDLINE_LINUX_DEFAULT) is edited at the assignment in effect,
+    the last one of the last file that assigns it (C(/etc/default/grub), then C(/etc/default/grub.d/*.cfg) in name
+    order, hidden files left out as the shell glob does); a key already in C(GRUB_CMDLINE_LINUX) is changed there.
+    The quoting and every other byte of the file are kept. Then C(update-grub) (Debian family),
     C(grub2-mkconfig -o /boot/grub2/grub.cfg) (EL, SUSE) or C(proxmox-boot-tool refresh) regenerates grub.cfg.
-    A variable that uses shell expansion is refused rather than rewritten.
+  - >-
+    These files are shell that grub-mkconfig sources; the module reads them and never runs them. It edits them
+    only when the value the shell ends with can be read from the text, that is when every write to
+    C(GRUB_CMDLINE_LINUX) or C(GRUB_CMDLINE_LINUX_DEFAULT) is a plain assignment on a line of its own
+    (C(NAME=value) or C(export NAME=value), single-quoted, double-quoted or bare, referring to no variable but
+    these two), outside any C(if) or C(case) block, loop, function, C({ }) group or subshell, and not after
+    C(&&), C(||), C(;), C(|) or C(!). Reading them (C($NAME), C(${NAME})) is allowed anywhere.
+  - >-
+    Otherwise the task fails, reports nothing changed, writes nothing and runs nothing, in check mode too, with the
+    file and the line in its message, for example V(cannot edit /etc/default/grub safely: line 12 assigns
+    GRUB_CMDLINE_LINUX_DEFAULT inside an if block) and V(edit it by hand) after the reason.
+    This covers C(+=), assignments inside blocks or after an operator, C(NAME=value command), a value with
+    C($OTHER), C($1), C(${NAME:-...}), command substitution or backquotes, sourcing another file (C(.), C(source)),
+    C(eval), C(exit), C(return), C(exec), a here-document, an unterminated quote and an unclosed block, anywhere
+    in any of the files. Make the file plain (one assignment per variable, or a last plain assignment) and run
+    again.
+  - >-
+    The assignment in effect is also refused when its value uses an expansion (C(NAME="$NAME quiet")), since
+    rewriting it could change what the shell evaluates; and before anything is written, the edited files are
+    evaluated again the same way and must give the planned command line.
   - When no boot loader is found the task fails and nothing is written. When the regenerating command fails
     the edited file is put back, so that the next run tries again.
   - Parameter names match with C(-) and C(_) equal, as in the kernel. A key in O(add) replaces every occurrence
