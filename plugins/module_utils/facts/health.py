@@ -43,16 +43,29 @@ PEERMEM_MODULES = ("nvidia_peermem", "nv_peer_mem")
 #: ``journalctl -n``: the newest kernel messages of the boot that are read (bounded output)
 KERNEL_LOG_LINES = int(COMMAND_ARGV["kernel-log"][-1])
 
-#: first line of a stored (reduced) kernel log capture: how many lines the host's log had
-_HEADER_RE = re.compile(r"^# gpuhost\.baseline kernel log: (\d+) lines? read from (.+?), (\d+) kept\s*$")
+#: first line of a stored (reduced) kernel log capture: how many lines the host's log had. Counts
+#: are at most 12 digits (int() of thousands of digits raises, or takes quadratic time).
+_HEADER_RE = re.compile(r"# gpuhost\.baseline kernel log: (\d{1,12}) lines? read from ([^\n]{1,200}?), "
+                        r"(\d{1,12}) kept[^\S\n]*(?:\n|\Z)")
 _HEADER = "# gpuhost.baseline kernel log: %d lines read from %s, %d kept\n"
+#: (GPU, Xid code) pairs kept in ``by_gpu``: a host has a few GPUs and a few dozen codes exist. A
+#: log naming more (a flood written to /dev/kmsg) has its events counted, not kept pair by pair.
+MAX_XID_ENTRIES = 1024
+#: Xid lines read one by one: as many as the kernel log lines a live read returns. A capture with
+#: more (only a hostile snapshot holds them) has the rest counted, not read.
+MAX_XID_LINES = KERNEL_LOG_LINES
+#: the kernel log is read a megabyte at a time (never a list of every line: 64 MiB of blank lines
+#: would be 512 MiB of pointers)
+_PIECE = 1 << 20
 
 _XID_MARK = "NVRM: Xid"
 # NVRM: Xid (PCI:0000:41:00): 79, pid=1234, name=python3, GPU has fallen off the bus.
 _XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{1,8}):([0-9A-Fa-f]{1,2}):([0-9A-Fa-f]{1,2})(?:\.([0-7]))?\):"
                      r"\s*(\d{1,5})\s*(?:,\s*(.*))?$")
-# [ 1234.567890] (dmesg, journalctl -o short-monotonic)
-_MONOTONIC_RE = re.compile(r"^\s*\[\s*(\d+\.\d+)\]")
+# The same with the timestamp that starts the line ("[ 1234.567890]" of dmesg and journalctl -o
+# short-monotonic) in one match: group 1 the seconds, then the groups of _XID_RE. The lazy .*?
+# finds the first mark that reads, as search() does.
+_XID_EVENT_RE = re.compile(r"(?:\s*\[\s*(\d{1,12}\.\d{1,9})\])?.*?" + _XID_RE.pattern)
 _PID_NAME_RE = re.compile(r"^(?:pid=[^,]*,\s*)?(?:name=[^,]*,\s*)?")
 
 _NVLINK_GPU_RE = re.compile(r"^GPU (\d+): (.*?)(?: \(UUID: ([^)]*)\))?(?:\s+(NVML:.*))?\s*$")
@@ -65,6 +78,28 @@ _ADDRESS_RE = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
 # -- kernel log ---------------------------------------------------------------------
+def _scan(text, start=0):
+    """``(lines, xid_lines)`` per megabyte of ``text[start:]`` (cut after a newline): the number
+    of non-empty lines in it and its lines holding ``NVRM: Xid``, without carriage returns.
+
+    ``lines`` counts every line with a character (a carriage return alone does not count): the
+    kernel's messages are never empty. Splitting, counting and picking the Xid lines run in C; only
+    the Xid lines are handled one by one in Python.
+    """
+    size = len(text)
+    while start < size:
+        end = text.find("\n", start + _PIECE)
+        end = size if end < 0 else end + 1
+        piece = text[start:end]
+        lines = piece.split("\n")
+        count = len(lines) - lines.count("") - lines.count("\r")
+        xids = [line for line in lines if _XID_MARK in line] if _XID_MARK in piece else []
+        if xids and "\r" in piece:
+            xids = [line.replace("\r", "") for line in xids]
+        yield count, xids
+        start = end
+
+
 def reduce_kernel_log(text, source):
     """What a snapshot stores of a kernel log: a header with the line count, then the Xid lines.
 
@@ -73,63 +108,81 @@ def reduce_kernel_log(text, source):
     """
     if not isinstance(text, str):
         text = ""
-    lines = [line for line in text.splitlines() if line.strip()]
-    kept = [line for line in lines if _XID_MARK in line]
-    return _HEADER % (len(lines), source, len(kept)) + "".join(line + "\n" for line in kept)
-
-
-def _seconds(line):
-    match = _MONOTONIC_RE.match(line)
-    return float(match.group(1)) if match else None
+    total = 0
+    kept = []
+    for count, xids in _scan(text):
+        total += count
+        kept.extend(xids)
+    return _HEADER % (total, source, len(kept)) + "".join(line + "\n" for line in kept)
 
 
 def parse_kernel_log(text):
     """Xid events of a kernel log (``journalctl -k -b -o short-monotonic`` or ``dmesg`` text,
     whole or as :func:`reduce_kernel_log` stored it).
 
-    Returns ``{"lines", "source", "events", "by_gpu", "unparsed", "unparsed_example"}``:
-    ``lines`` the kernel messages read (from the header of a stored capture), ``by_gpu`` maps the
-    PCI address of the NVRM line (``0000:41:00.0``; the line names no function, so ``.0``) to
-    ``{code (str): {"count", "first_s", "last_s", "message"}}`` (seconds since boot, the text
-    after the code without ``pid=``/``name=``, at most 200 characters). ``unparsed`` counts
-    ``NVRM: Xid`` lines of another shape. Never raises; non-text gives ``None``.
+    Returns ``{"lines", "source", "events", "by_gpu", "unparsed", "unparsed_example", "dropped",
+    "skipped"}``:
+    ``lines`` the kernel messages read (non-empty lines; from the header of a stored capture), ``by_gpu`` maps the PCI address of the NVRM line (``0000:41:00.0``; the line
+    names no function, so ``.0``) to ``{code (str): {"count", "first_s", "last_s", "message"}}``
+    (seconds since boot, the text after the code without ``pid=``/``name=``, at most 200
+    characters). ``events`` counts the Xid lines read; ``by_gpu`` keeps the first
+    :data:`MAX_XID_ENTRIES` (GPU, code) pairs and ``dropped`` counts the events of the pairs
+    beyond. ``unparsed`` counts ``NVRM: Xid`` lines of another shape. The first
+    :data:`MAX_XID_LINES` Xid lines are read; ``skipped`` counts those after. Never raises;
+    non-text gives ``None``. Memory is bounded by a megabyte of lines and the pairs kept.
     """
     if not isinstance(text, str):
         return None
-    lines = text.replace("\r", "").split("\n")
-    total = None
+    total = 0
     source = None
-    if lines and _HEADER_RE.match(lines[0]):
-        match = _HEADER_RE.match(lines[0])
-        total, source = int(match.group(1)), match.group(2)
-        lines = lines[1:]
-    if total is None:
-        total = len([line for line in lines if line.strip()])
+    start = 0
+    header = _HEADER_RE.match(text)
+    if header:
+        start, source = header.end(), header.group(2)
     by_gpu = {}
     events = 0
     unparsed = 0
+    dropped = 0
+    skipped = 0
+    pairs = 0
     example = None
-    for line in lines:
-        if _XID_MARK not in line:
-            continue
-        match = _XID_RE.search(line)
-        if match is None:
-            unparsed += 1
-            example = example or line.strip()[:200]
-            continue
-        domain, bus, dev, func, code, rest = match.groups()
-        address = "%04x:%02x:%02x.%s" % (int(domain, 16), int(bus, 16), int(dev, 16), func or "0")
-        seconds = _seconds(line)
-        entry = by_gpu.setdefault(address, {}).setdefault(str(int(code)), {
-            "count": 0, "first_s": seconds, "last_s": seconds,
-            "message": _PID_NAME_RE.sub("", (rest or "").strip())[:200] or None})
-        entry["count"] += 1
-        if seconds is not None:
-            entry["first_s"] = seconds if entry["first_s"] is None else min(entry["first_s"], seconds)
-            entry["last_s"] = seconds if entry["last_s"] is None else max(entry["last_s"], seconds)
-        events += 1
+    for count, xids in _scan(text, start):
+        total += count
+        room = MAX_XID_LINES - events - unparsed
+        if len(xids) > room:
+            skipped += len(xids) - max(room, 0)
+            xids = xids[:max(room, 0)]
+        for line in xids:
+            match = _XID_EVENT_RE.match(line)
+            if match is None:
+                unparsed += 1
+                example = example or line.strip()[:200]
+                continue
+            events += 1
+            seconds, domain, bus, dev, func, code, rest = match.groups()
+            address = "%04x:%02x:%02x.%s" % (int(domain, 16), int(bus, 16), int(dev, 16), func or "0")
+            code = str(int(code))
+            codes = by_gpu.get(address)
+            entry = codes.get(code) if codes is not None else None
+            seconds = float(seconds) if seconds is not None else None
+            if entry is None:
+                if pairs >= MAX_XID_ENTRIES:
+                    dropped += 1
+                    continue
+                pairs += 1
+                entry = by_gpu.setdefault(address, {})[code] = {
+                    "count": 0, "first_s": seconds, "last_s": seconds,
+                    "message": _PID_NAME_RE.sub("", (rest or "").strip())[:200] or None}
+            entry["count"] += 1
+            if seconds is not None:
+                if entry["first_s"] is None or seconds < entry["first_s"]:
+                    entry["first_s"] = seconds
+                if entry["last_s"] is None or seconds > entry["last_s"]:
+                    entry["last_s"] = seconds
+    if header:
+        total = int(header.group(1))
     return {"lines": total, "source": source, "events": events, "by_gpu": by_gpu,
-            "unparsed": unparsed, "unparsed_example": example}
+            "unparsed": unparsed, "unparsed_example": example, "dropped": dropped, "skipped": skipped}
 
 
 # -- nvidia-smi nvlink -s -------------------------------------------------------------
@@ -292,9 +345,13 @@ def _kernel_log(root):
     if text is None:
         section["error"] = "kernel log not read: %s" % reason
         return section
-    reduced = text if _HEADER_RE.match(text.split("\n", 1)[0]) else reduce_kernel_log(text, source)
-    _record(root, "kernel-log-dmesg" if source == "dmesg" else "kernel-log", reduced)
-    parsed = parse_kernel_log(reduced)
+    if root.recorder is not None:
+        stored = _HEADER_RE.match(text) is not None
+        _record(root, "kernel-log-dmesg" if source == "dmesg" else "kernel-log",
+                text if stored else reduce_kernel_log(text, source))
+    # the whole log, or the stored reduction of it, parse to the same events and line count
+    parsed = parse_kernel_log(text)
+    dropped, skipped = parsed.pop("dropped"), parsed.pop("skipped")
     section.update(parsed)
     section["source"] = parsed["source"] or source
     if not parsed["lines"]:
@@ -307,6 +364,12 @@ def _kernel_log(root):
     if parsed["unparsed"]:
         root.error(SUBSYSTEM, section["source"], "%d NVRM Xid line(s) not in the known format, first: %r"
                    % (parsed["unparsed"], parsed["unparsed_example"]))
+    if skipped:
+        root.error(SUBSYSTEM, section["source"], "%d NVRM Xid line(s) after the first %d not read (a journal read "
+                   "returns at most %d lines)" % (skipped, MAX_XID_LINES, KERNEL_LOG_LINES))
+    if dropped:
+        root.error(SUBSYSTEM, section["source"], "%d Xid event(s) name more than %d GPU and code pairs: counted in "
+                   "events, not kept in by_gpu" % (dropped, MAX_XID_ENTRIES))
     return section
 
 

@@ -93,6 +93,47 @@ def test_kernel_log_not_text_is_none():
     assert parse_kernel_log(None) is None and parse_kernel_log(b"NVRM: Xid") is None
 
 
+def test_a_header_count_of_thousands_of_digits_is_no_header_not_a_crash():
+    # int() of 5,000 digits raised ValueError out of the parser (tests/fuzz/test_kernel_log.py)
+    line = "[ 1.000000] NVRM: Xid (PCI:0000:41:00): 79, GPU has fallen off the bus.\n"
+    parsed = parse_kernel_log("# gpuhost.baseline kernel log: %s lines read from x, 1 kept\n" % ("9" * 5000) + line)
+    assert parsed["source"] is None and parsed["lines"] == 2 and parsed["events"] == 1
+
+
+def test_blank_and_carriage_return_lines_are_not_counted_the_same_raw_and_stored():
+    text = "\r\n[ 1.0] kernel: a\r\n\n\n[ 2.0] NVRM: Xid (PCI:0000:41:00): 79, x\r\n\r\n"
+    raw = parse_kernel_log(text)
+    stored = parse_kernel_log(reduce_kernel_log(text, "dmesg"))
+    assert raw["lines"] == stored["lines"] == 2
+    assert raw["by_gpu"] == stored["by_gpu"] == {"0000:41:00.0": {"79": {"count": 1, "first_s": 2.0, "last_s": 2.0,
+                                                                          "message": "x"}}}
+
+
+def test_gpu_and_code_pairs_beyond_the_limit_are_counted_not_kept(monkeypatch):
+    monkeypatch.setattr(health, "MAX_XID_ENTRIES", 3)
+    text = "".join("[ %d.0] NVRM: Xid (PCI:0000:%02x:00): 79, x\n" % (i, i) for i in range(10))
+    text += "[ 99.0] NVRM: Xid (PCI:0000:01:00): 79, again\n"
+    parsed = parse_kernel_log(text)
+    assert parsed["events"] == 11 and parsed["dropped"] == 7
+    assert sorted(parsed["by_gpu"]) == ["0000:00:00.0", "0000:01:00.0", "0000:02:00.0"]
+    assert parsed["by_gpu"]["0000:01:00.0"]["79"]["count"] == 2  # a pair already kept still counts
+
+
+def test_xid_lines_beyond_a_journal_read_are_skipped_and_said(tmp_path, monkeypatch):
+    monkeypatch.setattr(health, "MAX_XID_LINES", 5)
+    monkeypatch.setattr(health, "_PIECE", 64)  # and the lines come in many pieces
+    text = "".join("[ %d.0] NVRM: Xid (PCI:0000:41:00): 79, x\n[ %d.5] kernel: other\n" % (i, i) for i in range(8))
+    parsed = parse_kernel_log(text)
+    assert (parsed["events"], parsed["skipped"], parsed["lines"]) == (5, 3, 16)
+    assert parsed["by_gpu"]["0000:41:00.0"]["79"]["last_s"] == 4.0
+    write_tree(str(tmp_path), {"/proc/driver/nvidia/version": "NVRM version: x\n",
+                               "/commands/journalctl-k-b.txt": text})
+    root = Root(str(tmp_path))
+    section = gather(root)["kernel_log"]
+    assert "skipped" not in section and "dropped" not in section and section["events"] == 5
+    assert any(e["reason"].startswith("3 NVRM Xid line(s) after the first 5 not read") for e in root.errors)
+
+
 # -- nvidia-smi nvlink -s ----------------------------------------------------------------------
 def test_nvlink_h100_pcie_pair_with_bridges():
     parsed = parse_nvlink_status(fixture("nvlink-s-h100-pcie-bridged.txt"))
