@@ -121,9 +121,9 @@ def parse_kernel_log(text):
     whole or as :func:`reduce_kernel_log` stored it).
 
     Returns ``{"lines", "source", "events", "by_gpu", "unparsed", "unparsed_example", "dropped",
-    "skipped"}``:
-    ``lines`` the kernel messages read (non-empty lines; from the header of a stored capture), ``by_gpu`` maps the PCI address of the NVRM line (``0000:41:00.0``; the line
-    names no function, so ``.0``) to ``{code (str): {"count", "first_s", "last_s", "message"}}``
+    "skipped"}``: ``lines`` the kernel messages read (non-empty lines; from the header of a stored
+    capture), ``by_gpu`` maps the PCI address of the NVRM line (``0000:41:00.0``; the line names
+    no function, so ``.0``) to ``{code (str): {"count", "first_s", "last_s", "message"}}``
     (seconds since boot, the text after the code without ``pid=``/``name=``, at most 200
     characters). ``events`` counts the Xid lines read; ``by_gpu`` keeps the first
     :data:`MAX_XID_ENTRIES` (GPU, code) pairs and ``dropped`` counts the events of the pairs
