@@ -30,8 +30,10 @@ import json
 import math
 import os
 import re
+import stat
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import REQUIRED_PARAMS
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import FileRefused, clip, loads_json, read_bytes
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import (
     SCHEMA_DIR, SchemaError, check as check_schema, json_compatible)
 
@@ -121,6 +123,17 @@ SITE_SUBDIRS = ("rules", "profiles", "waivers")
 SITE_VARIABLE = "gpuhost_catalogue_dirs"
 
 
+#: Limits of one catalogue file (rule file, profile, waiver list): a site catalogue may come from a
+#: shared directory, so its files are untrusted input of a tool that runs as root (docs/profiles.md,
+#: "Site catalogue limits"). A file over ``MAX_CATALOGUE_BYTES`` is refused unread; YAML anchors and
+#: aliases are refused (nothing in a catalogue needs them, and they are how a 500-byte file becomes
+#: 9**9 values once walked); at most ``MAX_YAML_NODES`` values, nested at most ``MAX_YAML_DEPTH``
+#: deep, a number at most ``MAX_YAML_NUMBER_CHARS`` characters. The bundled files are far below.
+MAX_CATALOGUE_BYTES = 1024 * 1024
+MAX_YAML_NODES = 100000
+MAX_YAML_DEPTH = 32
+MAX_YAML_NUMBER_CHARS = 100
+
 class CatalogueError(Exception):
     """A rule, profile, parameter or waiver is malformed; the message says where and what."""
 
@@ -168,16 +181,99 @@ def plain(value):
     return str(value)
 
 
-def _load_yaml(path):
-    yaml = _yaml()
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_LOADERS = {}
+
+
+def _loader_class(yaml):
+    """PyYAML's safe loader (the C one when there is libyaml) without the timestamp resolver: an
+    unquoted ``2025-02-30`` stays the string it is, and :func:`parse_date` names file, entry and
+    field when it is not a date (the timestamp constructor raised a bare ``ValueError``)."""
+    if "safe" not in _LOADERS:
+        base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+        resolvers = dict((first, [(tag, regexp) for tag, regexp in entries if tag != "tag:yaml.org,2002:timestamp"])
+                         for first, entries in base.yaml_implicit_resolvers.items())
+        _LOADERS["safe"] = type("CatalogueLoader", (base,), {"yaml_implicit_resolvers": resolvers})
+    return _LOADERS["safe"]
+
+
+def _place(mark):
+    return "line %d, column %d" % (mark.line + 1, mark.column + 1)
+
+
+def _yaml_problem(path, exc, yaml):
+    """``exc`` (a YAMLError) as one line naming the file and the place, never quoting the file:
+    PyYAML's own text may carry a snippet of the line it stopped at."""
+    mark = getattr(exc, "problem_mark", None) or getattr(exc, "context_mark", None)
+    if isinstance(exc, yaml.MarkedYAMLError):
+        what = "; ".join(" ".join(str(part).split()) for part in (exc.context, exc.problem) if part)
+        where = _place(mark) if mark is not None else "somewhere"
+        return "%s: not valid YAML: %s: %s" % (path, where, clip(what or "malformed", 160))
+    if isinstance(exc, yaml.reader.ReaderError):
+        return "%s: not valid YAML: byte %s: %s" % (path, exc.position, clip(" ".join(str(exc.reason).split()), 160))
+    return "%s: not valid YAML: %s" % (path, clip(" ".join(str(exc).split()), 160))
+
+
+_INT_FLOAT = ("tag:yaml.org,2002:int", "tag:yaml.org,2002:float")
+
+
+def _scan_yaml(yaml, loader_class, data, path):
+    """Walk the YAML events of ``data`` once, before anything is built of them: anchors and aliases,
+    more than :data:`MAX_YAML_NODES` values, nesting deeper than :data:`MAX_YAML_DEPTH` and overlong
+    numbers are refused, each naming the file, line and column. The event parser keeps its own
+    stack (no recursion), so ``[[[[...`` is counted here before the composer recurses into it."""
+    loader = loader_class(data)
+    nodes = depth = 0
     try:
-        with open(path, "rb") as handle:
-            return yaml.load(handle, Loader=loader)  # nosec: safe loader
+        while loader.check_event():
+            event = loader.get_event()
+            if isinstance(event, yaml.AliasEvent) or getattr(event, "anchor", None) is not None:
+                raise CatalogueError("%s: %s: anchors and aliases are not allowed in catalogue files (write the "
+                                     "value out)" % (path, _place(event.start_mark)))
+            if isinstance(event, (yaml.ScalarEvent, yaml.CollectionStartEvent)):
+                nodes += 1
+                if nodes > MAX_YAML_NODES:
+                    raise CatalogueError("%s: %s: more than %d values (the limit of a catalogue file)" % (
+                        path, _place(event.start_mark), MAX_YAML_NODES))
+            if isinstance(event, yaml.CollectionStartEvent):
+                depth += 1
+                if depth > MAX_YAML_DEPTH:
+                    raise CatalogueError("%s: %s: nested deeper than %d (the limit of a catalogue file)" % (
+                        path, _place(event.start_mark), MAX_YAML_DEPTH))
+            elif isinstance(event, yaml.CollectionEndEvent):
+                depth -= 1
+            elif isinstance(event, yaml.ScalarEvent) and len(event.value) > MAX_YAML_NUMBER_CHARS \
+                    and event.implicit[0] and loader.resolve(yaml.ScalarNode, event.value, (True, False)) in _INT_FLOAT:
+                raise CatalogueError("%s: %s: a number of %d characters (at most %d)" % (
+                    path, _place(event.start_mark), len(event.value), MAX_YAML_NUMBER_CHARS))
+    except yaml.YAMLError as exc:
+        raise CatalogueError(_yaml_problem(path, exc, yaml))
+    finally:
+        loader.dispose()
+
+
+def _load_yaml(path):
+    """The document of the catalogue file ``path``, read through the one bounded reader (a regular
+    file, not a link, not over :data:`MAX_CATALOGUE_BYTES`) and loaded within the limits above.
+    Every refusal is a :class:`CatalogueError` naming the file (and the line where there is one);
+    none quotes the file's content."""
+    yaml = _yaml()
+    try:
+        data = read_bytes(path, MAX_CATALOGUE_BYTES)
+    except FileRefused as exc:
+        raise CatalogueError("%s: refused: %s" % (path, exc.why))
     except EnvironmentError as exc:
         raise CatalogueError("%s: cannot read: %s" % (path, exc.strerror or exc))
+    loader_class = _loader_class(yaml)
+    _scan_yaml(yaml, loader_class, data, path)
+    loader = loader_class(data)
+    try:
+        return loader.get_single_data()  # nosec: a safe loader
     except yaml.YAMLError as exc:
-        raise CatalogueError("%s: not valid YAML: %s" % (path, str(exc).replace("\n", " ")))
+        raise CatalogueError(_yaml_problem(path, exc, yaml))
+    except (ValueError, TypeError, OverflowError, RecursionError) as exc:
+        raise CatalogueError("%s: not valid YAML: a value cannot be read (%s)" % (path, type(exc).__name__))
+    finally:
+        loader.dispose()
 
 
 def _rel(path, base):
@@ -458,7 +554,8 @@ def _layer_file(previous):
 
 def _check_site_dirs(site_dirs):
     """Absolute paths of the site catalogue directories: a relative path is resolved against the
-    current directory (ansible-playbook's); each must exist and hold rules/, profiles/ or waivers/."""
+    current directory (ansible-playbook's); each must exist and hold rules/, profiles/ or waivers/,
+    none of them a symbolic link (the directory itself is the operator's and may be one)."""
     if site_dirs is None:
         return []
     if not isinstance(site_dirs, (list, tuple)):
@@ -471,7 +568,7 @@ def _check_site_dirs(site_dirs):
         shown = entry if entry == path else "%s (%s)" % (entry, path)
         if not os.path.isdir(path):
             raise CatalogueError("%s: %s: no such directory" % (SITE_VARIABLE, shown))
-        if not any(os.path.isdir(os.path.join(path, sub)) for sub in SITE_SUBDIRS):
+        if not any(_site_subdir(path, sub) for sub in SITE_SUBDIRS):
             raise CatalogueError("%s: %s holds none of %s" % (
                 SITE_VARIABLE, shown, ", ".join(sub + "/" for sub in SITE_SUBDIRS)))
         if path in out:
@@ -480,8 +577,27 @@ def _check_site_dirs(site_dirs):
     return out
 
 
+def _site_subdir(site_dir, sub):
+    """``<site_dir>/<sub>`` when it is a directory, None when there is nothing; a link (to anywhere:
+    it would lead out of the site directory) or anything else in its place is refused."""
+    path = os.path.join(site_dir, sub)
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return None
+    except EnvironmentError as exc:
+        raise CatalogueError("%s: cannot read: %s" % (path, exc.strerror or exc))
+    if stat.S_ISLNK(mode):
+        raise CatalogueError("%s: is a symbolic link: rules/, profiles/ and waivers/ of a site catalogue are directories "
+                             "inside it (not followed)" % path)
+    if not stat.S_ISDIR(mode):
+        raise CatalogueError("%s: is not a directory" % path)
+    return path
+
+
 def _yaml_names(directory):
-    """Sorted names of the YAML files of ``directory`` (none when it does not exist)."""
+    """Sorted names of the YAML files of ``directory`` (none when it does not exist). Each is read
+    by :func:`_load_yaml`, which refuses a link or anything but a regular file."""
     if not os.path.isdir(directory):
         return []
     try:
@@ -491,20 +607,26 @@ def _yaml_names(directory):
     return sorted(n for n in names if n.endswith((".yml", ".yaml")) and not n.startswith("."))
 
 
+def _site_names(site_dir, sub):
+    """:func:`_yaml_names` of a site directory's ``sub`` (rules, profiles, waivers), never through a link."""
+    directory = _site_subdir(site_dir, sub)
+    return _yaml_names(directory) if directory else []
+
+
 def read_site_dir(site_dir):
     """The documents of one site catalogue directory, each file loaded and schema-checked:
     ``{"dir", "rules": [[path, area or None, rules]], "profiles": {name: [data, path, where]},
     "waivers": [path]}``. Files are named by their full path. A rule file named after an area
     (``rules/kernel.yml``) holds rules of that area only; any other name may mix areas."""
     rules = []
-    for name in _yaml_names(os.path.join(site_dir, "rules")):
+    for name in _site_names(site_dir, "rules"):
         path = os.path.join(site_dir, "rules", name)
         stem = name.rsplit(".", 1)[0]
         data = _load_yaml(path)
         _check_file("rules", data, path, "rule")
         rules.append([path, stem if stem in AREA_PREFIX else None, data])
     profiles = {}
-    for name in _yaml_names(os.path.join(site_dir, "profiles")):
+    for name in _site_names(site_dir, "profiles"):
         path = os.path.join(site_dir, "profiles", name)
         pname = name.rsplit(".", 1)[0]
         if not _NAME_RE.match(pname):
@@ -515,7 +637,7 @@ def read_site_dir(site_dir):
         where = "%s: profile %s" % (path, pname)
         _check_file("profile", data, where, items=False)
         profiles[pname] = [data, path, where]
-    waivers = [os.path.join(site_dir, "waivers", name) for name in _yaml_names(os.path.join(site_dir, "waivers"))]
+    waivers = [os.path.join(site_dir, "waivers", name) for name in _site_names(site_dir, "waivers")]
     return {"dir": site_dir, "rules": rules, "profiles": profiles, "waivers": waivers}
 
 
@@ -780,24 +902,31 @@ def _stamp(base_dir, site_dirs=()):
         for sub in SITE_SUBDIRS:
             d = os.path.join(site_dir, sub)
             try:
-                names = sorted(os.listdir(d)) if os.path.isdir(d) else None
-                if names is None:
-                    stamp.append(("site", site_dir, sub, None))
+                st = os.lstat(d)
+                if not stat.S_ISDIR(st.st_mode):  # a link is never followed (read_site_dir refuses it)
+                    stamp.append(("site", site_dir, sub, "link" if stat.S_ISLNK(st.st_mode) else "not a directory"))
                     continue
-                for name in names:
+                for name in sorted(os.listdir(d)):
                     path = os.path.join(d, name)
-                    st = os.stat(path)
-                    stamp.append(("site", site_dir, sub, name, st.st_mtime_ns, st.st_size, _digest(path)))
+                    st = os.lstat(path)
+                    stamp.append(("site", site_dir, sub, name, st.st_mode, st.st_mtime_ns, st.st_size, _digest(path, st)))
+            except FileNotFoundError:
+                stamp.append(("site", site_dir, sub, None))
             except EnvironmentError:
                 stamp.append(("site", site_dir, sub, "unreadable"))
     return tuple(stamp)
 
 
-def _digest(path):
-    if not os.path.isfile(path):
+def _digest(path, st=None):
+    """SHA-256 of the regular file ``path`` read through the bounded reader; None for anything else
+    (a link, a FIFO, a device, a file over the size cap: the load itself refuses those, by name)."""
+    st = st if st is not None else os.lstat(path)
+    if not stat.S_ISREG(st.st_mode) or st.st_size > MAX_CATALOGUE_BYTES:
         return None
-    with open(path, "rb") as handle:
-        return hashlib.sha256(handle.read()).hexdigest()
+    try:
+        return hashlib.sha256(read_bytes(path, MAX_CATALOGUE_BYTES)).hexdigest()
+    except EnvironmentError:
+        return None
 
 
 def _sites_documents(documents, site_dirs):
@@ -885,13 +1014,12 @@ def _disk_cache(base_dir, stamp, documents=None):
     directory = os.path.dirname(path)
     try:
         if documents is None:
-            if not os.path.exists(path):
+            if not os.path.lexists(path) or not _trusted(os.stat(directory)):
                 return None
-            with open(path, "rb") as handle:
-                st = os.fstat(handle.fileno())
-                if not (_trusted(st) and _trusted(os.stat(directory))):
-                    return None
-                loaded = json.loads(handle.read().decode("utf-8"))
+            st = os.lstat(path)
+            if not (stat.S_ISREG(st.st_mode) and _trusted(st)):
+                return None
+            loaded = loads_json(read_bytes(path).decode("utf-8"))
             if isinstance(loaded, dict) and isinstance(loaded.get("rules"), list) and \
                     isinstance(loaded.get("profiles"), dict):
                 return loaded
@@ -965,7 +1093,7 @@ def parse_date(value, where):
             return datetime.datetime.strptime(value.strip(), "%Y-%m-%d").date()
         except ValueError:
             pass
-    raise CatalogueError("%s: expires must be a date YYYY-MM-DD, got %r" % (where, value))
+    raise CatalogueError("%s: expires must be a date YYYY-MM-DD, got %s" % (where, clip(repr(value), 100)))
 
 
 def load_waiver_files(paths):

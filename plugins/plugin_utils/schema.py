@@ -18,8 +18,10 @@ path of the failing value), ``value`` (the value), ``known`` (the allowed values
 from __future__ import absolute_import, division, print_function
 
 import datetime
-import json
 import os
+import re
+
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import clip, loads_json, read_bytes
 
 __metaclass__ = type
 
@@ -55,8 +57,7 @@ def validator(kind):
                               "catalogue: pip install jsonschema (into the Python that runs ansible-playbook)")
         path = os.path.join(SCHEMA_DIR, SCHEMA_FILES[kind])
         try:
-            with open(path, "rb") as handle:
-                schema = json.load(handle)
+            schema = loads_json(read_bytes(path, 1024 * 1024).decode("utf-8"))
         except (IOError, OSError, ValueError) as exc:
             raise SchemaError("%s: cannot load the schema: %s" % (path, exc))
         jsonschema.Draft202012Validator.check_schema(schema)
@@ -92,17 +93,49 @@ def _field(path):
     return ".".join(str(p) for p in path) or "(top level)"
 
 
-def _message(error, path):
-    """The text of one error, ``path`` being the failing value's path inside its item."""
+class _Shown:
+    """A value as a message shows it (``{value!r}`` in an ``x-message``): the document itself (the
+    top level) by its kind only, since a file that is not a catalogue file at all (a link to
+    ``/etc/shadow`` read as one string) must not be quoted; anything else clipped to one line of
+    at most :data:`VALUE_CHARS` characters."""
+
+    KINDS = {str: "a string", int: "a number", float: "a number", bool: "true or false", list: "a list",
+             dict: "a mapping", type(None): "nothing (an empty document)"}
+
+    def __init__(self, value, top):
+        self.value = value
+        self.top = top
+
+    def __repr__(self):
+        if self.top:
+            return self.KINDS.get(type(self.value), "something else")
+        return clip(repr(self.value), VALUE_CHARS)
+
+    def __str__(self):
+        if self.top:
+            return repr(self)
+        return clip(str(self.value), VALUE_CHARS)
+
+    def __format__(self, spec):
+        return format(str(self), spec)
+
+
+#: What a message quotes of a value at most (characters).
+VALUE_CHARS = 120
+
+
+def _message(error, path, top=False):
+    """The text of one error, ``path`` being the failing value's path inside its item; ``top``: the
+    failing value is the document itself."""
     instance = error.instance
-    values = {"field": _field(path), "value": instance, "known": "", "missing": "", "unknown": ""}
+    values = {"field": _field(path), "value": _Shown(instance, top), "known": "", "missing": "", "unknown": ""}
     if error.validator == "enum":
         values["known"] = ", ".join(str(v) for v in error.validator_value)
     if error.validator == "required" and isinstance(instance, dict):
         values["missing"] = ", ".join(k for k in error.validator_value if k not in instance)
     if error.validator == "additionalProperties" and isinstance(instance, dict):
         allowed = list((error.schema.get("properties") or {}).keys())
-        values["unknown"] = ", ".join(sorted(str(k) for k in instance if k not in allowed))
+        values["unknown"] = _unknown_keys(instance, allowed)
         values["known"] = ", ".join(allowed)
     custom = _template(error)
     if custom:
@@ -112,9 +145,48 @@ def _message(error, path):
         return "%smissing required key(s) %s" % (where, values["missing"])
     if error.validator == "additionalProperties":
         return "%sunknown key(s) %s (allowed: %s)" % (where, values["unknown"], values["known"])
-    if error.validator == "dependentRequired":
-        return "%s%s" % (where, error.message)
-    return "%s%s" % (where, error.message)
+    if top:  # jsonschema's own text quotes the whole document
+        return "not a %s document (it fails the schema's %s)" % (error.schema.get("title", "catalogue") if isinstance(
+            error.schema, dict) else "catalogue", error.validator)
+    return "%s%s" % (where, clip(error.message, 300))
+
+
+#: An unknown key a message quotes: one that looks like a key (a line of some other file that
+#: happens to parse as a mapping, ``root:$6$...:::``, is counted, not quoted).
+_KEY_SHOWN_RE = re.compile(r"^[A-Za-z0-9_.-]{1,60}$")
+
+
+def _unknown_keys(document, allowed):
+    """The keys of ``document`` not in ``allowed``, as a message lists them: at most 20 names; a key
+    that does not look like one is only counted."""
+    names = ["true" if k is True else "false" if k is False else str(k) for k in document]
+    unknown = sorted(name for name in names if name not in allowed)
+    shown = [name for name in unknown if _KEY_SHOWN_RE.match(name)]
+    text = ", ".join(shown[:20]) + (", ..." if len(shown) > 20 else "")
+    others = len(unknown) - len(shown)
+    if others:
+        text += "%s[%d not shown: not a name]" % (", " if shown else "", others)
+    return text
+
+
+def _unknown_top_level_keys(kind, document):
+    """Unknown keys of a mapping document are refused before anything else looks at it (before the
+    copy :func:`json_compatible` makes, before the validator walks it): the same message the
+    validator gives, without walking what the keys hold."""
+    schema = validator(kind).schema
+    if not (isinstance(document, dict) and isinstance(schema, dict) and schema.get("type") == "object"
+            and schema.get("additionalProperties") is False):
+        return
+    allowed = list((schema.get("properties") or {}).keys())
+    if all(isinstance(k, str) and k in allowed for k in document):
+        return
+    custom = schema.get("x-message")
+    custom = custom.get("additionalProperties") if isinstance(custom, dict) else None
+    values = {"field": _field([]), "value": _Shown(document, True), "known": ", ".join(allowed), "missing": "",
+              "unknown": _unknown_keys(document, allowed)}
+    if custom:
+        raise SchemaError(custom.format(**values))
+    raise SchemaError("unknown key(s) %s (allowed: %s)" % (values["unknown"], values["known"]))
 
 
 def _rank(error):
@@ -128,6 +200,7 @@ def check(kind, document, items=False):
     With ``items`` (rule files, waiver lists) the document is a list: the error's ``index``
     names the item, and the message's field is relative to that item.
     """
+    _unknown_top_level_keys(kind, document)
     document = json_compatible(document)
     errors = sorted(validator(kind).iter_errors(document), key=_rank)
     if not errors:
@@ -135,6 +208,7 @@ def check(kind, document, items=False):
     error = errors[0]
     path = list(error.absolute_path)
     index = None
+    top = not path
     if items and path and isinstance(path[0], int):
         index, path = path[0], path[1:]
-    raise SchemaError(_message(error, path), index)
+    raise SchemaError(_message(error, path, top), index)

@@ -1,0 +1,200 @@
+"""Site catalogues are input the tool does not trust (issue 18, items 5, 6, 8, 11 and 12).
+
+The tool runs as root; a site catalogue directory (gpuhost_catalogue_dirs) may be a shared one.
+Each guarantee here: YAML without aliases or anchors, within a size, node and depth budget; no
+file followed out of the site directory and no raw content of a broken file quoted; every error
+naming file, entry and field (unquoted dates included). The bombs themselves (minutes, gigabytes
+before the change) run bounded in ``tests/fuzz/test_catalogue_yaml.py``.
+"""
+import os
+import re
+import textwrap
+
+import pytest
+
+from helpers.site_catalogue import SITE_RULE
+
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue, schema
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError
+
+SECRET = "SECRET-2f9c1d"
+
+SITE_PROFILE = """\
+description: Our inference fleet.
+extends: amd-epyc-nvidia
+"""
+
+
+def write(path, text):
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(textwrap.dedent(text))
+    return path
+
+
+@pytest.fixture(autouse=True)
+def private_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    catalogue._CACHE.clear()
+    yield
+    catalogue._CACHE.clear()
+
+
+@pytest.fixture
+def site(tmp_path):
+    directory = tmp_path / "site"
+    write(directory / "rules" / "kernel.yml", SITE_RULE)
+    write(directory / "profiles" / "site-inference.yml", SITE_PROFILE)
+    return directory
+
+
+def load_error(site):
+    with pytest.raises(CatalogueError) as err:
+        catalogue.validate(site_dirs=[str(site)])
+    message = str(err.value)
+    assert "\n" not in message
+    return message
+
+
+# -- item 5: YAML aliases, size, nodes, depth --------------------------------------------------------
+
+def test_anchors_and_aliases_are_refused_with_file_line_and_column(site):
+    path = write(site / "profiles" / "site-inference.yml", """\
+        description: &d Our inference fleet.
+        extends: amd-epyc-nvidia
+        params:
+          site_note: *d
+        """)
+    message = load_error(site)
+    assert message.startswith("%s: line 1, column 14: " % path), message
+    assert "anchors and aliases are not allowed" in message
+
+
+def test_an_alias_alone_is_refused_where_it_stands(site):
+    path = write(site / "profiles" / "site-inference.yml", "description: x\nextends: *nothing\n")
+    message = load_error(site)
+    assert message.startswith("%s: line 2, column 10: " % path), message
+    assert "alias" in message
+
+
+def test_a_file_over_the_size_cap_is_refused(site):
+    path = write(site / "rules" / "kernel.yml", SITE_RULE + "#" * (catalogue.MAX_CATALOGUE_BYTES + 1) + "\n")
+    message = load_error(site)
+    assert message.startswith(str(path)) and "larger than %d bytes" % catalogue.MAX_CATALOGUE_BYTES in message
+
+
+def test_a_file_over_the_node_budget_is_refused(site):
+    # 240 kB, under the size cap: 120,000 values
+    path = write(site / "rules" / "kernel.yml", "- [" + "0," * 120000 + "0]\n")
+    message = load_error(site)
+    assert message.startswith("%s: line 1, column " % path), message
+    assert "more than %d values" % catalogue.MAX_YAML_NODES in message
+
+
+def test_a_file_nested_too_deeply_is_refused(site):
+    depth = catalogue.MAX_YAML_DEPTH + 1
+    path = write(site / "profiles" / "site-inference.yml", "description: x\nparams:\n  x: " + "[" * depth + "]" * depth + "\n")
+    message = load_error(site)
+    assert message.startswith("%s: line 3, column " % path), message
+    assert "nested deeper than %d" % catalogue.MAX_YAML_DEPTH in message
+
+
+def test_an_overlong_number_is_refused_before_it_is_converted(site):
+    path = write(site / "profiles" / "site-inference.yml", "description: x\npriority: %s\n" % ("7" * 5000))
+    message = load_error(site)
+    assert message.startswith("%s: line 2, column 11: " % path), message
+    assert "number" in message and "7777" not in message
+
+
+def test_unknown_top_level_keys_are_refused_before_any_copy(monkeypatch):
+    def copy(value):
+        raise AssertionError("copied before the keys were checked")
+    monkeypatch.setattr(schema, "json_compatible", copy)
+    with pytest.raises(schema.SchemaError, match=r"^unknown key\(s\) descripton, x \(allowed: description, "):
+        schema.check("profile", {"descripton": "typo", "x": [[[["deep"]]]]})
+
+
+# -- items 6 and 8: links, special files, content of broken files ------------------------------------
+
+def test_a_catalogue_file_linked_out_of_the_site_directory_is_refused_unread(site, tmp_path):
+    outside = write(tmp_path / "elsewhere" / "secret.yml", "%s: {password: hunter2}\n" % SECRET)
+    link = site / "profiles" / "x.yml"
+    os.symlink(str(outside), str(link))
+    message = load_error(site)
+    assert message.startswith(str(link)) and "symbolic link" in message
+    assert SECRET not in message
+
+
+def test_a_subdirectory_linked_out_of_the_site_directory_is_refused(site, tmp_path):
+    elsewhere = tmp_path / "elsewhere" / "profiles"
+    write(elsewhere / "x.yml", SITE_PROFILE)
+    for entry in (site / "profiles").iterdir():
+        entry.unlink()
+    (site / "profiles").rmdir()
+    os.symlink(str(elsewhere), str(site / "profiles"))
+    message = load_error(site)
+    assert message.startswith(str(site / "profiles")) and "symbolic link" in message
+
+
+@pytest.mark.parametrize("text", [
+    "root:$6$%s:19000:0:99999:7:::\n" % SECRET,             # parses as one string
+    "%s: a: b\n" % SECRET,                                  # does not parse
+    "description: x\n%s\n" % SECRET,                        # parses as something else
+    "- %s\n- a\n" % SECRET,                                 # a list, not a mapping
+])
+def test_content_of_a_file_that_is_not_a_catalogue_file_is_never_quoted(site, text):
+    path = write(site / "profiles" / "site-inference.yml", text)
+    message = load_error(site)
+    assert message.startswith(str(path)) and SECRET not in message, message
+    assert re.search(r"line \d+|must be a YAML mapping, got a list|\[1 not shown: not a name\]", message), message
+
+
+def test_a_syntax_error_names_line_and_column_without_the_line(site):
+    path = write(site / "profiles" / "site-inference.yml", "description: x\n%s: a: b\n" % SECRET)
+    message = load_error(site)
+    assert re.match(r"^%s: not valid YAML: line 2, column \d+: " % re.escape(str(path)), message), message
+    assert SECRET not in message
+
+
+def test_binary_garbage_is_named_not_quoted(site):
+    path = write(site / "rules" / "kernel.yml", bytes(range(256)) * 4)
+    message = load_error(site)
+    assert message.startswith(str(path)) and message.isprintable()
+
+
+def test_long_values_in_schema_messages_are_clipped(site):
+    write(site / "rules" / "kernel.yml", SITE_RULE.replace("severity: medium", "severity: " + "x" * 20000))
+    message = load_error(site)
+    assert "unknown severity" in message and len(message) < 1200
+
+
+# -- item 11: every error has a place ----------------------------------------------------------------
+
+@pytest.mark.parametrize("date", ["2025-02-30", "2025-13-01", "2025-00-10", "0000-01-01"])
+def test_an_unquoted_invalid_date_names_file_waiver_and_field(site, date):
+    path = write(site / "waivers" / "rollout.yml", """\
+        - rule: KERNEL-001
+          reason: fine
+          expires: 2099-01-01
+        - rule: KERNEL-901
+          reason: rollout
+          expires: %s
+        """ % date)
+    message = load_error(site)
+    assert message == "%s: waiver #2 (rule KERNEL-901): expires must be a date YYYY-MM-DD, got '%s'" % (path, date)
+
+
+def test_an_unquoted_invalid_date_in_a_waiver_file_variable_is_named(tmp_path):
+    path = write(tmp_path / "waivers.yml", "- rule: NUMA-001\n  reason: r\n  expires: 2025-02-30\n")
+    cat = catalogue.load_catalogue()
+    with pytest.raises(CatalogueError, match=r"^%s: waiver #1 \(rule NUMA-001\): expires must be a date" % path):
+        catalogue.validate_waivers([], cat, [str(path)])
+
+
+def test_an_unquoted_valid_date_still_waives(site):
+    write(site / "waivers" / "rollout.yml", "- rule: KERNEL-901\n  reason: r\n  expires: 2099-01-01\n")
+    cat = catalogue.load_catalogue(site_dirs=[str(site)])
+    (waiver,) = catalogue.validate_waivers([], cat, cat.waiver_files)
+    assert waiver["expires"].isoformat() == "2099-01-01"
