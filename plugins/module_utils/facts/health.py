@@ -91,13 +91,24 @@ def _scan(text, start=0):
         end = text.find("\n", start + _PIECE)
         end = size if end < 0 else end + 1
         piece = text[start:end]
+        start = end
+        if _XID_MARK not in piece and not _has_empty_line(piece):
+            # a kernel log as it comes: no line to pick and none to leave out, so no split
+            yield piece.count("\n") + (0 if piece.endswith("\n") else 1), []
+            continue
         lines = piece.split("\n")
         count = len(lines) - lines.count("") - lines.count("\r")
         xids = [line for line in lines if _XID_MARK in line] if _XID_MARK in piece else []
         if xids and "\r" in piece:
             xids = [line.replace("\r", "") for line in xids]
         yield count, xids
-        start = end
+
+
+def _has_empty_line(piece):
+    """Whether a line of ``piece`` other than the empty one after a final newline is empty or a
+    lone carriage return."""
+    return ("\n\n" in piece or "\n\r\n" in piece or piece.startswith(("\n", "\r\n")) or piece == "\r"
+            or piece.endswith("\n\r"))
 
 
 def reduce_kernel_log(text, source):

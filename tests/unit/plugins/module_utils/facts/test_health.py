@@ -9,6 +9,7 @@ import json
 import os
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from helpers.tree import replay_recording, write_tree
 
@@ -107,6 +108,20 @@ def test_blank_and_carriage_return_lines_are_not_counted_the_same_raw_and_stored
     assert raw["lines"] == stored["lines"] == 2
     assert raw["by_gpu"] == stored["by_gpu"] == {"0000:41:00.0": {"79": {"count": 1, "first_s": 2.0, "last_s": 2.0,
                                                                           "message": "x"}}}
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(alphabet="\n\r ka", max_size=40), st.integers(min_value=1, max_value=8))
+def test_line_count_is_the_non_empty_lines_whatever_the_pieces(text, piece):
+    # the count of a piece without empty lines is taken without splitting it: same result
+    expected = len([line for line in text.split("\n") if line not in ("", "\r")])
+    saved = health._PIECE
+    health._PIECE = piece
+    try:
+        assert parse_kernel_log(text)["lines"] == expected
+        assert parse_kernel_log(reduce_kernel_log(text, "dmesg"))["lines"] == expected
+    finally:
+        health._PIECE = saved
 
 
 def test_gpu_and_code_pairs_beyond_the_limit_are_counted_not_kept(monkeypatch):
