@@ -12,18 +12,27 @@ changed; same boot or across a reboot), appends it and prunes the file to a rete
 (:func:`record_audit`); ``baseline_evaluate`` hands the values seen earlier in the running boot
 to the rules (:func:`earlier_in_boot`, PCI-008).
 
-Reading never raises on a damaged file: a truncated or garbage line is skipped with a warning.
+Reading never raises on a damaged file: a truncated, garbage or too deeply nested line is skipped
+with a warning naming the file and the line (the first :data:`MAX_LINE_WARNINGS` of a file, then a
+count). The tool runs as root on the controller and on every host (the self-audit), so a history
+file is read only through ``files.read_bytes`` (a regular file, not through a link, never blocking,
+at most :data:`MAX_FILE_BYTES`) and written only without following a link; a file that is refused
+is renamed aside (``.<file>.refused``) by the next write, which starts the history afresh
+(docs/self-audit.md, "A damaged or hostile history").
 """
 
 from __future__ import absolute_import, division, print_function
 
+import collections
 import datetime
 import hashlib
 import json
 import os
 import re
+import stat
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import DirectoryLock, atomic_write
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import (
+    DirectoryLock, FileRefused, atomic_write, loads_json, read_bytes)
 
 __metaclass__ = type
 
@@ -35,6 +44,30 @@ SUFFIX = ".jsonl"
 
 #: Retention count when none is given.
 DEFAULT_KEEP = 50
+
+#: Largest history file read (bytes); a larger one is refused. A record is about 11 KB on the
+#: largest host the tests model (768 CPUs, 64 PCI devices, 8 GPUs; measured), so the self-audit's
+#: 168 records are about 2 MB: 16 MiB leaves eight times that for bigger hosts or a longer
+#: retention, and the worst file under it (all valid records, or one record of 16 MiB) parses in
+#: well under the 512 MiB the bomb corpus allows (tests/fuzz/test_history.py).
+MAX_FILE_BYTES = 16 * 1024 * 1024
+
+#: Damaged lines named per file read; the rest are counted in one more warning.
+MAX_LINE_WARNINGS = 10
+
+#: Damaged lines after which a file is not read on: it is not a history (a history holds records,
+#: a few of them cut short by a crash at most). Parsing a crafted line costs microseconds; a file
+#: at the cap holds some 300,000 of them.
+MAX_DAMAGED_LINES = 1000
+
+#: Deepest nesting of a finding's observed value in a record (real ones nest two or three levels);
+#: a deeper one parses but would exhaust the recursion of the code that compares and renders it.
+MAX_OBSERVED_DEPTH = 32
+
+#: Suffix of the name a refused history file is renamed to, ``.<file>.refused`` in the same
+#: directory: hidden like the tool's temporary files (``.<file>.<random>``), never a host's file
+#: name (:func:`file_name` never starts with a dot), one per host (a later one replaces it).
+REFUSED_SUFFIX = ".refused"
 
 #: Fact values the rules want from earlier audits of the same boot, and the rules whose observed
 #: value is that fact (per subject, the PCI address): MaxReadReq of GPUs (PCI-001) and NICs (PCI-002).
@@ -176,46 +209,135 @@ def _check_record(record, host):
         if not (isinstance(row, list) and len(row) == 4 and isinstance(row[0], str)
                 and (row[1] is None or isinstance(row[1], str)) and isinstance(row[2], str)):
             return "a finding is not [rule, subject, status, observed]"
+        if isinstance(row[3], (list, dict)) and _deeper_than(row[3], MAX_OBSERVED_DEPTH):
+            return "a finding's observed value nests deeper than %d levels" % MAX_OBSERVED_DEPTH
     return None
+
+
+def _deeper_than(value, limit):
+    """Whether ``value`` (parsed JSON) nests lists and objects more than ``limit`` deep; no recursion."""
+    if not isinstance(value, (list, dict)):
+        return False
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > limit:
+            return True
+        for child in (item.values() if isinstance(item, dict) else item):
+            if isinstance(child, (list, dict)):
+                stack.append((child, depth + 1))
+    return False
+
+
+class _Reader:
+    """One pass over the lines of a history file: :meth:`records` yields the valid records one at a
+    time (a caller keeps what it needs, never a second copy of the file), :attr:`skipped` counts the
+    damaged lines and :meth:`warnings` names the first :data:`MAX_LINE_WARNINGS` and counts the rest.
+    After :data:`MAX_DAMAGED_LINES` damaged lines it stops (:attr:`abandoned`): the file is not a
+    history, and its records so far are not to be used either."""
+
+    def __init__(self, source, host):
+        self.source = source
+        self.host = host
+        self.valid = 0
+        self.skipped = 0
+        self.abandoned = False
+        self._named = []
+        self.cut = False  # the last line has no newline
+
+    def _skip(self, number, why):
+        self.skipped += 1
+        if len(self._named) < MAX_LINE_WARNINGS:
+            self._named.append("%s line %d: %s; skipped" % (self.source, number, why))
+        self.abandoned = self.skipped > MAX_DAMAGED_LINES
+
+    def _why(self, line):
+        """Why ``line`` (text) is not a record, or the record."""
+        text = line.strip()
+        cut = "; the line is cut short" if self.cut else ""
+        if text[0] != "{" or text[-1] != "}":  # not an object: no need to ask the parser (a flood is fast)
+            what = ("the object is not closed" if text[0] == "{" else
+                    "not an object" if text[0] in "[\"-0123456789tfn" else "not JSON")
+            return "not a JSON record (%s%s)" % (what, cut)
+        try:
+            record = loads_json(text)
+        except ValueError as exc:  # RecursionError too (files.loads_json): a line of 100,000 "["
+            return "not a JSON record (%s%s)" % (exc.msg if hasattr(exc, "msg") else exc, cut)
+        return _check_record(record, self.host) or record
+
+    def records(self, lines):
+        for number, line in enumerate(lines, 1):
+            if isinstance(line, bytes):
+                line = line.decode("utf-8", "replace")
+            self.cut = bool(line) and not line.endswith("\n")
+            if not line.strip():
+                continue
+            record = self._why(line)
+            if isinstance(record, str):
+                self._skip(number, record)
+                if self.abandoned:
+                    return
+                continue
+            self.valid += 1
+            yield record
+
+    def warnings(self, then="judged as if there were no history"):
+        """The warnings of this pass; ``then`` says what the caller does with an abandoned file."""
+        if self.abandoned:
+            return self._named + ["%s: more than %d damaged lines (the first %d listed above): not a history "
+                                  "file; %s" % (self.source, MAX_DAMAGED_LINES, len(self._named), then)]
+        if self.skipped <= len(self._named):
+            return list(self._named)
+        return self._named + ["%s: %d more damaged lines skipped (%d in all, the first %d listed above)" % (
+            self.source, self.skipped - len(self._named), self.skipped, len(self._named))]
+
+
+def _lines_of(data):
+    """The lines of ``data`` (bytes), each with its newline, one at a time."""
+    start, size = 0, len(data)
+    while start < size:
+        end = data.find(b"\n", start)
+        end = size if end < 0 else end + 1
+        yield data[start:end]
+        start = end
 
 
 def parse_lines(lines, source="history", host=None):
     """``(records, warnings)`` of the lines of a history file. A line that is not a complete,
-    valid record (cut short by a crash, garbage, another host's, another format) is skipped with
-    a warning naming ``source`` and the line number; blank lines are ignored."""
-    records, warnings = [], []
-    for number, line in enumerate(lines, 1):
-        if isinstance(line, bytes):
-            line = line.decode("utf-8", "replace")
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError as exc:
-            warnings.append("%s line %d: not a JSON record (%s%s); skipped" % (
-                source, number, exc.msg if hasattr(exc, "msg") else exc,
-                "; the line is cut short" if not line.endswith("\n") else ""))
-            continue
-        why = _check_record(record, host)
-        if why:
-            warnings.append("%s line %d: %s; skipped" % (source, number, why))
-            continue
-        records.append(record)
-    return records, warnings
+    valid record (cut short by a crash, garbage, nested too deeply, another host's, another format)
+    is skipped with a warning naming ``source`` and the line number, the first
+    :data:`MAX_LINE_WARNINGS` of them, then one counting the rest; blank lines are ignored."""
+    reader = _Reader(source, host)
+    records = list(reader.records(lines))
+    return ([] if reader.abandoned else records), reader.warnings()
+
+
+def _source(path):
+    return "history file %s" % path
+
+
+def _load(path):
+    """``(bytes, warnings)`` of the history file at ``path`` read by ``files.read_bytes``: ``b""``
+    and no warning when it is missing, ``None`` and the reason when it cannot or may not be read."""
+    try:
+        return read_bytes(path, MAX_FILE_BYTES), []
+    except FileNotFoundError:
+        return b"", []
+    except FileRefused as exc:
+        return None, ["%s cannot be read: it %s; judged as if there were no history" % (_source(path), exc.why)]
+    except (IOError, OSError) as exc:
+        return None, ["%s cannot be read (%s); judged as if there were no history" % (
+            _source(path), exc.strerror or exc)]
 
 
 def read_history(path, host=None):
-    """``(records, warnings)`` of the history file at ``path``, oldest first; a missing file is no history."""
-    try:
-        with open(path, "rb") as handle:
-            data = handle.read()
-    except FileNotFoundError:
-        return [], []
-    except (IOError, OSError) as exc:
-        return [], ["history file %s cannot be read (%s); audited as if there were no history" % (
-            path, exc.strerror or exc)]
-    text = data.decode("utf-8", "replace")
-    return parse_lines(text.splitlines(True), source="history file %s" % path, host=host)
+    """``(records, warnings)`` of the history file at ``path``, oldest first; a missing file is no
+    history, one that is not a regular file, is reached through a link or is larger than
+    :data:`MAX_FILE_BYTES` is refused with a warning (and no records)."""
+    data, warnings = _load(path)
+    if not data:
+        return [], warnings
+    return parse_lines(_lines_of(data), source=_source(path), host=host)
 
 
 # ---------------------------------------------------------------------------
@@ -390,16 +512,60 @@ def with_history(facts, history_dir, host):
     except HistoryError as exc:
         return dict(facts, history={"boot_id": boot_id_of(facts), "source": None, "audits": 0, "first": None,
                                     "last": None, "reason": str(exc), "earlier": {}}), [str(exc)]
-    records, warnings = read_history(path, host=host)
-    return dict(facts, history=earlier_in_boot(records, boot_id_of(facts), source=path)), warnings
+    data, warnings = _load(path)
+    reader = _Reader(_source(path), host)
+    # the records stream through earlier_in_boot: the file is held once, as bytes
+    records = reader.records(_lines_of(data or b""))
+    history = earlier_in_boot(records, boot_id_of(facts), source=path)
+    for dummy in records:  # an unknown boot reads none of them: the damaged lines are still named
+        pass
+    if reader.abandoned:  # not a history: none of it is evidence
+        history = earlier_in_boot([], boot_id_of(facts), source=path)
+    return dict(facts, history=history), warnings + reader.warnings()
 
 
 # ---------------------------------------------------------------------------
 # writing
 # ---------------------------------------------------------------------------
 
-def _rewrite(path, records):
-    atomic_write(path, "".join(encode(record) for record in records))
+def _rewrite(path, lines):
+    """Replace ``path`` by a file of ``lines`` (encoded records)."""
+    # atomic_write replaces a link at ``path`` with the file, never writes through it
+    atomic_write(path, "".join(lines))
+
+
+#: Flags of the append: never through a link, never blocking on a FIFO or a device
+_APPEND_FLAGS = (os.O_WRONLY | os.O_APPEND | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+                 | getattr(os, "O_NOCTTY", 0) | getattr(os, "O_CLOEXEC", 0))
+
+
+def _append(path, line, create):
+    """Append ``line`` to the regular file ``path`` with one write; ``create``: the file must not
+    exist yet (``O_EXCL``: a link or anything else put there since is an error, never followed)."""
+    fd = os.open(path, _APPEND_FLAGS | (os.O_CREAT | os.O_EXCL if create else 0), 0o644)
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise FileRefused(path, "is not a regular file (changed since it was read); not written")
+        if create:
+            os.fchmod(fd, 0o644)
+        os.write(fd, line.encode("ascii"))
+    finally:
+        os.close(fd)
+
+
+def _set_aside(path):
+    """Rename the refused ``path`` (a link, a FIFO, a device, a directory, a file over the cap or
+    not a history) to ``.<name>`` + :data:`REFUSED_SUFFIX` in the same directory, replacing an
+    earlier one (never followed, never read); returns the new name. Raises ``OSError`` when it
+    cannot be moved (a directory over a non-empty one)."""
+    aside = os.path.join(os.path.dirname(path), "." + os.path.basename(path) + REFUSED_SUFFIX)
+    try:
+        if not stat.S_ISDIR(os.lstat(aside).st_mode):
+            os.unlink(aside)
+    except FileNotFoundError:
+        pass
+    os.rename(path, aside)
+    return aside
 
 
 def record_audit(directory, host, record, keep=DEFAULT_KEEP):
@@ -408,36 +574,77 @@ def record_audit(directory, host, record, keep=DEFAULT_KEEP):
     valid record before this one (``None`` when none), :func:`compare`'s result with
     ``last_change`` stored in the new record, and the warnings of reading the file.
 
-    The file is appended to with one write while it holds fewer than ``keep`` valid lines, and
-    rewritten (temporary file, rename) when it has to be pruned or held damaged lines. Raises
-    ``OSError`` when the directory or the file cannot be read or written (the file is then left as it is)."""
+    The file is read by ``files.read_bytes`` (at most :data:`MAX_FILE_BYTES`, a regular file not
+    reached through a link, never blocking); one that is refused is renamed aside
+    (:func:`_set_aside`, a warning says so) and the history starts afresh with this record. The
+    file is appended to with one write (``O_NOFOLLOW``) while it holds fewer than ``keep`` valid
+    lines, and rewritten (temporary file, rename) when it has to be pruned or held damaged lines.
+    Raises ``OSError`` when the directory or the file cannot be read or written (the file is then
+    left as it is)."""
     keep = max(1, int(keep))
     path = history_path(directory, host)
     base = os.path.dirname(path)
     os.makedirs(base, exist_ok=True)
+    warnings = []
     with DirectoryLock(base):
         try:
-            with open(path, "rb") as handle:
-                data = handle.read()
+            data, exists = read_bytes(path, MAX_FILE_BYTES), True
         except FileNotFoundError:
-            data = b""
-        text = data.decode("utf-8", "replace")
-        records, warnings = parse_lines(text.splitlines(True), source="history file %s" % path, host=host)
+            data, exists = b"", False
+        except FileRefused as exc:
+            try:
+                aside = _set_aside(path)
+            except OSError as problem:
+                raise HistoryError("%s cannot be read: it %s, and cannot be moved aside (%s); no history kept" % (
+                    _source(path), exc.why, problem.strerror or problem))
+            warnings.append("%s cannot be read: it %s; set aside as %s and started afresh" % (
+                _source(path), exc.why, aside))
+            data, exists = b"", False
+        reader = _Reader(_source(path), host)
+        # the last keep records only: a file of many small records is never held twice
+        records = collections.deque(reader.records(_lines_of(data)), maxlen=keep)
+        size = len(data)
+        del data
+        if reader.abandoned:
+            aside = _set_aside(path)
+            warnings.extend(reader.warnings(then="set aside as %s and started afresh" % aside))
+            records.clear()
+            reader.valid = reader.skipped = 0
+            exists = False
+        else:
+            warnings.extend(reader.warnings())
         # a last line without its newline (cut short, or edited by hand) would swallow the append
-        damaged = bool(warnings) or (text and not text.endswith("\n"))
+        damaged = bool(reader.skipped) or (exists and reader.cut)
         previous = records[-1] if records else None
         changes = compare(previous, record)
         record = dict(record, last_change=changes["last_change"])
-        if damaged or len(records) + 1 > keep:
-            _rewrite(path, (records + [record])[-keep:])
+        line = encode(record)
+        if damaged or reader.valid + 1 > keep or size + len(line) > MAX_FILE_BYTES:
+            kept = list(records)
+            count = _rewrite_within_cap(path, kept[max(0, len(kept) - keep + 1):] + [record], warnings)
         else:
-            fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
-            try:
-                os.write(fd, encode(record).encode("ascii"))
-            finally:
-                os.close(fd)
-    changes["records"] = min(len(records) + 1, keep)
+            _append(path, line, create=not exists)
+            count = reader.valid + 1
+    changes["records"] = count
     return previous, changes, warnings
+
+
+def _rewrite_within_cap(path, records, warnings):
+    """Rewrite ``path`` with ``records`` (the last one this audit's), dropping the oldest while
+    they would make a file over :data:`MAX_FILE_BYTES`: the tool never writes a history it would
+    refuse to read. Returns the records written; a warning says when any were dropped."""
+    lines = [encode(record) for record in records]
+    total = sum(len(line) for line in lines)
+    first = 0
+    while total > MAX_FILE_BYTES and first < len(lines) - 1:
+        total -= len(lines[first])
+        first += 1
+    if first:
+        warnings.append("%s: %d records would be larger than %d bytes, the most a history file may hold; the %d "
+                        "oldest dropped (keep fewer records: gpuhost_history_keep, gpuhost_self_audit_history_keep)"
+                        % (_source(path), len(lines), MAX_FILE_BYTES, first))
+    _rewrite(path, lines[first:])
+    return len(lines) - first
 
 
 def record_report(report, boot_ids, directory, keep=DEFAULT_KEEP):
@@ -459,7 +666,7 @@ def record_report(report, boot_ids, directory, keep=DEFAULT_KEEP):
                              state=host.get("state") or "audited")
         try:
             dummy, changes, problems = record_audit(directory, name, record, keep)
-        except (HistoryError, IOError, OSError) as exc:
+        except (HistoryError, IOError, OSError, RecursionError) as exc:  # never the report's end
             message = "history of host %s not kept in %s: %s" % (name, directory, exc)
             warnings.append(message)
             host["changes"] = {"error": message}
