@@ -26,13 +26,18 @@ Exit status: 0 the host was audited (whatever the findings: drift is what the me
 files are still written when their directories are writable, with the host ``failed`` and the
 reason, so the metrics say so; 2 the command line or the config file is unusable. Every error
 is one line on stderr starting ``gpuhost-self-audit:``, never a traceback.
+
+Every line it prints (the journal line on stdout, warnings and errors on stderr) goes through
+:func:`say`: host-controlled text in it (the host name, GPU names in a message, a history's
+path) is escaped by ``console.escape``, so nothing it prints can recolour a terminal, move the
+cursor or fake another journal line. The config file is read like every file this tool reads
+(``files.read_bytes``: a regular file, not through a link, never blocking, bounded).
 """
 
 from __future__ import absolute_import, division, print_function
 
 import argparse
 import datetime
-import json
 import os
 import resource
 import shutil
@@ -49,7 +54,9 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import boot_id_of, record_report, with_history
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ReportError, build_report
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.metrics import MetricsError, prom_escape, render_host_metrics
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import atomic_write
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.console import escape
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import (
+    DEFAULT_CAP, FileRefused, atomic_write, loads_json, read_bytes)
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import write_reports
 
 __metaclass__ = type
@@ -76,12 +83,28 @@ CONFIG_KEYS = {
     "history_dir": str,
     "history_keep": int,
 }
+#: largest config file read (bytes): the role writes a few kilobytes (params and waivers included)
+CONFIG_CAP = DEFAULT_CAP
+#: longest line printed, in characters after escaping (a hostile value cannot flood the journal)
+LINE_CHARS = 4000
 #: seconds one command (nvidia-smi, lspci...) may take before it counts as failed
 DEFAULT_COMMAND_TIMEOUT = 120
 #: libraries the catalogue and the evaluator import, and the Debian packages that provide them
 LIBRARIES = (("yaml", "python3-yaml"), ("jmespath", "python3-jmespath"), ("jsonschema", "python3-jsonschema"))
 #: where ``module.get_bin_path`` also looks, so a timer's PATH finds what an Ansible module finds
 SBIN_DIRS = ("/sbin", "/usr/sbin", "/usr/local/sbin")
+
+
+def say(text, stream=None):
+    """Print ``gpuhost-self-audit: <text>`` as one line on ``stream`` (stdout by default), escaped by
+    ``console.escape`` (control characters as ``\\x1b``, newlines as ``\\n``, at most
+    :data:`LINE_CHARS` characters): the only way this runner prints."""
+    stream = sys.stdout if stream is None else stream
+    stream.write(escape("%s: %s" % (PROG, text), limit=LINE_CHARS) + "\n")
+
+
+def warn(text):
+    say("warning: %s" % text, sys.stderr)
 
 
 class SelfAuditError(Exception):
@@ -97,14 +120,15 @@ def load_config(path):
     if path is None:
         return {}
     try:
-        with open(path, "rb") as handle:
-            text = handle.read().decode("utf-8")
+        text = read_bytes(path, CONFIG_CAP).decode("utf-8")
+    except FileRefused as exc:  # a link, a FIFO, a device, a directory, or over CONFIG_CAP
+        raise SelfAuditError("cannot read the config file %s: %s" % (path, exc.why), status=2)
     except (IOError, OSError) as exc:
         raise SelfAuditError("cannot read the config file %s: %s" % (path, exc.strerror or exc), status=2)
     except UnicodeDecodeError as exc:
         raise SelfAuditError("config file %s is not UTF-8 text: %s" % (path, exc), status=2)
     try:
-        config = json.loads(text)
+        config = loads_json(text)  # nested too deeply is a ValueError too
     except ValueError as exc:
         raise SelfAuditError("config file %s is not valid JSON: %s" % (path, exc), status=2)
     if not isinstance(config, dict):
@@ -192,7 +216,7 @@ def audit_host(config, root="/", run_command=None, history_dir=None):
     if history_dir and isinstance(facts, dict):
         judged, warnings = with_history(facts, history_dir, name)
         for warning in warnings:
-            sys.stderr.write("%s: warning: %s\n" % (PROG, warning))
+            warn(warning)
     profile = config.get("profile") or "auto"
     missing = missing_libraries()
     if missing:
@@ -307,7 +331,7 @@ def run(argv):
         # one record appended (pruned to history_keep), what changed since the last run into the report
         for warning in record_report(report, {name: boot_id}, history_dir,
                                      config.get("history_keep") or DEFAULT_HISTORY_KEEP):
-            sys.stderr.write("%s: warning: %s\n" % (PROG, warning))
+            warn(warning)
     paths = write_outputs(report, name, report_dir, textfile_dir, started, cpu_start)
     totals = report["totals"]
     if not success:
@@ -317,9 +341,9 @@ def run(argv):
     since = ""
     if isinstance(changes, dict) and changes.get("summary"):
         since = "; history: %s" % changes["summary"]
-    print("%s: %s audited with profile %s: %d pass, %d fail, %d unknown, %d waived, %d not applicable%s; "
-          "wrote %s and %s" % (PROG, name, report["profile"], totals["pass"], totals["fail"], totals["unknown"],
-                               totals["waived"], totals["not_applicable"], since, paths["json"], paths["prom"]))
+    say("%s audited with profile %s: %d pass, %d fail, %d unknown, %d waived, %d not applicable%s; wrote %s and %s"
+        % (name, report["profile"], totals["pass"], totals["fail"], totals["unknown"], totals["waived"],
+           totals["not_applicable"], since, paths["json"], paths["prom"]))
     return 0
 
 
@@ -328,11 +352,11 @@ def main(argv=None):
     try:
         return run(sys.argv[1:] if argv is None else argv)
     except SelfAuditError as exc:
-        sys.stderr.write("%s: %s\n" % (PROG, exc))
+        say(str(exc), sys.stderr)
         return exc.status
     except KeyboardInterrupt:
-        sys.stderr.write("%s: interrupted\n" % PROG)
+        say("interrupted", sys.stderr)
         return 130
     except Exception as exc:  # pylint: disable=broad-except  # a bug must still read as one line in the journal
-        sys.stderr.write("%s: internal error: %s: %s\n" % (PROG, type(exc).__name__, exc))
+        say("internal error: %s: %s" % (type(exc).__name__, exc), sys.stderr)
         return 1
