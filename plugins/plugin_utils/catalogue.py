@@ -31,6 +31,7 @@ import math
 import os
 import re
 import stat
+import time
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import REQUIRED_PARAMS
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import FileRefused, clip, loads_json, read_bytes
@@ -133,6 +134,30 @@ MAX_CATALOGUE_BYTES = 1024 * 1024
 MAX_YAML_NODES = 100000
 MAX_YAML_DEPTH = 32
 MAX_YAML_NUMBER_CHARS = 100
+
+#: Limits of one jmespath expression of a rule or a profile, checked when it is loaded: its length,
+#: its syntax tree's depth and size, and how deeply function calls nest in it (``to_string`` in
+#: ``to_string`` doubles a string at each level). The bundled expressions reach a depth of 9, 33
+#: nodes and functions nested 3 deep (``test_catalogue_safety``: at most half of each bound).
+MAX_EXPR_CHARS = 2000
+MAX_EXPR_DEPTH = 24
+MAX_EXPR_NODES = 300
+MAX_EXPR_FUNCTION_NESTING = 6
+
+#: The cost bound of one rule on one host, checked while its expressions run (:class:`Budget`):
+#: evaluation steps (syntax-tree nodes visited, plus the values walked to check a size or
+#: flattened), characters that ``to_string`` and ``join`` produce, and the size of a value that
+#: is compared with ``==``/``contains``, serialised or returned, counted with every shared part
+#: once per use (``[@,@] | [@,@] | ...`` doubles at each stage without copying anything).
+#: Over any of them the rule is ``unknown`` with a message naming the rule and the bound; the wall
+#: clock is a backstop. The bundled catalogue on the 768-CPU benchmark host stays far below.
+RULE_STEPS = 2000000
+RULE_CHARS = 4 * 1024 * 1024
+VALUE_NODES = 200000
+VALUE_CHARS = 4 * 1024 * 1024
+VALUE_DEPTH = 64
+RULE_SECONDS = 10.0
+
 
 class CatalogueError(Exception):
     """A rule, profile, parameter or waiver is malformed; the message says where and what."""
@@ -284,27 +309,245 @@ def _rel(path, base):
     return path if rel.startswith("..") else rel
 
 
+def expression_cost(parsed):
+    """``{"depth", "nodes", "functions"}`` of a jmespath syntax tree: its depth, its number of nodes
+    and how deeply function calls nest in it (walked without recursion)."""
+    depth = nodes = functions = 0
+    stack = [(parsed, 1, 0)]
+    while stack:
+        node, level, calls = stack.pop()
+        nodes += 1
+        if node.get("type") == "function_expression":
+            calls += 1
+        depth = max(depth, level)
+        functions = max(functions, calls)
+        for child in node.get("children") or ():
+            if isinstance(child, dict):
+                stack.append((child, level + 1, calls))
+    return {"depth": depth, "nodes": nodes, "functions": functions}
+
+
+class CostExceeded(Exception):
+    """Expressions went over the cost bound of a rule (:class:`Budget`); ``bound`` says which
+    (``more than 2000000 evaluation steps``), ``field`` names the expression that was running."""
+
+    def __init__(self, bound, field=None):
+        Exception.__init__(self, bound)
+        self.bound = bound
+        self.field = field
+
+
+class Budget:
+    """What the expressions of one rule on one host may still spend (the bounds are read when the
+    budget is made: :data:`RULE_STEPS`, :data:`RULE_CHARS`, :data:`VALUE_NODES`,
+    :data:`VALUE_CHARS`, :data:`VALUE_DEPTH`, :data:`RULE_SECONDS`)."""
+
+    def __init__(self):
+        self.steps = RULE_STEPS
+        self.chars = RULE_CHARS
+        self.value_nodes = VALUE_NODES
+        self.value_chars = VALUE_CHARS
+        self.value_depth = VALUE_DEPTH
+        self.seconds = RULE_SECONDS
+        self.steps_left = self.steps
+        self.chars_left = self.chars
+        self.deadline = time.monotonic() + self.seconds
+        self._ticks = 0
+        self._interpreter = None
+
+    def interpreter(self):
+        """The jmespath interpreter charging this budget (made once)."""
+        if self._interpreter is None:
+            self._interpreter = _bounded_interpreter(self) or False
+        return self._interpreter or None
+
+    def step(self, count=1):
+        self.steps_left -= count
+        if self.steps_left < 0:
+            raise CostExceeded("more than %d evaluation steps" % self.steps)
+        self._ticks += count
+        if self._ticks >= 4096:
+            self._ticks = 0
+            if time.monotonic() > self.deadline:
+                raise CostExceeded("more than %g seconds" % self.seconds)
+
+    def produce(self, count):
+        """``count`` more characters made by ``to_string`` or ``join``."""
+        self.chars_left -= count
+        if self.chars_left < 0:
+            raise CostExceeded("more than %d characters made by to_string and join" % self.chars)
+
+    def value(self, value):
+        """Walk ``value`` as a comparison or a serialisation would, every shared part once per use,
+        and stop as soon as it is over :data:`VALUE_NODES` values, :data:`VALUE_CHARS` characters
+        or :data:`VALUE_DEPTH` levels; the values walked are steps. Returns the number of values."""
+        limit = self.value_nodes
+        nodes = chars = depth = 0
+        level = [value]
+        while level:
+            depth += 1
+            if depth > self.value_depth:
+                raise CostExceeded("a value nested more than %d deep" % self.value_depth)
+            nodes += len(level)
+            below = []
+            for item in level:
+                if isinstance(item, str):
+                    chars += len(item)
+                elif isinstance(item, dict):
+                    try:
+                        chars += sum(map(len, item))
+                    except TypeError:  # a key that is not a string (not from facts or jmespath)
+                        chars += len(item)
+                    below.extend(item.values())
+                elif isinstance(item, list):
+                    below.extend(item)
+                else:
+                    continue
+                if nodes + len(below) > limit:
+                    raise CostExceeded("a value of more than %d values" % limit)
+            if chars > self.value_chars:
+                raise CostExceeded("a value of more than %d characters" % self.value_chars)
+            level = below
+        self.step(nodes)
+        return nodes
+
+
+_BOUNDED = {}
+
+
+def _bounded_interpreter(budget):
+    """A jmespath tree interpreter that charges ``budget`` for every node it visits, every value it
+    compares, serialises or flattens and every character ``to_string`` and ``join`` make; None with
+    a jmespath too different from the 0.10/1.0 this was written against (plain search then)."""
+    if "class" not in _BOUNDED:
+        try:
+            from jmespath import functions, visitor  # pylint: disable=import-outside-toplevel
+
+            _BOUNDED["class"] = _make_bounded_interpreter(functions, visitor)
+        except (ImportError, AttributeError):
+            _BOUNDED["class"] = None
+    cls = _BOUNDED["class"]
+    return cls(budget) if cls is not None else None
+
+
+def _make_bounded_interpreter(functions, visitor):
+    class BoundedFunctions(functions.Functions):
+        def __init__(self, budget):
+            functions.Functions.__init__(self)
+            self.budget = budget
+
+        @functions.signature({"types": []})
+        def _func_to_string(self, arg):
+            if isinstance(arg, str):
+                return arg
+            self.budget.value(arg)
+            chunks = []
+            for chunk in json.JSONEncoder(separators=(",", ":"), default=str).iterencode(arg):
+                self.budget.produce(len(chunk))
+                chunks.append(chunk)
+            return "".join(chunks)
+
+        @functions.signature({"types": ["string"]}, {"types": ["array-string"]})
+        def _func_join(self, separator, array):
+            self.budget.step(len(array))
+            self.budget.produce(sum(len(item) for item in array) + len(separator) * max(len(array) - 1, 0))
+            return separator.join(array)
+
+        @functions.signature({"types": ["array", "string"]}, {"types": []})
+        def _func_contains(self, subject, search):
+            if isinstance(subject, list):
+                self.budget.value(subject)
+                self.budget.value(search)
+            return search in subject
+
+    class BoundedInterpreter(visitor.TreeInterpreter):
+        def __init__(self, budget):
+            visitor.TreeInterpreter.__init__(self, visitor.Options(custom_functions=BoundedFunctions(budget)))
+            self.budget = budget
+
+        def visit(self, node, *args, **kwargs):
+            self.budget.step()
+            return visitor.TreeInterpreter.visit(self, node, *args, **kwargs)
+
+        def visit_comparator(self, node, value):
+            if node["value"] not in ("eq", "ne"):
+                return visitor.TreeInterpreter.visit_comparator(self, node, value)
+            left = self.visit(node["children"][0], value)
+            right = self.visit(node["children"][1], value)
+            if isinstance(left, (list, dict)) and isinstance(right, (list, dict)):
+                self.budget.value(left)
+                self.budget.value(right)
+            return self.COMPARATOR_FUNC[node["value"]](left, right)
+
+        def visit_flatten(self, node, value):
+            base = self.visit(node["children"][0], value)
+            if not isinstance(base, list):
+                return None
+            self.budget.step(sum(len(element) if isinstance(element, list) else 1 for element in base))
+            merged = []
+            for element in base:
+                if isinstance(element, list):
+                    merged.extend(element)
+                else:
+                    merged.append(element)
+            return merged
+
+    return BoundedInterpreter
+
+
 class Expr:
-    """A compiled jmespath expression that remembers its text."""
+    """A compiled jmespath expression that remembers its text, within the bounds of an expression
+    (:data:`MAX_EXPR_CHARS`, :data:`MAX_EXPR_DEPTH`, :data:`MAX_EXPR_NODES`,
+    :data:`MAX_EXPR_FUNCTION_NESTING`); it runs within a :class:`Budget`."""
 
     def __init__(self, text, where):
         if not isinstance(text, str) or not text.strip():
-            raise CatalogueError("%s: must be a non-empty jmespath expression string, got %r" % (where, text))
+            raise CatalogueError("%s: must be a non-empty jmespath expression string, got %s" % (
+                where, clip(repr(text), 100)))
+        #: the field, as messages name it (``query``, ``expect.min.query``, ``match``)
+        self.field = where.rsplit(": ", 1)[-1]
+        if len(text) > MAX_EXPR_CHARS:
+            raise CatalogueError("%s: jmespath expression too costly for a catalogue: %d characters long (at most %d)" % (
+                where, len(text), MAX_EXPR_CHARS))
         jmespath = _jmespath()
         try:
             self.compiled = jmespath.compile(text)
         except jmespath.exceptions.JMESPathError as exc:
-            raise CatalogueError("%s: bad jmespath %r: %s" % (where, text, str(exc).replace("\n", " ")))
+            raise CatalogueError("%s: bad jmespath %s: %s" % (where, clip(repr(text), 200), clip(" ".join(str(exc).split()), 300)))
+        except RecursionError:
+            raise CatalogueError("%s: jmespath expression too costly for a catalogue: nested too deeply to parse" % where)
+        cost = expression_cost(self.compiled.parsed)
+        for key, bound, what in (("functions", MAX_EXPR_FUNCTION_NESTING, "function calls nested %d deep"),
+                                 ("depth", MAX_EXPR_DEPTH, "nested %d deep"),
+                                 ("nodes", MAX_EXPR_NODES, "%d parts")):
+            if cost[key] > bound:
+                raise CatalogueError("%s: jmespath expression too costly for a catalogue: %s (at most %d)" % (
+                    where, what % cost[key], bound))
         self.text = text
         self.params = sorted(set(_PARAM_IN_EXPR_RE.findall(text)))
 
-    def search(self, data):
-        """Result of the expression; raises :class:`EvaluationError` for runtime type errors."""
+    def search(self, data, budget=None):
+        """Result of the expression; raises :class:`EvaluationError` for runtime type errors and
+        :class:`CostExceeded` when ``budget`` (a fresh :class:`Budget` when None) is spent."""
         jmespath = _jmespath()
+        budget = budget if budget is not None else Budget()
+        interpreter = budget.interpreter()
         try:
-            return self.compiled.search(data)
+            if interpreter is None:
+                result = self.compiled.search(data)
+            else:
+                result = interpreter.visit(self.compiled.parsed, data)
+            if isinstance(result, (list, dict)):
+                budget.value(result)
+            return result
+        except CostExceeded as exc:
+            if exc.field is None:
+                exc.field = self.field
+            raise
         except jmespath.exceptions.JMESPathError as exc:
-            raise EvaluationError("cannot evaluate %s: %s" % (self.text, str(exc).replace("\n", " ")))
+            raise EvaluationError("cannot evaluate %s: %s" % (self.text, clip(" ".join(str(exc).split()), 300)))
+        except RecursionError:
+            raise EvaluationError("cannot evaluate %s: values nested too deeply" % self.text)
 
     def __repr__(self):
         return "Expr(%r)" % self.text
@@ -340,11 +583,11 @@ class Operand:
     def dynamic(self):
         return self.param is not None or self.query is not None
 
-    def resolve(self, params, scope):
+    def resolve(self, params, scope, budget=None):
         if self.param is not None:
             return params.get(self.param)
         if self.query is not None:
-            return self.query.search(scope)
+            return self.query.search(scope, budget)
         return self.literal
 
     def describe(self):
@@ -1057,6 +1300,9 @@ def select_profile(catalogue, name, facts):
                     return profile
             except EvaluationError:
                 continue
+            except CostExceeded as exc:
+                raise CatalogueError("%s: profile %s: match went over the cost bound of a query (%s)" % (
+                    profile.file, profile.name, exc.bound))
         return catalogue.profile(DEFAULT_PROFILE)
     if not isinstance(name, str):
         raise CatalogueError("profile must be a profile name or auto, got %r" % (name,))

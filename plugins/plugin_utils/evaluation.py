@@ -17,8 +17,8 @@ import fnmatch
 import re
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import (
-    AREA_SUBSYSTEM, OPERATORS, STATUSES, CatalogueError, EvaluationError, load_catalogue, parse_date, plain,
-    resolve_profile, truthy, type_name, validate_waivers,
+    AREA_SUBSYSTEM, OPERATORS, STATUSES, Budget, CatalogueError, CostExceeded, EvaluationError, load_catalogue,
+    parse_date, plain, resolve_profile, truthy, type_name, validate_waivers,
 )
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import derive
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import sources
@@ -245,7 +245,7 @@ def _with_source(reason, key, element):
     return "%s (%s)" % (reason, where) if where else reason
 
 
-def _evaluate_one(rule, doc, scope, params, subject, detail):
+def _evaluate_one(rule, doc, scope, params, subject, detail, budget):
     suffix = ""
     if subject is not None:
         suffix = " on %s" % subject
@@ -253,8 +253,8 @@ def _evaluate_one(rule, doc, scope, params, subject, detail):
             suffix += " (%s)" % detail
     element = scope if rule.subjects is not None else None
     try:
-        observed = rule.query.search(scope)
-        expected = rule.operand.resolve(params, scope)
+        observed = rule.query.search(scope, budget)
+        expected = rule.operand.resolve(params, scope, budget)
     except EvaluationError as exc:
         return _finding(rule, "unknown", subject, None, None, str(exc) + suffix)
     if observed is None:
@@ -262,7 +262,7 @@ def _evaluate_one(rule, doc, scope, params, subject, detail):
         reason = _missing_reason(rule, doc) if subject is None else None
         if not reason and rule.unknown_reason is not None:
             try:
-                reason = rule.unknown_reason.search(scope)
+                reason = rule.unknown_reason.search(scope, budget)
             except EvaluationError:
                 reason = None
             if isinstance(reason, list):
@@ -295,7 +295,7 @@ def _evaluate_one(rule, doc, scope, params, subject, detail):
     finding = _finding(rule, status, subject, expected, observed, message + suffix)
     if not passed and rule.pending_when is not None:
         try:
-            pending = rule.pending_when.search(scope)
+            pending = rule.pending_when.search(scope, budget)
         except EvaluationError:
             pending = None
         if truthy(pending):
@@ -306,10 +306,22 @@ def _evaluate_one(rule, doc, scope, params, subject, detail):
     return finding
 
 
-def _evaluate_rule(rule, doc, params):
+def _evaluate_rule(rule, doc, params, budget=None):
+    """The findings of ``rule`` on ``doc``. Its expressions share one :class:`Budget`: one that
+    goes over the cost bound makes the rule one ``unknown`` finding naming the rule and the bound
+    (a site rule is untrusted input; the bundled ones stay far below it)."""
+    budget = budget if budget is not None else Budget()
+    try:
+        return _evaluate_rule_within(rule, doc, params, budget)
+    except CostExceeded as exc:
+        return [_finding(rule, "unknown", None, None, None, "%s not judged: its %s went over the cost bound of a rule (%s)"
+                         % (rule.id, exc.field or "expression", exc.bound))]
+
+
+def _evaluate_rule_within(rule, doc, params, budget):
     if rule.applies_when is not None:
         try:
-            applies = rule.applies_when.search(doc)
+            applies = rule.applies_when.search(doc, budget)
         except EvaluationError as exc:
             return [_finding(rule, "unknown", None, None, None, str(exc))]
         if applies is None and _missing_reason(rule, doc):
@@ -320,9 +332,9 @@ def _evaluate_rule(rule, doc, params):
             return [_finding(rule, "not_applicable", None, None, None,
                              "not applicable: %s is %s" % (rule.applies_when.text, _fmt(applies)))]
     if rule.subjects is None:
-        return [_evaluate_one(rule, doc, doc, params, None, None)]
+        return [_evaluate_one(rule, doc, doc, params, None, None, budget)]
     try:
-        elements = rule.subjects.search(doc)
+        elements = rule.subjects.search(doc, budget)
     except EvaluationError as exc:
         return [_finding(rule, "unknown", None, None, None, str(exc))]
     if elements is None:
@@ -338,7 +350,7 @@ def _evaluate_rule(rule, doc, params):
     findings = []
     for index, element in enumerate(elements):
         try:
-            subject = _subject_label(rule.subject.search(element))
+            subject = _subject_label(rule.subject.search(element, budget))
         except EvaluationError:
             subject = None
         if subject is None:
@@ -346,7 +358,7 @@ def _evaluate_rule(rule, doc, params):
         detail = None
         if rule.detail is not None:
             try:
-                detail = rule.detail.search(element)
+                detail = rule.detail.search(element, budget)
             except EvaluationError:
                 detail = None
             detail = _fmt(detail) if detail not in (None, "", []) else None
@@ -357,7 +369,7 @@ def _evaluate_rule(rule, doc, params):
             findings.append(_finding(rule, "not_applicable", subject, None, None, "%s on %s%s" % (
                 reason, subject, " (%s)" % detail if detail else "")))
             continue
-        findings.append(_evaluate_one(rule, doc, element, params, subject, detail))
+        findings.append(_evaluate_one(rule, doc, element, params, subject, detail, budget))
     return findings
 
 

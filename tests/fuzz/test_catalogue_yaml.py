@@ -4,8 +4,8 @@ A site catalogue directory (gpuhost_catalogue_dirs) may be a shared one that any
 and the tool runs as root. Each case below builds a hostile site directory here, then loads (and
 for rule queries evaluates) it in a child process limited to 10 s and 512 MiB
 (``helpers.bounded``); the case passes when the child ends by itself with the refusal the
-guarantee promises. Before these guarantees the alias bomb, the FIFO, /dev/zero and the deep
-nesting hung, ran out of memory or crashed.
+guarantee promises. Before these guarantees the alias bomb, the FIFO, /dev/zero, the deep
+nesting and the query bombs hung, ran out of memory or crashed.
 """
 import os
 import random
@@ -75,6 +75,22 @@ def refused(tmp_path, *fragments, loader="c"):
     assert message.isprintable() and len(message) < 1200, message
     assert SECRET not in message
     return message
+
+
+def unknown(tmp_path, *fragments):
+    """KERNEL-901's one finding, checked to be ``unknown`` naming the rule and a bound."""
+    result = run(tmp_path)
+    assert "findings" in result, result
+    (finding,) = result["findings"]
+    assert finding["status"] == "unknown", finding
+    assert finding["message"].startswith("KERNEL-901 not judged: its query went over the cost bound of a rule ("), finding
+    for fragment in fragments:
+        assert fragment in finding["message"], finding
+    return finding
+
+
+def site_rule(query):
+    return SITE_RULE.replace("  query: kernel.release\n", "  query: \"%s\"\n" % query)
 
 
 # -- the baseline: a good site directory loads and judges within the bounds -----------------------------
@@ -185,3 +201,36 @@ def test_a_linked_subdirectory_is_refused(tmp_path):
 def test_an_invalid_unquoted_date_names_file_waiver_and_field(tmp_path, date):
     make_site(tmp_path, {"waivers/rollout.yml": "- rule: KERNEL-901\n  reason: r\n  expires: %s\n" % date})
     refused(tmp_path, "rollout.yml: waiver #1 (rule KERNEL-901): expires must be a date YYYY-MM-DD, got '%s'" % date)
+
+
+# -- item 12: rule queries ----------------------------------------------------------------------------------
+
+def test_the_26_deep_to_string_query_is_refused_when_loaded(tmp_path):
+    query = "kernel.release"
+    for unused in range(26):
+        query = "to_string([%s])" % query
+    make_site(tmp_path, {"rules/kernel.yml": site_rule(query)})
+    refused(tmp_path, "kernel.yml: rule KERNEL-901: query: ", "function calls nested 26 deep (at most 6)")
+
+
+def test_a_string_doubling_pipe_is_stopped_at_the_character_budget(tmp_path):
+    stage = "to_string([@,@,@,@,@,@,@,@])"
+    make_site(tmp_path, {"rules/kernel.yml": site_rule("length(%s)" % " | ".join([stage] * 8))})
+    unknown(tmp_path, "characters")
+
+
+def test_a_value_doubling_pipe_is_stopped_at_the_value_budget(tmp_path):
+    make_site(tmp_path, {"rules/kernel.yml": site_rule(" | ".join(["@"] + ["[@,@]"] * 20))})
+    unknown(tmp_path, "values")
+
+
+def test_a_flatten_doubling_pipe_is_stopped_at_the_step_budget(tmp_path):
+    query = "length(%s)" % " | ".join(["[@,@,@,@,@,@,@,@]"] + ["[@,@,@,@,@,@,@,@][]"] * 10)
+    make_site(tmp_path, {"rules/kernel.yml": site_rule(query)})
+    unknown(tmp_path, "steps")
+
+
+def test_an_equality_of_two_unrolled_values_is_stopped(tmp_path):
+    side = " | ".join(["@"] + ["[@,@]"] * 16)
+    make_site(tmp_path, {"rules/kernel.yml": site_rule("(%s) == (%s)" % (side, side))})
+    unknown(tmp_path)

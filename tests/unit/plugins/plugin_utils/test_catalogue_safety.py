@@ -3,7 +3,9 @@
 The tool runs as root; a site catalogue directory (gpuhost_catalogue_dirs) may be a shared one.
 Each guarantee here: YAML without aliases or anchors, within a size, node and depth budget; no
 file followed out of the site directory and no raw content of a broken file quoted; every error
-naming file, entry and field (unquoted dates included). The bombs themselves (minutes, gigabytes
+naming file, entry and field (unquoted dates included); rule queries bounded when loaded (length,
+nesting) and when run (steps, characters produced, size of values), an over-budget rule being an
+``unknown`` finding that names the rule and the bound. The bombs themselves (minutes, gigabytes
 before the change) run bounded in ``tests/fuzz/test_catalogue_yaml.py``.
 """
 import os
@@ -12,11 +14,13 @@ import textwrap
 
 import pytest
 
+from helpers.baseline_facts import healthy_facts
 from helpers.site_catalogue import SITE_RULE
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue, schema
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue, evaluation, schema
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError
 
+TODAY = "2026-06-01"
 SECRET = "SECRET-2f9c1d"
 
 SITE_PROFILE = """\
@@ -56,6 +60,10 @@ def load_error(site):
     message = str(err.value)
     assert "\n" not in message
     return message
+
+
+def site_rule(query):
+    return SITE_RULE.replace("  query: kernel.release\n", "  query: %s\n" % query)
 
 
 # -- item 5: YAML aliases, size, nodes, depth --------------------------------------------------------
@@ -198,3 +206,95 @@ def test_an_unquoted_valid_date_still_waives(site):
     cat = catalogue.load_catalogue(site_dirs=[str(site)])
     (waiver,) = catalogue.validate_waivers([], cat, cat.waiver_files)
     assert waiver["expires"].isoformat() == "2099-01-01"
+
+
+# -- item 12: rule queries bounded --------------------------------------------------------------------
+
+def nested_to_string(depth):
+    query = "kernel.release"
+    for unused in range(depth):
+        query = "to_string([%s])" % query
+    return query
+
+
+@pytest.mark.parametrize("query, why", [
+    (nested_to_string(26), "function calls nested 26 deep (at most {MAX_EXPR_FUNCTION_NESTING})"),
+    ("'" + "x" * 5000 + "'", "5002 characters long (at most {MAX_EXPR_CHARS})"),
+    ("[" + ",".join(["a"] * 400) + "]", "(at most {MAX_EXPR_NODES})"),
+    ("kernel.release" + " | @" * 30, "deep (at most {MAX_EXPR_DEPTH})"),
+])
+def test_an_expensive_site_query_is_refused_when_loaded(site, query, why):
+    path = write(site / "rules" / "kernel.yml", site_rule('"%s"' % query))
+    message = load_error(site)
+    assert message.startswith("%s: rule KERNEL-901: query: " % path), message
+    assert why.format(**vars(catalogue)) in message
+    assert len(message) < 1000
+
+
+def test_a_jmespath_too_deep_to_parse_is_a_catalogue_error(site):
+    path = write(site / "rules" / "kernel.yml", site_rule('"%s"' % ("!" * 1900 + "kernel.release")))
+    message = load_error(site)
+    assert message.startswith("%s: rule KERNEL-901: query: " % path), message
+
+
+def test_bundled_queries_are_well_within_the_bounds():
+    cat = catalogue.load_catalogue()
+    costs = [catalogue.expression_cost(expr.compiled.parsed) for rule in cat.rules
+             for expr in (rule.applies_when, rule.subjects, rule.subject, rule.detail, rule.query,
+                          rule.unknown_reason, rule.pending_when, rule.operand.query) if expr is not None]
+    assert costs
+    assert max(c["depth"] for c in costs) * 2 <= catalogue.MAX_EXPR_DEPTH
+    assert max(c["nodes"] for c in costs) * 4 <= catalogue.MAX_EXPR_NODES
+    assert max(c["functions"] for c in costs) * 2 <= catalogue.MAX_EXPR_FUNCTION_NESTING
+
+
+def evaluate_site(site, facts=None):
+    cat = catalogue.load_catalogue(site_dirs=[str(site)])
+    result = evaluation.evaluate(facts or healthy_facts(), profile="site-inference", host="gpu01", today=TODAY,
+                                 catalogue=cat)
+    return [f for f in result["findings"] if f["id"] == "KERNEL-901"], result
+
+
+def test_a_query_producing_too_large_a_string_is_unknown_naming_the_rule_and_the_bound(site):
+    stage = "to_string([@,@,@,@,@,@,@,@])"
+    write(site / "rules" / "kernel.yml", site_rule('"length(%s | %s | %s)"' % (stage, stage, stage)))
+    (finding,), result = evaluate_site(site)
+    assert finding["status"] == "unknown", finding
+    assert finding["message"].startswith("KERNEL-901 not judged: its query went over the cost bound of a rule ("), finding
+    assert "characters" in finding["message"]
+    # the other rules are judged as before
+    write(site / "rules" / "kernel.yml", SITE_RULE)
+    unused, before = evaluate_site(site)
+    others = [(f["id"], f["subject"], f["status"]) for f in result["findings"] if f["id"] != "KERNEL-901"]
+    assert others == [(f["id"], f["subject"], f["status"]) for f in before["findings"] if f["id"] != "KERNEL-901"]
+
+
+def test_a_query_over_the_step_budget_is_unknown_naming_the_rule_and_the_bound(site, monkeypatch):
+    monkeypatch.setattr(catalogue, "RULE_STEPS", 50, raising=False)
+    write(site / "rules" / "cpu.yml", site_rule('"[@,@,@,@,@,@,@,@][*].[@,@,@,@,@,@,@,@][] | [0].kernel.release"')
+          .replace("KERNEL-901", "CPU-901").replace("area: kernel", "area: cpu"))
+    cat = catalogue.load_catalogue(site_dirs=[str(site)])
+    result = evaluation.evaluate(healthy_facts(), profile="site-inference", host="gpu01", today=TODAY, catalogue=cat)
+    (ok,) = [f for f in result["findings"] if f["id"] == "KERNEL-901"]
+    assert ok["status"] == "pass", ok
+    (finding,) = [f for f in result["findings"] if f["id"] == "CPU-901"]
+    assert finding["status"] == "unknown"
+    assert finding["message"] == "CPU-901 not judged: its query went over the cost bound of a rule (more than 50 " \
+                                 "evaluation steps)", finding
+
+
+def test_a_query_whose_value_unrolls_too_large_is_unknown(site):
+    write(site / "rules" / "kernel.yml", site_rule('"%s"' % " | ".join(["kernel"] + ["[@,@]"] * 12)))
+    (finding,), unused = evaluate_site(site)
+    assert finding["status"] == "unknown"
+    assert finding["message"].startswith("KERNEL-901 not judged: its query went over the cost bound of a rule ("), finding
+    assert "values" in finding["message"]
+
+
+def test_a_site_profile_match_over_budget_is_a_catalogue_error(site, monkeypatch):
+    monkeypatch.setattr(catalogue, "RULE_STEPS", 5, raising=False)
+    path = write(site / "profiles" / "site-inference.yml", SITE_PROFILE + "priority: 200\nmatch: \"[@,@,@,@,@,@,@,@][?@]\"\n")
+    cat = catalogue.load_catalogue(site_dirs=[str(site)])
+    with pytest.raises(CatalogueError, match=r"^%s: profile site-inference: match went over the cost bound of a "
+                       r"query \(more than 5 evaluation steps\)" % path):
+        catalogue.select_profile(cat, "auto", healthy_facts())
