@@ -1,7 +1,8 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.baseline contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Load and validate the rule catalogue, a profile, parameters and waivers on the controller.
+"""Load and validate the rule catalogue, a profile, parameters and waivers on the controller;
+check the hosts' gpuhost_* variable names and refuse to remediate the controller by mistake.
 
 Documentation: plugins/modules/baseline_validate.py. Nothing runs on the managed host.
 """
@@ -13,7 +14,14 @@ import json
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError, validate
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import COLLECTION_ROOT, CatalogueError, validate
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inventory_vars import (
+    InventoryVarsError,
+    controller_refusal,
+    describe_unknown,
+    known_names,
+    unknown_names,
+)
 
 __metaclass__ = type
 
@@ -31,9 +39,30 @@ class ActionModule(ActionBase):
             waiver_files=dict(type="list", elements="path", default=[]),
             catalogue_dirs=dict(type="list", elements="path", default=[]),
             hosts=dict(type="list", elements="str"),
+            catalogue=dict(type="bool", default=True),
+            inventory_vars=dict(type="str", choices=["ignore", "warn", "fail"], default="ignore"),
+            controller_guard=dict(type="bool", default=False),
+            root=dict(type="str", default="/"),
+            allow_controller=dict(type="bool", default=False),
         ))
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
+        task_vars = task_vars or {}
+        if args["controller_guard"] and args["hosts"] is not None:
+            raise AnsibleActionFail("controller_guard checks the host the task runs for, through its connection: "
+                                    "run it per host, without hosts")
+        problems = self._inventory_checks(args, task_vars, result)
+        if problems:
+            result.update(failed=True, changed=False, msg="; ".join(problems))
+            if args["hosts"] is None:
+                # the host fails before it is audited: the reports show it failed, with the reason
+                result["host_report"] = dict(state="failed", message=result["msg"], findings=[])
+            return result
+        if not args["catalogue"]:
+            result["changed"] = False
+            result["msg"] = "inventory variables of %s checked" % (
+                "%d host(s)" % len(args["hosts"]) if args["hosts"] is not None else task_vars.get("inventory_hostname"))
+            return result
         if args["hosts"] is None:
             inputs = [(None, args["profile"], args["params"], args["waivers"], args["waiver_files"],
                        args["catalogue_dirs"])]
@@ -58,6 +87,49 @@ class ActionModule(ActionBase):
         if args["hosts"] is not None:
             result["msg"] += " on %d host(s)" % len(inputs)
         return result
+
+    def _inventory_checks(self, args, task_vars, result):
+        """Unknown gpuhost_* names (warnings or problems) and the controller guard; return the problems."""
+        problems, unknown_by_host = [], {}
+        if args["inventory_vars"] != "ignore" or args["controller_guard"]:
+            try:
+                known = known_names(COLLECTION_ROOT)
+            except (InventoryVarsError, IOError, OSError) as exc:
+                raise AnsibleActionFail("baseline_validate: %s" % exc)
+            if args["hosts"] is None:
+                # the task's own host: every variable it sees (inventory, extra vars, play and role vars, facts)
+                names_by_host = {task_vars.get("inventory_hostname"): list(task_vars)}
+            else:
+                hostvars = task_vars.get("hostvars") or {}
+                names_by_host = dict((host, list(hostvars.get(host) or {})) for host in args["hosts"])
+            for host, names in names_by_host.items():
+                unknown = unknown_names(names, known)
+                if unknown:
+                    unknown_by_host[host] = unknown
+            result["unknown_vars"] = dict((host, [dict(name=name, closest=close) for name, close in unknown])
+                                          for host, unknown in unknown_by_host.items())
+        if args["controller_guard"]:
+            host = task_vars.get("inventory_hostname")
+            refusal = controller_refusal(host, self._connection_name(), args["root"], args["allow_controller"],
+                                         unknown_by_host.get(host, ()))
+            if refusal:
+                problems.append(refusal)
+                # the refusal names the misspelled gpuhost_root already
+                unknown_by_host[host] = [(n, c) for n, c in unknown_by_host.get(host, ()) if c != "gpuhost_root"]
+        for host, unknown in sorted(unknown_by_host.items(), key=lambda item: str(item[0])):
+            if not unknown:
+                continue
+            text = ("host %s: unknown variable(s) %s: Ansible ignores a name the collection does not know, so the "
+                    "default of the one meant applies" % (host, describe_unknown(unknown)))
+            if args["inventory_vars"] == "fail":
+                problems.append(text + "; correct the name in the inventory (nothing was changed)")
+            elif args["inventory_vars"] == "warn":
+                result.setdefault("warnings", []).append(text)
+        return problems
+
+    def _connection_name(self):
+        """The connection plugin of the task's host (``local``, ``ssh``...): what runs the fixes."""
+        return getattr(self._connection, "transport", None) or getattr(self._play_context, "connection", None)
 
     @staticmethod
     def _per_host_inputs(hosts, task_vars):

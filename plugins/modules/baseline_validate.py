@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: baseline_validate
-short_description: Validate the baseline rule catalogue, a profile, parameters and waivers (controller side)
+short_description: Validate the baseline rule catalogue, a profile, parameters, waivers and the hosts' gpuhost_ variables (controller side)
 version_added: 0.1.0
 description:
   - Loads every rule file (C(rules/<area>.yml)) and profile (C(profiles/<name>.yml)) of the collection,
@@ -18,6 +18,19 @@ description:
   - Fails with the file, the rule id and what is wrong (unknown operator, bad jmespath, duplicate id,
     unknown parameter, bad date, unknown rule id in a waiver, unknown profile). Run it before any host is
     contacted.
+  - With O(inventory_vars), reports every C(gpuhost_*) variable of a host that the collection does not know, with
+    the closest known name (C(gpuhost_rot) - did you mean C(gpuhost_root)?). Ansible ignores such a variable, so the
+    default of the one meant applies. The known names are read at run time from the collection itself - the options
+    in each role's C(meta/argument_specs.yml), the names its roles and playbooks register or set, and a short list of
+    inventory variables that are no role option (C(gpuhost_serial),
+    C(gpuhost_max_fail_percentage), C(gpuhost_note), the C(gpuhost_learn_*) and C(gpuhost_snapshot_*) variables of
+    C(learn.yml) and C(snapshot.yml); C(INVENTORY_ONLY) in C(plugins/plugin_utils/inventory_vars.py)).
+  - With O(controller_guard), fails when the host the task runs for would have the controller itself fixed - its
+    connection plugin is C(local) and O(root) resolves to C(/) on the controller, it is not named C(localhost),
+    C(127.0.0.1) or C(::1) (the names Ansible treats as the controller), and O(allow_controller) is not set. The
+    message names a misspelled C(gpuhost_root). The failed result carries C(host_report) so the reports show the
+    host failed with the reason. The remediate role runs this before anything else, in check mode too
+    (docs/remediation.md, "The controller guard").
   - This is an action plugin. It runs entirely on the controller; nothing is executed on the managed host.
 author:
   - gpuhost.baseline maintainers (@gpuhost-baseline)
@@ -62,6 +75,46 @@ options:
         hosts sharing the same inputs are validated once. The error names the first host whose inputs are wrong.
     type: list
     elements: str
+  catalogue:
+    description:
+      - Load and validate the catalogue and the inputs above. V(false) runs only the checks of O(inventory_vars) and
+        O(controller_guard) (the remediate role does so, the playbook's first play having validated the catalogue for the fleet).
+    type: bool
+    default: true
+  inventory_vars:
+    description:
+      - What to do with a C(gpuhost_*) variable that the collection does not know, on each host of O(hosts) (its
+        inventory variables, group and host vars, extra vars and facts, from C(hostvars)) or, without O(hosts), on the
+        host the task runs for (every variable the task sees, play and role variables included).
+      - V(warn) adds a warning per host naming each unknown variable and the closest known name; V(fail) fails the task
+        with the same text (with O(hosts) and C(run_once), every host of the play); V(ignore) does not look.
+      - The audit playbook warns (the audit changes nothing); the remediate role fails the host (a fix must not run
+        with a default the inventory meant to override).
+    type: str
+    choices: [ignore, warn, fail]
+    default: ignore
+  controller_guard:
+    description:
+      - Refuse the host the task runs for when remediating it would change the controller - a C(local) connection,
+        O(root) resolving to C(/) (V(""), V(//) and a link to C(/) included), an inventory name other than C(localhost),
+        C(127.0.0.1) or C(::1), and O(allow_controller) not set. Runs in check mode too.
+      - The connection is the one Ansible uses for that host (C(ansible_connection), the play's C(connection) keyword or
+        the configured default), not a guess from its name. An SSH connection to a loopback address is not refused
+        (a port-forwarded VM answers there).
+      - Not with O(hosts); do not delegate the task.
+    type: bool
+    default: false
+  root:
+    description:
+      - The host's C(gpuhost_root), for O(controller_guard).
+    type: str
+    default: /
+  allow_controller:
+    description:
+      - The host's C(gpuhost_allow_controller), for O(controller_guard). V(true) lets a host that is not named
+        C(localhost) fix the controller through a local connection.
+    type: bool
+    default: false
 extends_documentation_fragment:
   - gpuhost.baseline.controller
 seealso:
@@ -75,6 +128,14 @@ EXAMPLES = r"""
     params: "{{ gpuhost_params | default({}) }}"
     waivers: "{{ gpuhost_waivers | default([]) }}"
   run_once: true
+
+- name: Refuse to remediate the controller by mistake, and misspelled gpuhost_ variables (per host)
+  gpuhost.baseline.baseline_validate:
+    catalogue: false
+    inventory_vars: fail
+    controller_guard: true
+    root: "{{ gpuhost_root | default('/') }}"
+    allow_controller: "{{ gpuhost_allow_controller | default(false) }}"
 """
 
 RETURN = r"""
@@ -93,6 +154,18 @@ params:
   description: Effective parameters per profile checked.
   returned: success
   type: dict
+unknown_vars:
+  description: Per host, the C(gpuhost_*) variables the collection does not know and the closest known name (or null).
+  returned: when O(inventory_vars) is not V(ignore) or O(controller_guard) is set
+  type: dict
+  sample: {"typo-host": [{"name": "gpuhost_rot", "closest": "gpuhost_root"}]}
+host_report:
+  description:
+    - When the host is refused without O(hosts), its part of the report (the input of M(gpuhost.baseline.baseline_report)),
+      state V(failed) with the reason as message and no findings.
+  returned: failed
+  type: dict
+  sample: {"state": "failed", "message": "refusing to remediate typo-host: ...", "findings": []}
 """
 
 from ansible.module_utils.basic import AnsibleModule
@@ -107,6 +180,11 @@ def main():
             waiver_files=dict(type="list", elements="path", default=[]),
             catalogue_dirs=dict(type="list", elements="path", default=[]),
             hosts=dict(type="list", elements="str"),
+            catalogue=dict(type="bool", default=True),
+            inventory_vars=dict(type="str", choices=["ignore", "warn", "fail"], default="ignore"),
+            controller_guard=dict(type="bool", default=False),
+            root=dict(type="str", default="/"),
+            allow_controller=dict(type="bool", default=False),
         ),
         supports_check_mode=True,
     )
