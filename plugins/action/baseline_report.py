@@ -11,7 +11,7 @@ import os
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ARGUMENT_SPEC, ReportError, build_report, failing_at_or_above
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import write_reports
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import ReportDirError, write_reports
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError, collection_version, load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import expand_findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.console import console_lines, subject_nouns
@@ -98,6 +98,11 @@ class ActionModule(ActionBase):
                 result["warnings"] = list(result.get("warnings") or []) + ["baseline_report: %s" % p for p in problems]
         try:
             paths = write_reports(report, report_dir, args["formats"], template_dir=args.get("template_dir"))
+        except ReportDirError as exc:
+            # a refused directory (system, foreign files, a link as hosts/, an odd metrics.prom) or a
+            # write that failed (a full disk): one line naming the directory (docs/report.md, "The report directory")
+            result.update(failed=True, msg="baseline_report: %s" % exc)
+            return result
         except ReportError as exc:
             result.update(failed=True, msg="baseline_report: cannot render the reports: %s" % exc)
             return result

@@ -18,8 +18,11 @@ description:
     described in C(docs/report.md) of the collection.
   - This is an action plugin. It runs on the controller only, once for the whole play (use C(run_once=true)).
     Nothing is executed on any managed host.
-  - C(report.json) is always written first; every other file is rendered from it. Each file is written
-    to a temporary name and renamed into place.
+  - C(report.json) is always written; every other file is rendered from it as stored. The whole set is
+    written to temporary names first and renamed into place only when every file exists, under a lock on
+    the directory; a failure before that (a full disk, a template error) removes the temporary files and
+    leaves the previous reports exactly as they were. The manifest C(.gpuhost-report.json) names the files
+    of the last set with their size and SHA-256 (C(docs/report.md), "The report directory").
   - Summaries are recomputed from the findings. A finding with a status other than C(pass), C(fail),
     C(unknown), C(waived) or C(not_applicable), or without a rule id, fails the task with the host and rule.
 author:
@@ -30,6 +33,15 @@ options:
       - Directory the reports are written to; created when missing.
       - A relative path is taken from the working directory of the C(ansible-playbook) process, never from
         the playbook's or the collection's directory (the roles' default is V(gpuhost-reports)).
+      - It must be a directory of the reports' own - new, empty, or written by this module before (it holds
+        the manifest C(.gpuhost-report.json)); a directory of an earlier version holding only report files,
+        C(hosts/) pages and C(*.jsonl) history directories is accepted too. A directory holding other files,
+        a system directory (V(/), V(/etc), V(/usr), V(/var), V(/home), V(/root), ... as the real path, links
+        resolved) or the controller user's home directory fails the task before anything is written there.
+      - Only files the previous manifest names are ever removed (the host pages of hosts no longer in the
+        report). A link or a file in place of C(hosts/), a directory in place of a report file, and a link,
+        FIFO, device or file over 32 MiB in place of C(metrics.prom) (read to keep the series of the hosts a
+        C(--limit) run skipped) fail the task with the path and the reason; nothing is followed.
     type: path
     required: true
   hosts:

@@ -179,7 +179,7 @@ def test_audit_of_the_installed_copy_writes_under_the_working_directory(installe
                  work, installed.env())
     assert result.returncode == 0, result.stdout[-6000:]
     reports = work / "gpuhost-reports"
-    assert sorted(os.listdir(str(reports))) == sorted(REPORT_FILES)
+    assert sorted(os.listdir(str(reports))) == sorted(REPORT_FILES + (".gpuhost-report.json",))  # and the set's manifest
     assert sorted(os.listdir(str(work))) == ["gpuhost-reports"]  # nothing else lands in the working directory
     report = load_report(reports / "report.json")
     assert sorted(report["hosts"]) == sorted(SNAPSHOT_HOSTS)

@@ -346,7 +346,7 @@ def test_playbook_writes_all_five_reports_in_check_mode(tmp_path):
     out = tmp_path / "reports"
     rc, log = run_playbook(tmp_path, load_hosts(), out, "--check")
     assert rc == 0, log
-    assert sorted(os.listdir(str(out))) == sorted(name for dummy, name in report_doc.FORMAT_FILES)
+    assert sorted(os.listdir(str(out))) == sorted([".gpuhost-report.json"] + [name for dummy, name in report_doc.FORMAT_FILES])
     with open(str(out / "report.json")) as handle:
         report = json.load(handle)
     assert set(report["hosts"]) == set(load_hosts())
@@ -363,7 +363,7 @@ def test_playbook_fail_on_high_fails_after_writing(tmp_path):
     assert rc == 2, log
     assert "16 failing finding(s) at or above severity high on 2 host(s)" in log
     assert str(out) in log
-    assert sorted(os.listdir(str(out))) == sorted(name for dummy, name in report_doc.FORMAT_FILES)
+    assert sorted(os.listdir(str(out))) == sorted([".gpuhost-report.json"] + [name for dummy, name in report_doc.FORMAT_FILES])
 
 
 def test_playbook_fail_on_critical_passes_without_critical_findings(tmp_path):

@@ -445,7 +445,8 @@ def test_write_reports_all_formats(tmp_path, report):
     out = tmp_path / "nested" / "reports"
     paths = write_reports(report, str(out))
     assert sorted(paths) == sorted(report_doc.FORMATS)
-    assert sorted(os.listdir(str(out))) == sorted(name for dummy, name in report_doc.FORMAT_FILES)
+    # and the manifest of the set (views.MANIFEST, docs/report.md "The report directory")
+    assert sorted(os.listdir(str(out))) == sorted([views.MANIFEST] + [name for dummy, name in report_doc.FORMAT_FILES])
     with open(paths["json"]) as handle:
         assert report_doc.expand_document(json.load(handle)) == report  # stored compact (schema 2)
     with open(paths["html"]) as handle:
@@ -456,7 +457,7 @@ def test_write_reports_all_formats(tmp_path, report):
 def test_write_reports_subset_always_writes_json(tmp_path, report):
     paths = write_reports(report, str(tmp_path), ["prom"])
     assert sorted(paths) == ["json", "prom"]
-    assert sorted(os.listdir(str(tmp_path))) == ["metrics.prom", "report.json"]
+    assert sorted(os.listdir(str(tmp_path))) == [views.MANIFEST, "metrics.prom", "report.json"]
 
 
 def test_write_reports_rejects_unknown_format(tmp_path, report):
@@ -479,12 +480,13 @@ def test_write_reports_leaves_no_partial_file(tmp_path, report, monkeypatch):
     monkeypatch.setitem(views.RENDERERS, "md", broken)
     with pytest.raises(RuntimeError):
         write_reports(changed, str(tmp_path))
-    # No temporary file left behind; the old view is intact, report.json is the new one.
-    assert sorted(os.listdir(str(tmp_path))) == sorted(name for dummy, name in report_doc.FORMAT_FILES)
+    # No temporary file left behind; the old set is intact, report.json included (issue 18, item 3:
+    # the files are renamed into place only when all of them were written)
+    assert sorted(os.listdir(str(tmp_path))) == sorted([views.MANIFEST] + [name for dummy, name in report_doc.FORMAT_FILES])
     with open(str(tmp_path / "report.md")) as handle:
         assert handle.read() == old_md
     with open(str(tmp_path / "report.json")) as handle:
-        assert json.load(handle)["profile"] == "changed"
+        assert json.load(handle)["profile"] != "changed"
 
 
 def test_views_render_from_stored_json_only(report):
@@ -578,4 +580,5 @@ def test_concurrent_runs_into_one_directory_never_mix_files(tmp_path, report):
     assert [worker.exitcode for worker in workers] == [0, 0]  # no FileExistsError creating the directory
     assert seen and not mixed, (seen, mixed[:3])
     assert len(_marks(directory)) == 1
-    assert sorted(os.listdir(directory)) == sorted(n for dummy, n in report_doc.FORMAT_FILES)  # no lock file left
+    # no lock file left; the manifest of the set is there
+    assert sorted(os.listdir(directory)) == sorted([views.MANIFEST] + [n for dummy, n in report_doc.FORMAT_FILES])

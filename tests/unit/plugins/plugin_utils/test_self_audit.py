@@ -86,7 +86,8 @@ def test_incident_snapshot_writes_report_and_textfile(snapshot_trees, out, capsy
     assert families["gpuhost_baseline_run_duration_seconds"]["samples"][0][1] > 0
     assert families["gpuhost_baseline_self_audit_cpu_seconds"]["samples"][0][1] > 0
     # nothing else in either directory: no temporary file left behind; the host's history beside the report
-    assert sorted(os.listdir(out["report"])) == ["history", "report.json"]
+    # (and the manifest of the report set, views.MANIFEST)
+    assert sorted(os.listdir(out["report"])) == [".gpuhost-report.json", "history", "report.json"]
     assert os.listdir(os.path.join(out["report"], "history")) == ["gpu-incident.jsonl"]
     assert "first audit in the history" in host["changes"]["summary"]
     assert os.listdir(out["textfile"]) == ["gpuhost_baseline.prom"]
@@ -168,7 +169,7 @@ def test_history_is_pruned_to_history_keep_and_can_be_turned_off(healthy, out, c
         config = write_config(out["tmp"], {"history_dir": elsewhere if option else "", "host": "h"})
         status, stdout, err = run(args(out, healthy, config) + option, capsys)
         assert status == 0, err
-        assert os.listdir(out["report"]) == ["report.json"] and "; history:" not in stdout
+        assert sorted(os.listdir(out["report"])) == [".gpuhost-report.json", "report.json"] and "; history:" not in stdout
         assert "changes" not in json.loads(read(os.path.join(out["report"], "report.json")))["hosts"]["h"]
     assert not os.path.exists(elsewhere)
 
@@ -219,7 +220,9 @@ def test_files_are_replaced_by_rename_never_rewritten(snapshot_trees, out, capsy
     monkeypatch.setattr(os, "replace", replace)
     status, dummy, err = run(args(out, snapshot_trees["healthy"], "none", "--host", "h"), capsys)
     assert status == 0, err
-    assert [os.path.basename(d) for s, d in renames] == ["report.json", "gpuhost_baseline.prom"]
+    # the report set's manifest before (complete: false) and after report.json (views.write_reports)
+    assert [os.path.basename(d) for s, d in renames] == [".gpuhost-report.json", "report.json", ".gpuhost-report.json",
+                                                         "gpuhost_baseline.prom"]
     assert "old_metric" not in read(prom)
     assert sorted(os.listdir(out["textfile"])) == ["gpuhost_baseline.prom"]
 
