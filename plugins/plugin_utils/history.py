@@ -82,6 +82,16 @@ _RESOLVED = ("pass", "waived", "not_applicable", None)
 #: Host names used as file names unchanged; anything else is rewritten and suffixed with a hash.
 _PLAIN_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$")
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]")
+#: Every name :func:`file_name` gives (a rewritten name may start with ``_`` or ``-``) and the
+#: aside name of a refused file: what this tool writes into a history directory.
+_OWN_NAME = re.compile(r"^\.?[A-Za-z0-9_-][A-Za-z0-9._-]*\.jsonl(?:%s)?\Z" % re.escape(REFUSED_SUFFIX))
+
+
+def is_history_file(name):
+    """Whether ``name`` is one this tool writes into a history directory: a host's history
+    (:func:`file_name`) or a refused one set aside (``.<file>.refused``)."""
+    match = _OWN_NAME.match(name)
+    return bool(match) and name.startswith(".") == name.endswith(REFUSED_SUFFIX)
 
 
 class HistoryError(ValueError):

@@ -57,7 +57,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.metrics import Me
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.console import escape
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import (
     DEFAULT_CAP, FileRefused, atomic_write, loads_json, read_bytes)
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import write_reports
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import ReportDirError, write_reports
 
 __metaclass__ = type
 
@@ -263,6 +263,8 @@ def write_outputs(report, name, report_dir, textfile_dir, started, cpu_start):
         paths = write_reports(report, report_dir, formats=["json"])
     except (IOError, OSError) as exc:
         raise SelfAuditError("cannot write report.json into %s: %s" % (report_dir, exc))
+    except ReportDirError as exc:  # the message says what was refused and what to do
+        raise SelfAuditError(str(exc))
     except ReportError as exc:
         raise SelfAuditError("cannot build report.json: %s" % exc)
     try:

@@ -24,7 +24,7 @@ import stat
 import uuid
 import xml.etree.ElementTree as ET
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import files, metrics
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import files, history, metrics
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import DirectoryLock, FileRefused, clip, loads_json
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import (
     FORMAT_FILES, FORMATS, SEVERITY_RANK, STATUS_LABELS, STATUS_WORST_FIRST, STATUSES, ReportError, compact_document,
@@ -963,10 +963,8 @@ REPORT_FILES = tuple(name for dummy, name in FORMAT_FILES)
 _PAGE_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,199}\.(?:html|md)\Z")
 #: The temporary name of a report file, a page or a history file left by a run that was killed
 #: (``files.write_temporary``: ``.<name>.<random>``).
-_TEMPORARY = re.compile(r"^\.(?:%s|\.gpuhost-report\.json|[A-Za-z0-9][A-Za-z0-9._-]*\.(?:html|md|jsonl))\.[A-Za-z0-9_]{6,}\Z"
+_TEMPORARY = re.compile(r"^\.(?:%s|\.gpuhost-report\.json|[A-Za-z0-9_-][A-Za-z0-9._-]*\.(?:html|md|jsonl))\.[A-Za-z0-9_]{6,}\Z"
                         % "|".join(re.escape(name) for name in REPORT_FILES))
-#: A drift history file (history.py) in a history directory kept inside the report directory.
-_HISTORY_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.jsonl\Z")
 #: Foreign names a refusal quotes at most.
 _QUOTED = 5
 
@@ -1001,9 +999,10 @@ def _foreign(directory):
 def _ours(entry):
     name = entry.name
     if entry.is_dir(follow_symlinks=False):
-        wanted = _PAGE_NAME if name == HOST_PAGES_DIR else _HISTORY_NAME
+        # host pages, or a directory of drift histories kept inside the report directory
+        wanted = _PAGE_NAME.match if name == HOST_PAGES_DIR else history.is_history_file
         with os.scandir(entry.path) as inner:  # stops at the first name of another kind
-            return all((item.is_file(follow_symlinks=False) and wanted.match(item.name))
+            return all((item.is_file(follow_symlinks=False) and wanted(item.name))
                        or _TEMPORARY.match(item.name) for item in inner)
     if entry.is_symlink():
         return False

@@ -18,7 +18,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import files, views
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import files, history, views
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ReportError, build_report
 
 GENERATED = "2025-06-01T12:00:00+00:00"
@@ -175,6 +175,25 @@ def test_a_directory_of_an_earlier_version_is_accepted(tmp_path):
     # nothing of the earlier version is removed: no manifest says it was written by this tool
     assert (tmp_path / "hosts" / "old-host.html").read_text() == "old page"
     assert (tmp_path / "history" / "gpu-01.jsonl").read_text() == "{}\n"
+
+
+@pytest.mark.parametrize("host", ["_gpu", "-x", "\x1b[31mgpu", "a/b", "gpu-01"])
+def test_a_history_directory_holds_every_name_the_history_writes(tmp_path, host):
+    # the self-audit keeps history/ inside its report directory: whatever host name the history
+    # rewrites (a leading "_" or "-" too) and a refused file set aside do not make it foreign
+    (tmp_path / "history").mkdir()
+    name = history.file_name(host)
+    (tmp_path / "history" / name).write_text("{}\n")
+    (tmp_path / "history" / ("." + name + history.REFUSED_SUFFIX)).write_text("garbage")
+    views.write_reports(fleet(1), str(tmp_path))
+    assert MANIFEST in os.listdir(str(tmp_path))
+
+
+def test_a_history_directory_with_another_file_is_foreign(tmp_path):
+    (tmp_path / "history").mkdir()
+    (tmp_path / "history" / "notes.txt").write_text("mine")
+    with pytest.raises(views.ReportDirError, match="history/"):
+        views.write_reports(fleet(1), str(tmp_path))
 
 
 def test_foreign_files_added_after_a_run_are_left_alone(tmp_path):
