@@ -64,15 +64,15 @@ def _char_escape(char):
     return "\\x%02x" % code if code < 0x100 else "\\u%04x" % code if code < 0x10000 else "\\U%08x" % code
 
 
-_NON_PRINTABLE = re.compile("[^\n\\w !-~]|\ufffd")
+_NON_PRINTABLE = re.compile("[^\n\\w !-~]")
 
 
 def escape_controls(text):
     """``text`` with every non-printable character except the newline escaped as :func:`escape`
-    escapes it, nothing else changed and nothing cut: for a view that does its own markup escaping
-    and line handling (report.md), so it carries no terminal escape either."""
-    return _NON_PRINTABLE.sub(lambda m: m.group(0) if m.group(0).isprintable() and m.group(0) != "\ufffd"
-                              else _char_escape(m.group(0)), text)
+    escapes it, nothing else changed and nothing cut: for the report views, which do their own
+    markup escaping and line handling, so they carry no terminal escape either. U+FFFD (a byte the
+    host's text did not decode) is printable and stays as it is there."""
+    return _NON_PRINTABLE.sub(lambda m: m.group(0) if m.group(0).isprintable() else _char_escape(m.group(0)), text)
 
 
 def escape(value, limit=MAX_VALUE):

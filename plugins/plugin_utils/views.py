@@ -25,6 +25,7 @@ import uuid
 import xml.etree.ElementTree as ET
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import files, history, metrics
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.console import escape_controls
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import DirectoryLock, FileRefused, clip, loads_json
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import (
     FORMAT_FILES, FORMATS, SEVERITY_RANK, STATUS_LABELS, STATUS_WORST_FIRST, STATUSES, ReportError, compact_document,
@@ -457,8 +458,13 @@ def _template_environment(template_dir=None):
         # Under autoescape, escape as html.escape(quote=True) does (&quot; &#x27;), the spelling
         # the reports have always used, instead of markupsafe's (&#34; &#39;); Markup (macro
         # output, constants marked safe) passes through.
+        # Every value, in either view, carries no terminal escape or other control character
+        # (console.escape_controls): `cat report.md` or a pager shows a host's strings, never
+        # obeys them.
         if eval_ctx.autoescape and not isinstance(value, markupsafe.Markup):
-            return markupsafe.Markup(html.escape(_text(value), quote=True))
+            return markupsafe.Markup(html.escape(escape_controls(_text(value)), quote=True))
+        if isinstance(value, str) and not isinstance(value, markupsafe.Markup):
+            return escape_controls(value)
         return value
 
     bundled = jinja2.FileSystemLoader(TEMPLATE_DIR)
