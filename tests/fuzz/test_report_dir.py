@@ -9,6 +9,7 @@ and a disk that fills up mid-set (``RLIMIT_FSIZE``: a real ``EFBIG`` from the ke
 """
 import json
 import os
+import subprocess
 
 import pytest
 
@@ -162,7 +163,16 @@ def _deep(top, depth):
         os.close(fd)
 
 
-def test_a_deep_tree_in_hosts_is_neither_walked_nor_removed(tmp_path):
+@pytest.fixture
+def deep_tmp(tmp_path):
+    """``tmp_path``, emptied with ``rm -rf`` afterwards: pytest's own clean-up (shutil.rmtree)
+    recurses once per level and cannot remove a 3,000-deep tree."""
+    yield tmp_path
+    subprocess.run(["rm", "-rf", "--", str(tmp_path)], check=False)
+
+
+def test_a_deep_tree_in_hosts_is_neither_walked_nor_removed(deep_tmp):
+    tmp_path = deep_tmp
     directory = reports(tmp_path, 25)
     _deep(os.path.join(directory, "hosts"), 3000)
     outcome = write(directory, 4)  # back on one page: our pages go, the tree stays
@@ -170,7 +180,8 @@ def test_a_deep_tree_in_hosts_is_neither_walked_nor_removed(tmp_path):
     assert os.listdir(os.path.join(directory, "hosts")) == ["d"]
 
 
-def test_a_deep_tree_without_a_manifest_is_refused(tmp_path):
+def test_a_deep_tree_without_a_manifest_is_refused(deep_tmp):
+    tmp_path = deep_tmp
     directory = str(tmp_path / "reports")
     os.makedirs(os.path.join(directory, "hosts"))
     _deep(os.path.join(directory, "hosts"), 3000)
