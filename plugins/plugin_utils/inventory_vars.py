@@ -8,9 +8,10 @@ A misspelled variable is silently ignored by Ansible: ``gpuhost_rot: /snapshots/
 the controller itself. ``known_names`` lists what the collection understands, derived at run time:
 
 * every option of every role's ``meta/argument_specs.yml`` (the role inputs, documented there);
-* every name the collection's own roles and playbooks set while they run (``register``,
-  ``set_fact`` keys, ``vars`` keys, the roles' ``vars/`` and ``defaults/`` files): a remediate role
-  that runs after an audit in the same play sees ``gpuhost_eval`` and must not call it unknown;
+* every name the collection's own roles, playbooks and molecule scenarios set while they run
+  (``register``, ``set_fact`` keys, ``vars`` keys, the roles' ``vars/`` and ``defaults/`` files): a
+  remediate role that runs after an audit in the same play sees ``gpuhost_eval``, and remediate.yml
+  under molecule sees ``gpuhost_test_run``, and neither is a typo;
 * ``INVENTORY_ONLY`` below: the few inventory variables that are no role option (the playbooks'
   keywords and variables of learn.yml and snapshot.yml, the console note).
 
@@ -68,6 +69,13 @@ def _yaml_files(collection_root):
     for name in sorted(os.listdir(playbooks)) if os.path.isdir(playbooks) else []:
         if name.endswith((".yml", ".yaml")):
             yield "playbook", os.path.join(playbooks, name)
+    # the molecule scenarios import the playbooks after plays that set their own gpuhost_test_* facts
+    molecule = os.path.join(collection_root, "molecule")
+    for base, dirs, files in os.walk(molecule):
+        dirs[:] = sorted(d for d in dirs if not d.startswith("."))  # .molecule: molecule's own state
+        for name in sorted(files):
+            if name.endswith((".yml", ".yaml")):
+                yield "playbook", os.path.join(base, name)
 
 
 def _set_while_running(node, out):
@@ -102,7 +110,7 @@ def _role_options(path):
 def known_names(collection_root):
     """Every ``gpuhost_*`` name the collection at ``collection_root`` knows (a frozenset).
 
-    Read from the roles' argument specs, tasks, vars and defaults and the playbooks, plus
+    Read from the roles' argument specs, tasks, vars and defaults, the playbooks and molecule scenarios, plus
     ``INVENTORY_ONLY``; cached per root and the files' modification times. Raises
     :class:`InventoryVarsError` when the root holds no role argument specs.
     """

@@ -189,3 +189,23 @@ def test_the_audit_warns_about_the_typo_and_still_audits(snapshot_trees, tmp_pat
     assert set(report) == {"typo-host", "gpu-healthy"}
     assert report["gpu-healthy"]["state"] == "audited"
     assert report["typo-host"]["state"] == "audited"  # the audit reads, so a local "/" is fine there
+
+
+def test_a_rolling_run_refuses_the_host_in_its_batch_and_reports_every_batch(snapshot_trees, tmp_path):
+    # gpuhost_serial=2: typo-host and gpu-a in the first batch, gpu-b in the second; the first batch's
+    # report has no evaluation of gpu-b yet, the last one holds all three
+    hosts = {"typo-host": local_host(gpuhost_rot=copy_tree(snapshot_trees["incident"], tmp_path / "meant")),
+             "gpu-a": local_host(gpuhost_root=copy_tree(snapshot_trees["incident"], tmp_path / "a")),
+             "gpu-b": local_host(gpuhost_root=copy_tree(snapshot_trees["incident"], tmp_path / "b"))}
+    before = controller_state()
+    runner = run_playbook(tmp_path, "remediate.yml", {"all": {"hosts": hosts}}, cmdline="--check --diff",
+                          extravars={"gpuhost_report_dir": str(tmp_path / "reports"), "gpuhost_serial": 2})
+    out = stdout_of(runner)
+    assert controller_state() == before
+    assert runner.rc == FAILED_HOSTS, out
+    assert failed_hosts(runner) == {"typo-host"}, out
+    assert events_of(runner, "typo-host", path_part="roles/remediate/tasks/fix.yml") == []
+    assert events_of(runner, "gpu-b", path_part="roles/remediate/tasks/fix.yml"), out
+    report = load_report(tmp_path / "reports" / "report.json")["hosts"]
+    assert dict((name, host["state"]) for name, host in report.items()) == {
+        "typo-host": "failed", "gpu-a": "audited", "gpu-b": "audited"}

@@ -56,19 +56,26 @@ def test_names_the_collection_sets_while_it_runs_are_known():
     # registered results, set_fact and task vars: a remediate role after an audit in the same play sees them
     for name in ("gpuhost_eval", "gpuhost_before_eval", "gpuhost_skip_reason", "gpuhost_fix_error",
                  "gpuhost_fix_result_numa_balancing", "gpuhost_report", "gpuhost_run_started",
-                 "gpuhost_learned", "gpuhost_snapshot_tarball", "gpuhost_self_audit_runner"):
+                 "gpuhost_learned", "gpuhost_snapshot_tarball", "gpuhost_self_audit_runner",
+                 "gpuhost_remediate_guard"):
         assert name in KNOWN, name
 
 
-def test_every_variable_the_playbooks_roles_and_inventory_use_is_known():
+def test_the_facts_the_molecule_scenarios_set_before_remediate_yml_are_known():
+    # molecule/remediate/converge.yml imports remediate.yml after a play that sets gpuhost_test_run
+    assert "gpuhost_test_run" in KNOWN
+
+
+def test_every_variable_the_playbooks_roles_inventory_and_molecule_use_is_known():
     used = set()
-    for top in ("playbooks", "roles", "inventory"):
+    for top in ("playbooks", "roles", "inventory", "molecule"):
         for base, dummy, files in os.walk(os.path.join(COLLECTION_ROOT, top)):
             for name in files:
                 if name.endswith((".yml", ".yaml", ".j2")):
                     with open(os.path.join(base, name), encoding="utf-8") as handle:
                         text = re.sub(r"(?m)(^|\s)#.*$", "", handle.read())  # comments may show a typo
-                    used.update(re.findall(r"\bgpuhost_[a-z0-9_]*[a-z0-9]\b", text))
+                    # (not YAML anchors and aliases: &gpuhost_vars in molecule.yml)
+                    used.update(re.findall(r"(?<![&*])\bgpuhost_[a-z0-9_]*[a-z0-9]\b", text))
     # metric and unit names are no variables; gpuhost_fix_result_ is the prefix of the registered names
     used = set(n for n in used if not n.startswith("gpuhost_baseline"))
     assert used - KNOWN == set()
