@@ -168,4 +168,4 @@ def test_a_report_that_cannot_be_written_fails_the_run(snapshot_trees, tmp_path)
                           cmdline="--check", extravars={"gpuhost_report_dir": str(blocker), "gpuhost_fail_on": "low"})
     out = stdout_of(runner)
     assert runner.rc == FAILED_HOSTS, out
-    assert "cannot write reports" in out
+    assert "cannot write the reports into %s: it is not a directory" % blocker in out
