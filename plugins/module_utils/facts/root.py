@@ -398,17 +398,32 @@ class Root:
 
     @property
     def _captured(self):
-        """``snapshot.json`` of a snapshot root (``{}`` live or when absent/unreadable)."""
+        """``snapshot.json`` of a snapshot root (``{}`` live or when absent/unreadable).
+
+        One that is there but cannot be read or parsed (not JSON, not an object, nested too
+        deeply for the parser: a line of 100,000 ``[`` raises ``RecursionError``) is an error of
+        ``/snapshot.json``, recorded once; the failures it would replay are not replayed."""
         if self._snapshot_meta is None:
             self._snapshot_meta = {}
             if not self.live:
+                reason = None
                 try:
                     data = read_regular(self.host_path("/snapshot.json"), "snapshot.json", nofollow=True)
                     meta = json.loads(data.decode("utf-8", "replace"))
+                except EnvironmentError as exc:
+                    if exc.errno != errno.ENOENT:
+                        reason = "cannot be read: %s" % _reason(exc)
+                except RecursionError:
+                    reason = "cannot be parsed: nested too deeply"
+                except ValueError as exc:
+                    reason = "cannot be parsed: not JSON (%s)" % str(exc)[:200]
+                else:
                     if isinstance(meta, dict):
                         self._snapshot_meta = meta
-                except (EnvironmentError, ValueError):
-                    pass
+                    else:
+                        reason = "cannot be parsed: not a JSON object"
+                if reason is not None:
+                    self.error("root", "/snapshot.json", reason + "; the failures recorded at capture are not replayed")
         return self._snapshot_meta
 
 
