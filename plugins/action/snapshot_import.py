@@ -9,7 +9,8 @@ import os
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot import (ARGUMENT_SPEC, SnapshotError,
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import clip
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot import (ARGUMENT_SPEC, LISTED, SnapshotError,
                                                                                 SnapshotRefused, import_snapshot)
 
 __metaclass__ = type
@@ -45,10 +46,14 @@ class ActionModule(ActionBase):
         try:
             imported = import_snapshot(args["src"], args["dest"], check_only=bool(self._task.check_mode))
         except SnapshotRefused as exc:
-            result.update(failed=True, refused=exc.lines(),
+            # every name and reason quoted clipped (files.clip); at most LISTED of them listed
+            refused = exc.lines(LISTED)
+            if len(exc.problems) > LISTED:
+                refused.append("... and %d more" % (len(exc.problems) - LISTED))
+            result.update(failed=True, refused=refused,
                           msg="snapshot_import: %s. Nothing was unpacked to %s; a capture by host_snapshot never "
                               "holds such members (docs/snapshot-format.md, 'Importing a snapshot')"
-                              % (exc, args["dest"]))
+                              % (exc, clip(args["dest"])))
             return result
         except SnapshotError as exc:
             result.update(failed=True, msg="snapshot_import: %s" % exc)

@@ -20,9 +20,15 @@ description:
   - The tarball comes from the host and is untrusted. Before anything is written every member is checked
     - only regular files, directories and relative symbolic links, under relative names without C(..), each
     given once and none inside a link member; no absolute link target and no link leading out of the
-    snapshot (Python's C(tarfile.data_filter)), no device node, FIFO or hard link; at most 500000 members
-    and 1 GiB of file data; a C(snapshot.json) at the top. One refused member fails the task, naming every
-    refused member, and nothing is unpacked.
+    snapshot (Python's C(tarfile.data_filter)), no device node, FIFO, hard link or sparse file; at most 500000
+    members and 1 GiB of file data; a C(snapshot.json) at the top. One refused member fails the task, naming
+    every refused member, and nothing is unpacked.
+  - Before Python's C(tarfile) reads it, the tarball is scanned once as a stream, holding no member's data, so
+    that a small tarball cannot make the controller read a huge header into memory - each GNU long-name,
+    long-link or pax header at most 64 KiB and 64 MiB all together, at most 8 of them before one member, at
+    most 2 GiB once decompressed; member count and file data are checked there too, before the data is
+    decompressed. A damaged tarball (truncated, bad header checksum, a size field that is not a number) fails
+    the task. Messages quote names and link targets cut to 300 characters, escapes shown escaped.
   - The tarball is extracted with the same checks into a new private directory next to O(dest), every
     directory gets mode 0755 and every file 0644 (0755 when its owner could execute it), the tree is checked
     again as a directory, and the directory is renamed to O(dest) with mode 0700. A previous snapshot at
@@ -115,7 +121,9 @@ replaced:
   type: bool
   sample: false
 refused:
-  description: Every refused member or path with the reason, as C(name), colon, reason.
+  description:
+    - Every refused member or path with the reason, as C(name), colon, reason; names cut to 300 characters.
+    - At most the first 100, then one line saying how many more.
   returned: when the snapshot is refused
   type: list
   elements: str

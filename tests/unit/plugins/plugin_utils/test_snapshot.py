@@ -290,3 +290,106 @@ def test_generated_demo_snapshots_pass_the_directory_check(snapshot_trees):
 def test_documentation_module_repeats_the_action_options():
     doc_module = importlib.import_module("ansible_collections.gpuhost.baseline.plugins.modules.snapshot_import")
     assert doc_module.ARGUMENT_SPEC == snapshot.ARGUMENT_SPEC
+
+
+# -- the raw stream (issue 18 item 4; the bombs themselves: tests/fuzz/test_tarball.py) ---------
+
+def test_long_names_links_and_pax_headers_tarfile_writes_are_accepted(tmp_path):
+    # names and link targets over 100 characters, non-ASCII names, in the three formats tarfile
+    # writes: the scan reads their GNU and pax headers as tarfile does
+    deep = "sys/devices/" + "/".join("pci0000:%02x" % i for i in range(20))
+    for fmt in (tarfile.GNU_FORMAT, tarfile.PAX_FORMAT, tarfile.USTAR_FORMAT):
+        src = tmp_path / ("fmt%d.tar.gz" % fmt)
+        with tarfile.open(src, "w:gz", format=fmt) as tar:
+            members = [member("snapshot.json", data=META), member(deep, "dir"),
+                       member(deep + "/config", data=b"\x10\xde" * 40),
+                       member("etc/" + "l" * 90 + "/link", "sym", target="../" + "t" * 150),
+                       member("etc/gpu-\u00e9t\u00e9", data=b"x\n")]
+            for info, data in members:
+                if fmt == tarfile.USTAR_FORMAT and (len(info.linkname) > 100 or not info.name.isascii()):
+                    continue
+                tar.addfile(info, io.BytesIO(data) if info.isreg() else None)
+        dest = tmp_path / ("out%d" % fmt)
+        import_snapshot(str(src), str(dest))
+        assert (dest / deep / "config").read_bytes() == b"\x10\xde" * 40
+        if fmt != tarfile.USTAR_FORMAT:
+            assert os.readlink(dest / "etc" / ("l" * 90) / "link") == "../" + "t" * 150
+            assert (dest / "etc" / "gpu-\u00e9t\u00e9").read_bytes() == b"x\n"
+
+
+def test_pax_size_decides_where_the_next_header_is(tmp_path):
+    # a pax header's size replaces the header's: the scan skips the data tarfile skips
+    src = tmp_path / "t.tar"
+    data = b"y" * 1500
+    with tarfile.open(src, "w", format=tarfile.PAX_FORMAT) as tar:
+        info, dummy = member("snapshot.json", data=META)
+        tar.addfile(info, io.BytesIO(META))
+        info = tarfile.TarInfo("proc/big")
+        info.size = len(data)
+        info.pax_headers = {"size": str(len(data))}
+        tar.addfile(info, io.BytesIO(data))
+    dest = tmp_path / "out"
+    assert import_snapshot(str(src), str(dest))["files"] == 2
+    assert (dest / "proc" / "big").read_bytes() == data
+
+
+def test_decompressed_size_is_capped(tmp_path):
+    src = tarball(tmp_path / "t.tar.gz", [member("proc/%d" % i, data=b"\0" * 4096) for i in range(10)])
+    with pytest.raises(SnapshotRefused, match="larger than 20000 bytes"):
+        import_snapshot(src, str(tmp_path / "a"), max_expanded=20000)
+    assert import_snapshot(src, str(tmp_path / "b"), max_expanded=60000)["files"] == 11
+
+
+def test_header_bomb_is_refused_before_its_payload_is_read(tmp_path, monkeypatch):
+    src = tmp_path / "t.tar"
+    block = bytearray(512)
+    block[0:13] = b"././@LongLink"
+    block[100:108] = b"0000644\0"
+    block[124:136] = b"%011o\0" % (200 * 1024 * 1024)
+    block[148:156] = b" " * 8
+    block[156:157] = b"L"
+    block[257:265] = b"ustar\x0000"
+    block[148:156] = b"%06o\0 " % sum(block)
+    src.write_bytes(bytes(block) + b"a" * 4096)
+    monkeypatch.setattr(tarfile, "open", lambda *a, **k: pytest.fail("tarfile opened a header bomb"))
+    with pytest.raises(SnapshotRefused) as caught:
+        import_snapshot(str(src), str(tmp_path / "out"))
+    assert caught.value.problems == [("tar header at byte 0", "GNU long-name header ('L') of 209715200 bytes: a "
+                                                               "header may hold at most 65536")]
+
+
+def test_messages_quote_a_few_hundred_characters(tmp_path):
+    name = "proc/" + "\x1b" + "n" * 100000
+    problems = [(name + str(i), "symbolic link to %s leaves the snapshot" % snapshot._quote("../" * 50000))
+                for i in range(7)]
+    exc = SnapshotRefused("/x/" + "s" * 5000 + ".tar.gz", problems)
+    assert len(str(exc)) <= 1500 and "\x1b" not in str(exc)
+    assert "(100007 characters)" in str(exc) and "and 6 more" in str(exc)
+    lines = exc.lines()
+    assert len(lines) == 7 and all(len(line) < 1000 for line in lines)
+    assert exc.lines(2) == lines[:2]
+
+
+def test_fifo_as_tarball_is_refused_without_blocking(tmp_path):
+    os.mkfifo(str(tmp_path / "fifo.tar.gz"))
+    with pytest.raises(SnapshotError, match="not a regular file"):
+        import_snapshot(str(tmp_path / "fifo.tar.gz"), str(tmp_path / "out"))
+
+
+def test_snapshot_json_nested_too_deeply_is_an_error_of_the_snapshot(tmp_path):
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+    src = tmp_path / "t.tar.gz"
+    with tarfile.open(src, "w:gz") as tar:
+        info, data = member("snapshot.json", data=b"[" * 100000)
+        tar.addfile(info, io.BytesIO(data))
+    import_snapshot(str(src), str(tmp_path / "out"))
+    root = Root(str(tmp_path / "out"))
+    assert root.read_value("/proc/cmdline", "kernel", optional=True) is None
+    assert root.command("nvidia-smi-q", "nvidia")[0] is None
+    assert [e for e in root.errors if e["path"] == "/snapshot.json"] == [{
+        "subsystem": "root", "path": "/snapshot.json",
+        "reason": "cannot be parsed: nested too deeply; the failures recorded at capture are not replayed"}]
+    (tmp_path / "out" / "snapshot.json").write_text('"a string"')
+    root = Root(str(tmp_path / "out"))
+    root.read_value("/proc/cmdline", "kernel", optional=True)
+    assert "not a JSON object" in root.errors[0]["reason"]
