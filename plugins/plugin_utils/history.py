@@ -49,7 +49,7 @@ DEFAULT_KEEP = 50
 #: largest host the tests model (768 CPUs, 64 PCI devices, 8 GPUs; measured), so the self-audit's
 #: 168 records are about 2 MB: 16 MiB leaves eight times that for bigger hosts or a longer
 #: retention, and the worst file under it (all valid records, or one record of 16 MiB) parses in
-#: well under the 512 MiB the bomb corpus allows (tests/fuzz/test_history.py).
+#: well under the 512 MiB the bomb corpus allows (tests/fuzz/test_fuzz_history.py).
 MAX_FILE_BYTES = 16 * 1024 * 1024
 
 #: Damaged lines named per file read; the rest are counted in one more warning.

@@ -416,7 +416,7 @@ def merge_metrics(report, existing, now=None, keep_seconds=KEEP_SECONDS):
 #: The most of an existing fleet file :func:`read_existing` reads (bytes): about 1,100 hosts of the
 #: demo incident's kind (8 GPUs, 29 kB of series each), 1,700 of the demo mix. Merging a file of this
 #: size took 3.2 s of CPU and 320 MiB with demo series, at worst (the shortest line the merge keeps,
-#: a host each: tests/fuzz/test_report_dir.py) 6.7 s and 415 MiB; a larger file is refused.
+#: a host each: tests/fuzz/test_fuzz_report_dir.py) 6.7 s and 415 MiB; a larger file is refused.
 EXISTING_CAP = 32 * 1024 * 1024
 
 

@@ -6,7 +6,7 @@ file followed out of the site directory and no raw content of a broken file quot
 naming file, entry and field (unquoted dates included); rule queries bounded when loaded (length,
 nesting) and when run (steps, characters produced, size of values), an over-budget rule being an
 ``unknown`` finding that names the rule and the bound. The bombs themselves (minutes, gigabytes
-before the change) run bounded in ``tests/fuzz/test_catalogue_yaml.py``.
+before the change) run bounded in ``tests/fuzz/test_fuzz_catalogue_yaml.py``.
 """
 import os
 import re

@@ -5,7 +5,7 @@ A history line nested 100,000 deep is a parse error like any other (named, skipp
 history file is read through files.read_bytes (bounded, regular files only, never blocking) and
 written without following a link; a damaged file gives the first few warnings and a count; every
 line the self-audit prints is escaped. The cases that would hang or exhaust memory before the
-change are in tests/fuzz/test_history.py (bounded child processes)."""
+change are in tests/fuzz/test_fuzz_history.py (bounded child processes)."""
 import json
 import os
 

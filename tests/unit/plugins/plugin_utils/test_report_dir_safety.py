@@ -8,7 +8,7 @@
   failure (a full disk, a renderer bug) leaves the previous set exactly as it was and no temporary file;
 * errors are :class:`~plugin_utils.report.ReportError` with a one-line message naming the directory.
 
-The FIFO, ``/dev/zero`` and bomb cases of the report directory are in ``tests/fuzz/test_report_dir.py``.
+The FIFO, ``/dev/zero`` and bomb cases of the report directory are in ``tests/fuzz/test_fuzz_report_dir.py``.
 """
 
 import errno

@@ -292,7 +292,7 @@ def test_documentation_module_repeats_the_action_options():
     assert doc_module.ARGUMENT_SPEC == snapshot.ARGUMENT_SPEC
 
 
-# -- the raw stream (issue 18 item 4; the bombs themselves: tests/fuzz/test_tarball.py) ---------
+# -- the raw stream (issue 18 item 4; the bombs themselves: tests/fuzz/test_fuzz_tarball.py) ---------
 
 def test_long_names_links_and_pax_headers_tarfile_writes_are_accepted(tmp_path):
     # names and link targets over 100 characters, non-ASCII names, in the three formats tarfile

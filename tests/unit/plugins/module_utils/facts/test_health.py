@@ -95,7 +95,7 @@ def test_kernel_log_not_text_is_none():
 
 
 def test_a_header_count_of_thousands_of_digits_is_no_header_not_a_crash():
-    # int() of 5,000 digits raised ValueError out of the parser (tests/fuzz/test_kernel_log.py)
+    # int() of 5,000 digits raised ValueError out of the parser (tests/fuzz/test_fuzz_kernel_log.py)
     line = "[ 1.000000] NVRM: Xid (PCI:0000:41:00): 79, GPU has fallen off the bus.\n"
     parsed = parse_kernel_log("# gpuhost.baseline kernel log: %s lines read from x, 1 kept\n" % ("9" * 5000) + line)
     assert parsed["source"] is None and parsed["lines"] == 2 and parsed["events"] == 1

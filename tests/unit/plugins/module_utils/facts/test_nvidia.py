@@ -419,7 +419,7 @@ def test_topo_with_more_devices_than_any_host_is_an_error_before_any_cell_is_rea
 
 
 def test_topo_output_longer_than_any_matrix_is_refused_unsplit():
-    # 64 MiB of blank lines took the parser over 10 s, and of short lines past 512 MiB (tests/fuzz/test_topo.py)
+    # 64 MiB of blank lines took the parser over 10 s, and of short lines past 512 MiB (tests/fuzz/test_fuzz_topo.py)
     text = own("topo-8gpu-2nic-2socket.txt") + "\n" * _nvidia.MAX_TOPO_CHARS
     with pytest.raises(TopoError, match="more than any topology matrix"):
         parse_topo(text)

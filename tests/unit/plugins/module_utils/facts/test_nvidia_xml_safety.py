@@ -194,7 +194,7 @@ def test_deep_nesting_costs_its_elements_and_nothing_more():
 
 
 def test_more_elements_than_any_real_capture_stops_the_read_and_keeps_earlier_gpus(monkeypatch):
-    # smaller limits than the real ones (the bomb corpus, tests/fuzz/test_nvidia_xml.py, uses those)
+    # smaller limits than the real ones (the bomb corpus, tests/fuzz/test_fuzz_nvidia_xml.py, uses those)
     monkeypatch.setattr(nvidia, "MAX_ELEMENTS", 20000)
     monkeypatch.setattr(nvidia, "_CHUNK", 65536)
     text = eight()
