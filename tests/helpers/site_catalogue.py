@@ -46,3 +46,25 @@ def make_site(directory, waived_host="demo-incident"):
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(textwrap.dedent(text))
     return directory
+
+
+def write(path, text):
+    """Write ``text`` (dedented; bytes as they are) to the pathlib ``path``, parents made; return it."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if isinstance(text, bytes):
+        path.write_bytes(text)
+    else:
+        path.write_text(textwrap.dedent(text))
+    return path
+
+
+def private_catalogue_cache(tmp_path, monkeypatch):
+    """Body of an autouse fixture: the catalogue's disk cache under ``tmp_path`` and its memory
+    cache empty before and after the test (``yield from`` it)."""
+    # imported here: helpers are imported by tests that run before the collection link exists
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue  # pylint: disable=import-outside-toplevel
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    catalogue._CACHE.clear()
+    yield
+    catalogue._CACHE.clear()

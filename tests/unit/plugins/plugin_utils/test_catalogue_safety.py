@@ -10,12 +10,11 @@ before the change) run bounded in ``tests/fuzz/test_fuzz_catalogue_yaml.py``.
 """
 import os
 import re
-import textwrap
 
 import pytest
 
 from helpers.baseline_facts import healthy_facts
-from helpers.site_catalogue import SITE_RULE
+from helpers.site_catalogue import SITE_RULE, private_catalogue_cache, write
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue, evaluation, schema
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError
@@ -29,21 +28,11 @@ extends: amd-epyc-nvidia
 """
 
 
-def write(path, text):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if isinstance(text, bytes):
-        path.write_bytes(text)
-    else:
-        path.write_text(textwrap.dedent(text))
-    return path
 
 
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    catalogue._CACHE.clear()
-    yield
-    catalogue._CACHE.clear()
+    yield from private_catalogue_cache(tmp_path, monkeypatch)
 
 
 @pytest.fixture

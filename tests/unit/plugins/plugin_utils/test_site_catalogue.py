@@ -2,7 +2,6 @@
 the bundled catalogue, replace vs collision, per-profile severity, rules turned off, malformed files
 named, and the disk cache following the site files."""
 import os
-import textwrap
 
 import pytest
 
@@ -10,7 +9,7 @@ from helpers.baseline_facts import healthy_facts
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue, evaluation
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError
-from helpers.site_catalogue import SITE_RULE  # a new rule of the site: the running kernel at least 6.10
+from helpers.site_catalogue import SITE_RULE, private_catalogue_cache, write  # a new rule of the site: the running kernel at least 6.10
 
 TODAY = "2026-06-01"
 
@@ -34,18 +33,11 @@ SITE_WAIVERS = """\
 """
 
 
-def write(path, text):
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(textwrap.dedent(text))
-    return path
 
 
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path, monkeypatch):
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
-    catalogue._CACHE.clear()
-    yield
-    catalogue._CACHE.clear()
+    yield from private_catalogue_cache(tmp_path, monkeypatch)
 
 
 @pytest.fixture
