@@ -707,8 +707,8 @@ def import_snapshot(src, dest, check_only=False, max_members=MAX_MEMBERS, max_by
                 except tarfile.FilterError as exc:
                     raise SnapshotRefused(src, [(exc.tarinfo.name if hasattr(exc, "tarinfo") else "?", str(exc))])
                 except (OSError, EOFError, tarfile.TarError) as exc:
-                    raise SnapshotError("cannot unpack snapshot tarball %s into %s: %s" % (clip(src), work,
-                                                                                          clip(str(exc))))
+                    raise SnapshotError("cannot unpack snapshot tarball %s into %s: %s"
+                                        % (clip(src), work, clip(str(exc))))
                 reset_modes(work)
                 problems = check_tree(work)
                 if problems:

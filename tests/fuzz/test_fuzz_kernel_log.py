@@ -58,7 +58,7 @@ def truncated():
 
 def garbage():
     rng = random.Random(18013)
-    return bytes(rng.getrandbits(8) for _ in range(1024 * 1024))
+    return bytes(rng.getrandbits(8) for unused in range(1024 * 1024))
 
 
 def huge_journal():
@@ -209,7 +209,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("build, check", CASES, ids=[build.__name__ for build, _ in CASES])
+@pytest.mark.parametrize("build, check", CASES, ids=[build.__name__ for build, unused in CASES])
 def test_kernel_log(tmp_path, build, check):
     (tmp_path / "proc" / "driver" / "nvidia").mkdir(parents=True)
     (tmp_path / "proc" / "driver" / "nvidia" / "version").write_text(

@@ -57,7 +57,7 @@ def gpu_block(data):
 
 def in_name(data, gpu, junk):
     at = -1
-    for _ in range(gpu + 1):
+    for unused in range(gpu + 1):
         at = data.index(b"<product_name>Tesla", at + 1)
     at += len(b"<product_name>Tesla")
     return data[:at] + junk + data[at:]
@@ -74,7 +74,7 @@ def truncated():
 
 def garbage():
     return random.Random(18013).randbytes(4 * 1024 * 1024) if hasattr(random.Random, "randbytes") else \
-        bytes(random.Random(18013).getrandbits(8) for _ in range(1024 * 1024))
+        bytes(random.Random(18013).getrandbits(8) for unused in range(1024 * 1024))
 
 
 def huge_repeated_gpus():
@@ -232,7 +232,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("build, check", CASES, ids=[build.__name__ for build, _ in CASES])
+@pytest.mark.parametrize("build, check", CASES, ids=[build.__name__ for build, unused in CASES])
 def test_nvidia_smi_xml(tmp_path, build, check):
     (tmp_path / "commands").mkdir()
     (tmp_path / "commands" / "nvidia-smi-q.xml").write_bytes(build())

@@ -60,7 +60,7 @@ def truncated():
 
 def garbage():
     rng = random.Random(18013)
-    return bytes(rng.getrandbits(8) for _ in range(512 * 1024))
+    return bytes(rng.getrandbits(8) for unused in range(512 * 1024))
 
 
 def huge_repeated():
@@ -174,7 +174,7 @@ CASES = [
 ]
 
 
-@pytest.mark.parametrize("build, check", CASES, ids=[build.__name__ for build, _ in CASES])
+@pytest.mark.parametrize("build, check", CASES, ids=[build.__name__ for build, unused in CASES])
 def test_topo(tmp_path, build, check):
     (tmp_path / "commands").mkdir()
     with open(XML, "rb") as handle:

@@ -28,8 +28,6 @@ extends: amd-epyc-nvidia
 """
 
 
-
-
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path, monkeypatch):
     yield from private_catalogue_cache(tmp_path, monkeypatch)

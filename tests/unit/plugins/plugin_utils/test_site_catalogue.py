@@ -33,8 +33,6 @@ SITE_WAIVERS = """\
 """
 
 
-
-
 @pytest.fixture(autouse=True)
 def private_cache(tmp_path, monkeypatch):
     yield from private_catalogue_cache(tmp_path, monkeypatch)

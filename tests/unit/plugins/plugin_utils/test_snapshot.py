@@ -354,8 +354,8 @@ def test_header_bomb_is_refused_before_its_payload_is_read(tmp_path, monkeypatch
     monkeypatch.setattr(tarfile, "open", lambda *a, **k: pytest.fail("tarfile opened a header bomb"))
     with pytest.raises(SnapshotRefused) as caught:
         import_snapshot(str(src), str(tmp_path / "out"))
-    assert caught.value.problems == [("tar header at byte 0", "GNU long-name header ('L') of 209715200 bytes: a "
-                                                               "header may hold at most 65536")]
+    reason = "GNU long-name header ('L') of 209715200 bytes: a header may hold at most 65536"
+    assert caught.value.problems == [("tar header at byte 0", reason)]
 
 
 def test_messages_quote_a_few_hundred_characters(tmp_path):

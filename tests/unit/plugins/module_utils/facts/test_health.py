@@ -106,8 +106,8 @@ def test_blank_and_carriage_return_lines_are_not_counted_the_same_raw_and_stored
     raw = parse_kernel_log(text)
     stored = parse_kernel_log(reduce_kernel_log(text, "dmesg"))
     assert raw["lines"] == stored["lines"] == 2
-    assert raw["by_gpu"] == stored["by_gpu"] == {"0000:41:00.0": {"79": {"count": 1, "first_s": 2.0, "last_s": 2.0,
-                                                                          "message": "x"}}}
+    expected = {"0000:41:00.0": {"79": {"count": 1, "first_s": 2.0, "last_s": 2.0, "message": "x"}}}
+    assert raw["by_gpu"] == stored["by_gpu"] == expected
 
 
 @settings(max_examples=300, deadline=None)

@@ -31,13 +31,13 @@ def shell_value(paths, shell):
     one of them is not valid shell syntax (fixture files only; they run nothing with an effect)."""
     for path in paths:
         if subprocess.run([shell, "-n", path], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                          timeout=10).returncode:
+                          timeout=10, check=False).returncode:
             return None
     script = ('for f in "$@"; do . "$f"; done; '
               'printf "%s\\n%s" "${GRUB_CMDLINE_LINUX-}" "${GRUB_CMDLINE_LINUX_DEFAULT-}"')
     out = subprocess.run([shell, "-c", script, "sh"] + list(paths), stdout=subprocess.PIPE,
                          stderr=subprocess.DEVNULL, env={"PATH": os.environ["PATH"]}, timeout=10,
-                         universal_newlines=True).stdout
+                         universal_newlines=True, check=False).stdout
     linux, _sep, default = out.partition("\n")
     return " ".join(part for part in (linux.strip(), default.strip()) if part)
 

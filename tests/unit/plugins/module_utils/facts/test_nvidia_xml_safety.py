@@ -33,7 +33,7 @@ def eight():
 def in_name(text, gpu, junk):
     """``text`` with ``junk`` inside the product name of GPU number ``gpu`` (after "Tesla")."""
     at = -1
-    for _ in range(gpu + 1):
+    for unused in range(gpu + 1):
         at = text.index("<product_name>Tesla", at + 1)
     at += len("<product_name>Tesla")
     return text[:at] + junk + text[at:]
