@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 import re
 
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import cpu as facts_cpu
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import cmdline_value, compare_kernel_release
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pcie_paths import peer_bridges
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_health import derive_health
@@ -75,37 +76,15 @@ def _int(value):
 
 
 def parse_cpulist(text):
-    """``"0-3,8"`` -> ``{0, 1, 2, 3, 8}``; ``None`` for anything malformed."""
+    """``"0-3,8"`` -> ``{0, 1, 2, 3, 8}`` in the kernel's whole cpulist grammar (``0-15:2/4`` groups
+    too: the facts layer's :func:`~ansible_collections.gpuhost.baseline.plugins.module_utils.facts.cpu.parse_cpulist`,
+    one parser for host and controller); an int is that one CPU; ``None`` for anything malformed."""
     if isinstance(text, int) and not isinstance(text, bool):
         return {text}
     if not isinstance(text, str):
         return None
-    result = set()
-    text = text.strip()
-    if not text:
-        return result
-    for part in text.split(","):
-        part = part.strip()
-        match = re.match(r"^(\d+)(?:-(\d+))?$", part)
-        if not match:
-            return None
-        lo = int(match.group(1))
-        hi = int(match.group(2)) if match.group(2) else lo
-        if hi < lo or hi - lo > 65536:
-            return None
-        result.update(range(lo, hi + 1))
-    return result
-
-
-def _cpulist_text(cpus):
-    cpus = sorted(cpus)
-    ranges = []
-    for cpu in cpus:
-        if ranges and cpu == ranges[-1][1] + 1:
-            ranges[-1][1] = cpu
-        else:
-            ranges.append([cpu, cpu])
-    return ",".join("%d" % a if a == b else "%d-%d" % (a, b) for a, b in ranges)
+    cpus = facts_cpu.parse_cpulist(text)
+    return None if cpus is None else set(cpus)
 
 
 # -- cpu ----------------------------------------------------------------------------------
@@ -1031,7 +1010,7 @@ def _pinning_problems(ct, gpu_nodes, node_cpus):
         if cpus is None:
             problems.append("cpuset %r unreadable" % cpuset)
         elif cpus - allowed:
-            problems.append("cpus %s outside GPU node(s) %s" % (_cpulist_text(cpus - allowed), wanted))
+            problems.append("cpus %s outside GPU node(s) %s" % (facts_cpu.format_cpulist(cpus - allowed), wanted))
     mems = ct.get("cpuset_mems")
     if mems in (None, ""):
         problems.append("no lxc.cgroup2.cpuset.mems (GPU node(s) %s)" % wanted)
@@ -1040,7 +1019,7 @@ def _pinning_problems(ct, gpu_nodes, node_cpus):
         if nodes is None:
             problems.append("cpuset.mems %r unreadable" % mems)
         elif nodes - set(gpu_nodes):
-            problems.append("mems %s not GPU node(s) %s" % (_cpulist_text(nodes - set(gpu_nodes)), wanted))
+            problems.append("mems %s not GPU node(s) %s" % (facts_cpu.format_cpulist(nodes - set(gpu_nodes)), wanted))
     return problems
 
 

@@ -8,6 +8,7 @@ from hypothesis import strategies as st
 from helpers.baseline_facts import (DOWN0, DOWN1, DOWN2, GPU0, GPU1, MGMT_NIC, NIC, ROOT, UP, device,
                                     healthy_facts)
 
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import cpu as facts_cpu
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import (
     REQUIRED_PARAMS, derive, gpu_generation, parse_cpulist)
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import load_catalogue
@@ -38,6 +39,16 @@ def test_parse_cpulist():
     assert parse_cpulist("a-b") is None
     assert parse_cpulist(None) is None
     assert parse_cpulist("0-99999999") is None
+    assert parse_cpulist(7) == {7}
+
+
+def test_parse_cpulist_is_the_kernel_grammar_of_the_facts_layer():
+    # one parser for host and controller (issue 19): the kernel's group syntax parses here too,
+    # as it does in facts/cpu.py, instead of None on the controller only
+    assert parse_cpulist("0-15:2/4") == {0, 1, 4, 5, 8, 9, 12, 13}
+    for text in ("0-3,8", "", "3-1", "0-15:2/4", "1,,2", "0-7:0/4"):
+        expected = facts_cpu.parse_cpulist(text)
+        assert parse_cpulist(text) == (None if expected is None else set(expected))
 
 
 def test_gpu_generation():
