@@ -25,6 +25,7 @@ import re
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.cpu import CPU_DIR, CPUFREQ_DIR
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.iommu import GROUPS_DIR
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import SYSCTL_CONF, SYSCTL_DIRS
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.lxc import PVE_LXC_DIR
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.numa import NODE_DIR
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.nvidia import VERSION_PATH
@@ -69,7 +70,8 @@ _IDLE_STATE = CPU_DIR + "/cpu*/cpuidle/state*/"
 _MEMINFO = NODE_DIR + "/node*/meminfo"
 _CONFIG = DEVICES_DIR + "/{address}/config"
 _CT_CONF = PVE_LXC_DIR + "/{id}.conf"
-_SYSCTL_FILES = ("/etc/sysctl.d/*.conf", "/run/sysctl.d/*.conf", "/usr/lib/sysctl.d/*.conf", "/etc/sysctl.conf")
+# the directories the kernel facts read, in their order (facts/kernel.py), and sysctl.conf last
+_SYSCTL_FILES = tuple(directory + "/*.conf" for directory in SYSCTL_DIRS) + (SYSCTL_CONF,)
 _CMDLINE_FILES = ("/etc/kernel/cmdline", "/etc/default/grub", "/boot/loader/entries/*.conf")
 _PCI_DEVICE = (_CONFIG,)
 

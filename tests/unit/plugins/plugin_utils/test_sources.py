@@ -199,3 +199,11 @@ def test_a_null_subject_list_names_its_source():
     assert f["status"] == "unknown"
     assert NAMES_A_SOURCE.search(f["message"]), f["message"]
     assert "/sys/bus/pci/devices/*/config" in f["message"]
+
+
+def test_sysctl_sources_are_the_directories_the_facts_read():
+    # one list (facts/kernel.py SYSCTL_DIRS): an unknown finding names every directory read
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import SYSCTL_CONF, SYSCTL_DIRS
+    named = sources.SOURCES["kernel.sysctl_persisted"]
+    assert [d + "/*.conf" for d in SYSCTL_DIRS] + [SYSCTL_CONF] == list(named)
+    assert "/usr/local/lib/sysctl.d/*.conf" in named and "/lib/sysctl.d/*.conf" in named
