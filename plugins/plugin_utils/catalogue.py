@@ -610,7 +610,7 @@ class Rule:
             where = "%s: rule %s" % (path, rid)
         self.where = where
         self.file = path
-        # the structure was checked against schemas/rules.schema.json (load_rules); what follows
+        # the structure was checked against schemas/rules.schema.json (read_rule_files); what follows
         # is what a schema cannot say
         self.id = raw["id"]
         self.title = raw["title"].strip()
@@ -751,11 +751,6 @@ def read_rule_files(base_dir):
     if not files:
         raise CatalogueError("%s: no rule files" % rules_dir)
     return files
-
-
-def load_rules(base_dir):
-    """Every rule of ``<base_dir>/rules/<area>.yml``, validated, in area then file order."""
-    return build_rules(read_rule_files(base_dir))
 
 
 def build_rules(files, sites=()):
@@ -1004,11 +999,6 @@ class Profile:
         self.file = file
         #: rule id -> severity for the selected rules whose severity this profile (or a parent) changes
         self.severity = dict(severity or {})
-
-
-def load_profiles(base_dir, rules):
-    """Every ``<base_dir>/profiles/<name>.yml``, validated and resolved against ``rules``."""
-    return build_profiles(read_profile_files(base_dir), rules, os.path.join(base_dir, "profiles"))
 
 
 def read_profile_files(base_dir):

@@ -469,7 +469,7 @@ _NOT_AUTOMATIC = {
 }
 
 
-def pending_items(findings, fixed_actions=None):
+def pending_items(findings):
     """What is still open after fixing, one entry per failing finding, with why:
     ``kind`` is ``reboot`` (configured, waits for a reboot), ``opt-in`` (a fix exists but is off
     by policy), ``manual`` (no automatic fix) or ``not-fixed`` (the fix ran but the check still fails)."""

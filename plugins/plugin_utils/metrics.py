@@ -350,16 +350,6 @@ def _parsed(text):
         yield match.group(1), labels, match.group(3), line
 
 
-def parse_samples(text):
-    """``[(family, {label: value}, value text)]`` of the sample lines of an exposition text.
-
-    Comment lines and blank lines are skipped; so is any line that is not a sample as this module
-    writes them (a timestamp after the value, an unknown escape, a malformed label list): an old
-    or damaged file can only lose lines, never put a broken one into the file written next.
-    """
-    return [(family, labels, value) for family, labels, value, dummy in _parsed(text)]
-
-
 def _last_runs(text):
     """``{host: last run}`` from the ``gpuhost_baseline_last_run_timestamp_seconds`` lines of ``text``."""
     stamps = {}

@@ -83,10 +83,6 @@ def _sort_findings(findings):
     )
 
 
-def _severity_order(sev):
-    return -SEVERITY_RANK.get(sev, -1)
-
-
 def _pending_text(item):
     if not isinstance(item, dict):
         return str(item)

@@ -144,10 +144,6 @@ _NAME_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _WORD_END = " \t\n;&|<>()"
 
 
-class _Unresolvable(Exception):
-    """A value uses a shell feature (command substitution) that cannot be evaluated."""
-
-
 def _read_word(text, i, env):
     """Read one shell word starting at ``i``; return ``(value, next_index, problem)``.
 
