@@ -35,16 +35,12 @@ import time
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import REQUIRED_PARAMS
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import FileRefused, clip, loads_json, read_bytes
+# COLLECTION_ROOT: rules/ and profiles/ live next to plugins/ (one definition, in schema.py)
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import (
-    SCHEMA_DIR, SchemaError, check as check_schema, json_compatible)
+    COLLECTION_ROOT, SCHEMA_DIR, SchemaError, check as check_schema, json_compatible)
 
 __metaclass__ = type
 
-#: Collection root: rules/ and profiles/ live next to plugins/.
-COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-STATUSES = ("pass", "fail", "unknown", "waived", "not_applicable")
-SEVERITIES = ("critical", "high", "medium", "low", "info")
 
 #: area (file name) -> rule id prefix
 AREAS = (

@@ -16,6 +16,7 @@ from __future__ import absolute_import, division, print_function
 import re
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import cpu as facts_cpu
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.nvidia import IDLE_PSTATE_MIN, pstate_number
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import cmdline_value, compare_kernel_release
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pcie_paths import peer_bridges
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_health import derive_health
@@ -492,19 +493,6 @@ def _redirects(device):
     if not isinstance(ctl, dict):
         return None
     return [bit for bit in ("request_redirect", "completion_redirect") if ctl.get(bit)]
-
-
-#: The performance state from which on a GPU counts as idle for PCI-005: nvidia-smi documents P0
-#: (maximum performance) to P12 (minimum); NVIDIA's P-state table names P8 basic video playback and
-#: P12 minimum idle power, the states a GPU with nothing to do drops to, lowering its link speed.
-IDLE_PSTATE_MIN = 8
-
-
-def pstate_number(value):
-    """``8`` for ``"P8"``; ``None`` for anything that is not a performance state."""
-    if isinstance(value, str) and len(value) > 1 and value[0] in "Pp" and all(c in "0123456789" for c in value[1:]):
-        return int(value[1:])
-    return None
 
 
 def gpu_link_states(facts):

@@ -17,11 +17,12 @@ import fnmatch
 import re
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import (
-    AREA_SUBSYSTEM, OPERATORS, STATUSES, Budget, CatalogueError, CostExceeded, EvaluationError, load_catalogue,
+    AREA_SUBSYSTEM, OPERATORS, Budget, CatalogueError, CostExceeded, EvaluationError, load_catalogue,
     parse_date, plain, resolve_profile, truthy, type_name, validate_waivers,
 )
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import derive
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import sources
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import summarize
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import compare_kernel_release
 
 __metaclass__ = type
@@ -411,13 +412,6 @@ def _apply_waiver(finding, waivers, host, today):
         finding["status"] = "waived"
         finding["message"] = "waived until %s: %s; %s" % (shown["expires"], waiver["reason"], finding["message"])
     return finding
-
-
-def summarize(findings):
-    summary = dict((s, 0) for s in STATUSES)
-    for finding in findings:
-        summary[finding["status"]] = summary.get(finding["status"], 0) + 1
-    return summary
 
 
 def failing_lines(findings):

@@ -15,6 +15,7 @@ from __future__ import absolute_import, division, print_function
 
 import re
 
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.nvidia import IDLE_PSTATE_MIN, pstate_number
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.docpath import get as _get
 
 __metaclass__ = type
@@ -32,11 +33,8 @@ VENDOR_NAMES = {"0x10de": "NVIDIA", "0x15b3": "Mellanox", "0x8086": "Intel", "0x
 TOPO_LINKS = ("SYS", "SOC", "NODE", "PHB", "PXB", "PIX")
 _NV_RE = re.compile(r"^NV\d+$")
 _SPEED_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*GT/s")
-_PSTATE_RE = re.compile(r"^\s*P(\d+)\s*$")
 _NAME_BAD_RE = re.compile(r"[^a-z0-9-]+")
 
-#: the lowest performance state number nvidia-smi reports for an idle GPU (P8; P12 is minimum power)
-IDLE_PSTATE = 8
 
 
 def _int(value):
@@ -70,7 +68,7 @@ def performance_state(gpu):
     if not isinstance(gpu, dict):
         return None
     for value in (gpu.get("performance_state"), _get(gpu, "power", "state")):
-        if isinstance(value, str) and _PSTATE_RE.match(value):
+        if pstate_number(value) is not None:
             return value.strip()
     return None
 
@@ -79,7 +77,7 @@ def idle_state(gpu):
     """Why a GPU counts as idle (its link speed then says nothing), or ``None``: a performance
     state of P8 or higher (lower power), or nvidia-smi's ``gpu_idle`` clocks event reason."""
     state = performance_state(gpu)
-    if state is not None and int(_PSTATE_RE.match(state).group(1)) >= IDLE_PSTATE:
+    if state is not None and pstate_number(state) >= IDLE_PSTATE_MIN:
         return state
     reasons = _get(gpu, "clocks_event_reasons", "active")
     if isinstance(reasons, list) and "gpu_idle" in reasons:

@@ -42,6 +42,8 @@ PROM_STATUS_VALUES = {
 
 #: Severity rank: higher is worse. ``info`` findings never trip ``fail_on``.
 SEVERITY_RANK = {"info": 0, "low": 1, "medium": 2, "high": 3, "critical": 4}
+#: Worst first, as ``totals.fail_by_severity`` of report.json lists them.
+SEVERITIES = tuple(sorted(SEVERITY_RANK, key=SEVERITY_RANK.get, reverse=True))
 
 HOST_STATES = ("audited", "unreachable", "failed")
 

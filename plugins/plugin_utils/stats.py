@@ -12,15 +12,13 @@ The shape is documented in docs/report.md ("Totals for callers").
 
 from __future__ import absolute_import, division, print_function
 
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import HOST_STATES, SEVERITIES, STATUSES
+
 __metaclass__ = type
 
 #: Layout version of the stats document (independent of report.json's ``schema``).
 STATS_SCHEMA = 1
 
-STATUSES = ("pass", "fail", "unknown", "waived", "not_applicable")
-HOST_STATES = ("audited", "unreachable", "failed")
-#: Worst first, as ``totals.fail_by_severity`` of report.json lists them.
-SEVERITIES = ("critical", "high", "medium", "low", "info")
 
 
 class StatsError(ValueError):

@@ -27,6 +27,7 @@ import xml.etree.ElementTree as ET
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import files, history, metrics
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.console import escape_controls
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import DirectoryLock, FileRefused, clip, loads_json
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import COLLECTION_ROOT  # templates/ beside plugins/
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import (
     FORMAT_FILES, FORMATS, SEVERITY_RANK, STATUS_LABELS, STATUS_WORST_FIRST, STATUSES, ReportError, compact_document,
     dumps_document, expand_document,
@@ -391,8 +392,6 @@ def md_text(value):
 # templates (report.md, report.html)
 # ---------------------------------------------------------------------------
 
-#: Collection root: templates/ lives next to plugins/.
-COLLECTION_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 #: The bundled templates; a site's own directory is searched first (``template_dir``).
 TEMPLATE_DIR = os.path.join(COLLECTION_ROOT, "templates")
 #: format -> template file name

@@ -204,6 +204,20 @@ def performance_state(value):
     return "P%d" % int(match.group(1))
 
 
+#: The performance state from which on a GPU counts as idle (its PCIe link speed then says nothing):
+#: nvidia-smi documents P0 (maximum performance) to P12 (minimum); NVIDIA's P-state table names P8
+#: basic video playback and P12 minimum idle power, the states a GPU with nothing to do drops to,
+#: lowering its link speed. Used by PCI-005 (derive) and by learn mode.
+IDLE_PSTATE_MIN = 8
+
+
+def pstate_number(value):
+    """``8`` for ``"P8"`` (as :func:`performance_state` writes it, or as nvidia-smi prints it);
+    ``None`` for anything that is not a performance state."""
+    state = performance_state(value)
+    return int(state[1:]) if state else None
+
+
 def _pcie(gpu):
     link = gpu.find("pci/pci_gpu_link_info")
     return {

@@ -1,0 +1,66 @@
+"""Each fact of knowledge is defined once (issue 19): a status set, a severity order, the collection
+root, the idle P-state threshold, the sysctl directories, the cpulist grammar. Every module under
+plugins/ is parsed and a top-level assignment or function of one of these names in more than one
+module fails, so a copy that could drift is caught when it is written."""
+import ast
+import os
+
+import pytest
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+PLUGINS = os.path.join(REPO, "plugins")
+
+#: name -> the one module (relative to plugins/) that defines it
+ONCE = {
+    "STATUSES": "plugin_utils/report.py",
+    "SEVERITIES": "plugin_utils/report.py",
+    "HOST_STATES": "plugin_utils/report.py",
+    "summarize": None,  # report.py for findings; facts/numa.py and fix/cpu.py summarise other things
+    "COLLECTION_ROOT": "plugin_utils/schema.py",
+    "IDLE_PSTATE_MIN": "module_utils/facts/nvidia.py",
+    "IDLE_PSTATE": None,
+    "pstate_number": "module_utils/facts/nvidia.py",
+    "SYSCTL_DIRS": "module_utils/facts/kernel.py",
+    "format_cpulist": "module_utils/facts/cpu.py",
+    "_cpulist_text": None,
+}
+
+
+def definitions():
+    found = {}
+    for top, unused_dirs, names in os.walk(PLUGINS):
+        for name in names:
+            if not name.endswith(".py"):
+                continue
+            path = os.path.join(top, name)
+            rel = os.path.relpath(path, PLUGINS)
+            with open(path, encoding="utf-8") as handle:
+                tree = ast.parse(handle.read(), path)
+            for node in tree.body:
+                if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                    found.setdefault(node.name, set()).add(rel)
+                elif isinstance(node, ast.Assign):
+                    for target in node.targets:
+                        if isinstance(target, ast.Name):
+                            found.setdefault(target.id, set()).add(rel)
+    return found
+
+
+@pytest.mark.parametrize("name", sorted(ONCE))
+def test_defined_once(name):
+    where = definitions().get(name, set())
+    home = ONCE[name]
+    if name == "summarize":
+        # of findings: report.py only (numa.py summarises NUMA nodes, fix/cpu.py CPU power states)
+        assert where == {"plugin_utils/report.py", "module_utils/facts/numa.py", "module_utils/fix/cpu.py"}, where
+    elif home is None:
+        assert not where, "%s is gone; found again in %s" % (name, sorted(where))
+    else:
+        assert where == {home}, "%s defined in %s, its one home is %s" % (name, sorted(where), home)
+
+
+def test_parse_cpulist_has_one_grammar():
+    # derive.parse_cpulist is a thin adapter over the facts parser, not a second grammar
+    with open(os.path.join(PLUGINS, "plugin_utils", "derive.py"), encoding="utf-8") as handle:
+        source = handle.read()
+    assert "facts_cpu.parse_cpulist(text)" in source
