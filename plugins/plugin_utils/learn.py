@@ -36,7 +36,6 @@ _SPEED_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*GT/s")
 _NAME_BAD_RE = re.compile(r"[^a-z0-9-]+")
 
 
-
 def _int(value):
     if isinstance(value, bool) or not isinstance(value, int):
         return None

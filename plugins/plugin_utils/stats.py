@@ -20,7 +20,6 @@ __metaclass__ = type
 STATS_SCHEMA = 1
 
 
-
 class StatsError(ValueError):
     """The document handed to ``caller_stats`` is not a report.json document."""
 
