@@ -12,39 +12,12 @@ from __future__ import absolute_import, division, print_function
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError, load_catalogue, select_profile
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import (
-    RULE_TEXT_FIELDS, compact_findings, evaluate, expand_findings, host_report)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError, load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import compact_findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.gathering import gather_host
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import boot_id_of, with_history
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import HOST_VARS, judge_host
 
 __metaclass__ = type
-
-
-def keep_rule_text(part, catalogue):
-    """Put back into ``part`` (a host_report) the rule fields that ``baseline_report`` could not
-    restore from the bundled catalogue: findings of site rules, of rules a site replaced, and
-    severities a profile changed (``rules.severity``)."""
-    bundled = load_catalogue()
-    if catalogue is bundled:
-        return part
-    differs = {}
-
-    def fields(rule_id, source):
-        return expand_findings([{"id": rule_id}], source)[0]
-
-    for findings in (part.get("findings"), (part.get("before") or {}).get("findings")):
-        for finding in findings or []:
-            rule_id = finding.get("id") if isinstance(finding, dict) else None
-            if rule_id not in catalogue.by_id:
-                continue
-            if rule_id not in differs:
-                own, restored = fields(rule_id, catalogue), fields(rule_id, bundled)
-                differs[rule_id] = dict((k, own.get(k)) for k in RULE_TEXT_FIELDS) \
-                    if any(own.get(k) != restored.get(k) for k in RULE_TEXT_FIELDS) else None
-            if differs[rule_id]:
-                finding.update(differs[rule_id])
-    return part
 
 
 class ActionModule(ActionBase):
@@ -88,36 +61,29 @@ class ActionModule(ActionBase):
             facts = gathered["facts"]
             if args["return_facts"]:
                 result["ansible_facts"] = {"gpuhost": facts}
-        judged = facts
-        if args["history_dir"] and isinstance(facts, dict):
-            # the host's history file is named after its inventory name, as baseline_report writes it
-            judged, warnings = with_history(facts, args["history_dir"],
-                                            (task_vars or {}).get("inventory_hostname") or host)
-            if warnings:
-                result["warnings"] = list(result.get("warnings") or []) + warnings
+        host_vars = dict((key, args[key]) for key in HOST_VARS if key in args)
+        host_vars["host"] = host
         try:
             catalogue = load_catalogue(site_dirs=args["catalogue_dirs"])
-            if isinstance(facts, dict):
-                # the chosen profile's rules.severity: the findings carry the severity it sets
-                catalogue = catalogue.for_profile(select_profile(catalogue, args["profile"], facts))
-            outcome = evaluate(judged, profile=args["profile"], params=args["params"],
-                               waivers=args["waivers"], host=host, today=args["today"], catalogue=catalogue,
-                               waiver_files=list(args["waiver_files"]) + catalogue.waiver_files)
         except CatalogueError as exc:
+            catalogue, message = None, "baseline evaluation of %s: %s" % (host, exc)
+        if catalogue is not None:
+            # the host's history file is named after its inventory name, as baseline_report writes it
+            judgement = judge_host(facts, catalogue, host_vars, history=args["history_dir"],
+                                   history_name=(task_vars or {}).get("inventory_hostname") or host)
+            if judgement.warnings:
+                result["warnings"] = list(result.get("warnings") or []) + judgement.warnings
+            message = judgement.part["message"] if judgement.failed else None
+        if message is not None:
             # fail the task, but keep a report entry so the other hosts' reports are still written
-            message = "baseline evaluation of %s: %s" % (host, exc)
             result.update(failed=True, msg=message, host_report={"state": "failed", "message": message})
             return result
-        result.update(outcome)
-        result["host_report"] = host_report(facts, outcome, before=args["before"], note=args["note"],
-                                            failure=args["failure"])
+        result.update(judgement.outcome)
+        result["host_report"] = judgement.part
         if not args["return_findings"]:
             # the bulk of the result (host_report keeps the findings): Ansible holds every host's until the play ends
             for key in ("findings", "failing", "pending_items"):
                 result.pop(key, None)
-        keep_rule_text(result["host_report"], catalogue)
-        # the boot this audit saw: baseline_report keeps it in the history (same boot or across a reboot)
-        result["host_report"]["boot_id"] = boot_id_of(facts)
         result["changed"] = False
         return result
 

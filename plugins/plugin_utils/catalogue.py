@@ -663,7 +663,7 @@ class Rule:
 class Catalogue:
     """Every rule (by id, in catalogue order) and every resolved profile."""
 
-    def __init__(self, rules, profiles, base_dir, site_dirs=(), waiver_files=()):
+    def __init__(self, rules, profiles, base_dir, site_dirs=(), waiver_files=(), waiver_items=(), prechecked=False):
         self.rules = rules
         self.by_id = dict((r.id, r) for r in rules)
         self.profiles = profiles
@@ -672,6 +672,12 @@ class Catalogue:
         self.site_dirs = list(site_dirs)
         #: waiver files of the site directories (``<dir>/waivers/*.yml``), in layer then name order
         self.waiver_files = list(waiver_files)
+        #: site waivers already loaded, ``[(waiver, where)]``: a compiled catalogue carries them
+        #: (its waiver files were read and checked when it was compiled)
+        self.waiver_items = list(waiver_items)
+        #: True for a compiled catalogue (:func:`load_compiled`): its files and the configuration
+        #: beside it were checked against the schemas on the controller, the host has no jsonschema
+        self.prechecked = prechecked
         self._views = {}
 
     def profile(self, name):
@@ -698,7 +704,8 @@ class Catalogue:
                     rule = copy.copy(rule)
                     rule.severity = changed[rule.id]
                 rules.append(rule)
-            self._views[key] = Catalogue(rules, self.profiles, self.base_dir, self.site_dirs, self.waiver_files)
+            self._views[key] = Catalogue(rules, self.profiles, self.base_dir, self.site_dirs, self.waiver_files,
+                                         self.waiver_items, self.prechecked)
         return self._views[key]
 
 
@@ -1343,6 +1350,18 @@ def load_waiver_files(paths):
     return items
 
 
+def _check_waiver_shape(waivers, where):
+    """Where the schemas cannot be run (a host without jsonschema, judging with a compiled
+    catalogue whose configuration the controller checked), what :func:`validate_waivers` reads
+    must still be there: a list of mappings with ``rule``, ``reason`` and ``expires``."""
+    if not isinstance(waivers, list):
+        raise CatalogueError("%s must be a list of waivers, got %s" % (where, type_name(waivers)))
+    for index, raw in enumerate(waivers):
+        if not isinstance(raw, dict) or any(key not in raw for key in ("rule", "reason", "expires")):
+            raise CatalogueError("%s: each waiver is a mapping with rule, reason and expires" % (
+                _item_where(where, None, waivers, index)))
+
+
 def validate_waivers(waivers, catalogue, files=None):
     """Normalised waivers ``{rule, hosts, subjects, reason, expires (date)}`` of the inventory
     list ``waivers`` and the waiver ``files``; the structure is checked against
@@ -1350,9 +1369,13 @@ def validate_waivers(waivers, catalogue, files=None):
     if waivers is None:
         waivers = []
     waivers = plain(waivers)
-    _check_file("waivers", waivers, "gpuhost_waivers")
+    if getattr(catalogue, "prechecked", False):
+        _check_waiver_shape(waivers, "gpuhost_waivers")
+    else:
+        _check_file("waivers", waivers, "gpuhost_waivers")
     items = [(raw, _item_where("gpuhost_waivers", None, waivers, index)) for index, raw in enumerate(waivers)]
     items += load_waiver_files(files)
+    items += [tuple(item) for item in getattr(catalogue, "waiver_items", ())]
     result = []
     for raw, where in items:
         rule = raw["rule"]
@@ -1441,3 +1464,66 @@ def collection_version(root=COLLECTION_ROOT):
     except Exception:  # pylint: disable=broad-except  # no PyYAML, unreadable or odd file: unknown
         pass
     return "unknown"
+
+
+# -- the compiled catalogue of the self-audit bundle --------------------------------------------
+
+#: file name of the compiled catalogue in the self-audit bundle (beside plugins/ in the bundle's tree)
+COMPILED_NAME = "catalogue.json"
+COMPILED_FORMAT = "gpuhost-baseline-compiled-catalogue"
+COMPILED_VERSION = 1
+#: largest compiled catalogue read on a host (bytes): the bundled one is about 300 kB
+MAX_COMPILED_BYTES = 16 * 1024 * 1024
+
+
+def compile_catalogue(site_dirs=None, base_dir=None):
+    """The catalogue of ``base_dir`` (default: this collection) with the site directories
+    ``site_dirs`` layered over it, checked exactly as :func:`load_catalogue` checks it (schemas,
+    expressions, layering, profiles), as one JSON text for the self-audit bundle: the rule, profile
+    and waiver documents (site waiver files read here), and the collection version. A host loads it
+    with :func:`load_compiled`: no YAML parser and no jsonschema there."""
+    base_dir = os.path.abspath(base_dir or COLLECTION_ROOT)
+    load_catalogue(base_dir, site_dirs)  # every check, with its messages, before anything is written
+    sites = []
+    for site_dir in _check_site_dirs(site_dirs):
+        site = read_site_dir(site_dir)
+        site["waiver_items"] = [[raw, where] for raw, where in load_waiver_files(site["waivers"])]
+        site["waivers"] = []  # paths on the controller mean nothing on a host
+        sites.append(site)
+    document = {"format": COMPILED_FORMAT, "version": COMPILED_VERSION,
+                "collection_version": collection_version(base_dir),
+                "rules": read_rule_files(base_dir), "profiles": read_profile_files(base_dir), "sites": sites}
+    return json.dumps(json_compatible(document), sort_keys=True, separators=(",", ":"))
+
+
+def load_compiled(path):
+    """The :class:`Catalogue` of a compiled catalogue file (:func:`compile_catalogue`): built with
+    the same code checks as from the YAML files; marked ``prechecked`` (the schemas ran when it was
+    compiled). A missing, damaged or foreign file is a :class:`CatalogueError` naming it."""
+    try:
+        document = loads_json(read_bytes(path, MAX_COMPILED_BYTES).decode("utf-8"))
+    except FileRefused as exc:
+        raise CatalogueError("%s: cannot read the compiled catalogue: %s" % (path, exc.why))
+    except (IOError, OSError) as exc:
+        raise CatalogueError("%s: cannot read the compiled catalogue: %s" % (path, exc.strerror or exc))
+    except (UnicodeDecodeError, ValueError) as exc:
+        raise CatalogueError("%s: the compiled catalogue is not JSON: %s" % (path, clip(str(exc))))
+    if not isinstance(document, dict) or document.get("format") != COMPILED_FORMAT:
+        raise CatalogueError("%s: not a compiled gpuhost.baseline catalogue" % path)
+    if document.get("version") != COMPILED_VERSION:
+        raise CatalogueError("%s: compiled catalogue version %r, this code reads %d: build the bundle again" % (
+            path, document.get("version"), COMPILED_VERSION))
+    sites = document.get("sites")
+    if not (isinstance(document.get("rules"), list) and isinstance(document.get("profiles"), dict)
+            and isinstance(sites, list) and all(_sites_documents({"sites": [s]}, [s.get("dir") if isinstance(s, dict)
+                                                                              else None]) for s in sites)
+            and all(isinstance(s.get("waiver_items"), list) for s in sites)):
+        raise CatalogueError("%s: the compiled catalogue is damaged (rules, profiles or sites missing)" % path)
+    try:
+        rules = build_rules(document["rules"], sites)
+        profiles = build_profiles(layer_profiles(document["profiles"], sites), rules, "profiles")
+        items = [(raw, where) for site in sites for raw, where in site["waiver_items"]]
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise CatalogueError("%s: the compiled catalogue is damaged: %s: %s" % (path, type(exc).__name__, clip(str(exc))))
+    return Catalogue(rules, profiles, os.path.dirname(os.path.abspath(path)), [s["dir"] for s in sites],
+                     waiver_items=items, prechecked=True)

@@ -18,8 +18,13 @@ Each run does on the host what ``audit.yml`` does over SSH, for that host alone:
    and ``gpuhost_baseline.prom`` into node_exporter's textfile directory, each to a temporary
    name in the same directory and renamed, so a reader never sees half a file.
 
-It changes nothing else on the host. Host requirements: Python 3.11+ (the floor of the controller code), PyYAML, jmespath and
-jsonschema 4 (Debian: ``python3-yaml python3-jmespath python3-jsonschema``; docs/self-audit.md).
+It changes nothing else on the host. Host requirements: Python 3.8+ and its standard library,
+nothing else: the bundle carries the catalogue compiled to JSON on the controller (rules, profiles,
+the site's ``gpuhost_catalogue_dirs``, all checked against the schemas there: no PyYAML and no
+jsonschema on the host) and its own copy of jmespath (pure Python). The judging is
+``judge.judge_host``, the code ``baseline_evaluate`` runs on the controller, so a host judges
+itself as the audit playbook judges it. Run from a checkout instead (tests), it reads the catalogue
+files and needs PyYAML, jmespath and jsonschema as the controller does.
 
 Exit status: 0 the host was audited (whatever the findings: drift is what the metrics report);
 1 the audit could not be done (a catalogue, profile or parameter error, a facts failure): both
@@ -49,9 +54,11 @@ import time
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS, gather_facts
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import (
-    CatalogueError, collection_version, load_catalogue, select_profile)
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate, expand_findings, host_report
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import boot_id_of, record_report, with_history
+    COMPILED_NAME, CatalogueError, collection_version, load_catalogue, load_compiled)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import COLLECTION_ROOT
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import expand_findings
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import record_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import judge_host
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ReportError, build_report
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.metrics import MetricsError, prom_escape, render_host_metrics
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.console import escape
@@ -89,7 +96,8 @@ CONFIG_CAP = DEFAULT_CAP
 LINE_CHARS = 4000
 #: seconds one command (nvidia-smi, lspci...) may take before it counts as failed
 DEFAULT_COMMAND_TIMEOUT = 120
-#: libraries the catalogue and the evaluator import, and the Debian packages that provide them
+#: libraries the catalogue files need when no compiled catalogue is there (a run from a checkout),
+#: and the Debian packages that provide them
 LIBRARIES = (("yaml", "python3-yaml"), ("jmespath", "python3-jmespath"), ("jsonschema", "python3-jsonschema"))
 #: where ``module.get_bin_path`` also looks, so a timer's PATH finds what an Ansible module finds
 SBIN_DIRS = ("/sbin", "/usr/sbin", "/usr/local/sbin")
@@ -212,30 +220,29 @@ def audit_host(config, root="/", run_command=None, history_dir=None):
     reader = Root(root, run_command=run_command or command_runner(timeout), which=which)
     facts = gather_facts(reader, config.get("gather") or None)
     name = host_name(config, facts)
-    judged = facts
-    if history_dir and isinstance(facts, dict):
-        judged, warnings = with_history(facts, history_dir, name)
-        for warning in warnings:
-            warn(warning)
-    profile = config.get("profile") or "auto"
-    missing = missing_libraries()
+    compiled = os.path.join(COLLECTION_ROOT, COMPILED_NAME)
+    missing = [] if os.path.lexists(compiled) else missing_libraries()
     if missing:
         return name, {"state": "failed", "message": (
             "cannot judge %s: the Python libraries %s are not installed for %s (Debian: apt-get install %s; "
             "docs/self-audit.md)" % (name, ", ".join(m for m, unused in missing), sys.executable,
                                      " ".join(p for unused, p in missing)))}
     try:
-        catalogue = load_catalogue()
-        catalogue = catalogue.for_profile(select_profile(catalogue, profile, facts))
-        outcome = evaluate(judged, profile=profile, params=config.get("params") or {},
-                           waivers=config.get("waivers") or [], host=name, catalogue=catalogue,
-                           waiver_files=catalogue.waiver_files)
+        # the bundle's compiled catalogue (the site's catalogue directories included, checked when the
+        # role built the bundle); from a checkout, the catalogue files themselves
+        catalogue = load_compiled(compiled) if os.path.lexists(compiled) else load_catalogue()
     except CatalogueError as exc:
         return name, {"state": "failed", "message": "baseline evaluation of %s: %s" % (name, exc)}
-    part = host_report(facts, outcome)
-    # the report carries each finding's rule text (title, rationale, fix), as baseline_report restores it
-    part["findings"] = expand_findings(part["findings"], catalogue)
-    part["boot_id"] = boot_id_of(facts)
+    host_vars = {"host": name, "profile": config.get("profile") or "auto", "params": config.get("params") or {},
+                 "waivers": config.get("waivers") or []}
+    # the report below takes every rule text from this catalogue: nothing to keep for another one
+    judgement = judge_host(facts, catalogue, host_vars, history=history_dir, bundled=catalogue)
+    for warning in judgement.warnings:
+        warn(warning)
+    part = judgement.part
+    if not judgement.failed:
+        # the report carries each finding's rule text (title, rationale, fix), as baseline_report restores it
+        part["findings"] = expand_findings(part["findings"], catalogue)
     return name, part
 
 

@@ -8,7 +8,8 @@ readers, evaluator, rules, profiles, schemas). The catalogue is read from files,
 unpacked once per content into ``<cache>/bundle-<sha256 prefix>`` (``GPUHOST_SELF_AUDIT_CACHE``,
 default /var/cache/gpuhost-baseline: the unit's CacheDirectory), into a temporary directory that
 is renamed into place, so a run never sees half a tree; unpacked copies of other contents are
-removed. Then plugins/plugin_utils/self_audit.py runs. Standard library only.
+removed. Then plugins/plugin_utils/self_audit.py runs. Standard library only, Python 3.8+ (older
+interpreters get one line saying so).
 """
 import hashlib
 import os
@@ -19,6 +20,8 @@ import zipfile
 
 PROG = "gpuhost-self-audit"
 DEFAULT_CACHE = "/var/cache/gpuhost-baseline"
+#: the oldest Python the bundle's code runs on (the role's preflight checks the same)
+MIN_PYTHON = (3, 8)
 
 
 def fail(message, status=1):
@@ -67,6 +70,9 @@ def unpack(bundle, cache):
 
 
 def main():
+    if sys.version_info < MIN_PYTHON:
+        fail("Python %d.%d+ is needed, %s is %d.%d (gpuhost_self_audit_python names another interpreter)"
+             % (MIN_PYTHON + (sys.executable,) + tuple(sys.version_info[:2])), status=2)
     bundle = os.path.dirname(os.path.abspath(__file__))
     cache = os.environ.get("GPUHOST_SELF_AUDIT_CACHE") or DEFAULT_CACHE
     try:
@@ -78,8 +84,8 @@ def main():
     try:
         from ansible_collections.gpuhost.baseline.plugins.plugin_utils import self_audit
     except ImportError as exc:
-        fail("cannot load the self-audit code from %s: %s (the host needs python3-yaml, python3-jmespath "
-             "and python3-jsonschema)" % (tree, exc))
+        fail("cannot load the self-audit code from %s: %s (build the bundle again with the self_audit role)"
+             % (tree, exc))
     sys.exit(self_audit.main())
 
 

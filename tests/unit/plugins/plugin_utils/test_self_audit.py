@@ -321,10 +321,13 @@ def test_bundle_is_reproducible_and_holds_what_a_host_needs(tmp_path):
     with zipfile.ZipFile(first) as archive:
         names = archive.namelist()
     prefix = "ansible_collections/gpuhost/baseline/"
-    for rel in ("plugins/plugin_utils/self_audit.py", "plugins/plugin_utils/evaluation.py",
-                "plugins/module_utils/facts/gather.py", "rules/pcie.yml", "profiles/generic-nvidia-inference.yml",
-                "schemas/rules.schema.json", "galaxy.yml"):
+    for rel in ("plugins/plugin_utils/self_audit.py", "plugins/plugin_utils/judge.py",
+                "plugins/module_utils/facts/gather.py", "catalogue.json", "MANIFEST.json"):
         assert prefix + rel in names
+    # the host reads the compiled catalogue: no YAML (and no schema, checked here) travels
+    assert not [n for n in names if n.endswith((".yml", ".yaml")) or n.startswith(prefix + "schemas/")]
+    # its own jmespath, with the licence it is distributed under
+    assert "jmespath/parser.py" in names and "jmespath/LICENSE.txt" in names
     assert "__main__.py" in names and names == sorted(names)
     assert not [n for n in names if "__pycache__" in n or n.endswith(".pyc")]
 
@@ -358,11 +361,11 @@ def test_bundle_runs_unpacked_once_per_content(snapshot_trees, tmp_path):
     unpacked = [n for n in os.listdir(cache) if n.startswith("bundle-")]
     assert len(unpacked) == 1
     # the code ran from the unpacked tree, not from the checkout or the zip
-    assert os.path.isfile(os.path.join(cache, unpacked[0], "ansible_collections/gpuhost/baseline/rules/pcie.yml"))
+    assert os.path.isfile(os.path.join(cache, unpacked[0], "ansible_collections/gpuhost/baseline/catalogue.json"))
     assert parse_families(read(str(tmp_path / "t" / "gpuhost_baseline.prom")))["gpuhost_baseline_host_up"]
     # another content (a new collection version) replaces the unpacked copy
     with zipfile.ZipFile(bundle, "a") as archive:
-        archive.writestr("ansible_collections/gpuhost/baseline/rules/zz-note.txt", "changed\n")
+        archive.writestr("ansible_collections/gpuhost/baseline/zz-note.txt", "changed\n")
     done = run_bundle(bundle, cache, argv)
     assert done.returncode == 0, done.stderr
     now = [n for n in os.listdir(cache) if n.startswith("bundle-") or n.startswith(".bundle-")]
@@ -379,3 +382,135 @@ def test_bundle_refuses_a_member_outside_its_tree(tmp_path):
     assert done.stderr.startswith("gpuhost-self-audit: cannot unpack") and "unsafe member name" in done.stderr
     assert not os.path.exists(str(tmp_path / "escaped.txt"))
     assert not os.listdir(cache)
+
+
+# -- the bundle on a bare host: Python 3.8+, standard library only ---------------------------------
+
+def bare_run(python, bundle, cache, root, host, tmp_path, *more):
+    """The bundle run by ``python`` in isolated mode without site-packages (``-I -S``): only the
+    standard library and the bundle itself can be imported, as on a host with nothing installed."""
+    env = {"PATH": os.environ.get("PATH", os.defpath), "GPUHOST_SELF_AUDIT_CACHE": cache, "LC_ALL": "C",
+           "PYENV_VERSION": os.environ.get("PYENV_VERSION", "")}
+    argv = [python, "-I", "-S", bundle, "--config", "none", "--root", root, "--host", host,
+            "--report-dir", str(tmp_path / host / "r"), "--textfile-dir", str(tmp_path / host / "t"),
+            "--generated", GENERATED] + list(more)
+    return subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, check=False,
+                          universal_newlines=True)
+
+
+def test_bundle_needs_nothing_outside_the_standard_library(snapshot_trees, tmp_path):
+    bundle, cache = str(tmp_path / "gpuhost-self-audit"), str(tmp_path / "cache")
+    load_make_bundle().build(REPO, bundle)
+    for name, root in sorted(snapshot_trees.items()):
+        done = bare_run(sys.executable, bundle, cache, root, "demo-" + name, tmp_path)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (name, done.stderr)
+        assert "demo-%s audited with profile" % name in done.stdout
+        report = json.loads(read(str(tmp_path / ("demo-" + name) / "r" / "report.json")))
+        assert report["hosts"]["demo-" + name]["state"] == "audited"
+
+
+def interpreters():
+    """Python 3.8 to 3.10 interpreters on this machine (Debian's, or pyenv's), oldest first."""
+    found = []
+    pyenv = os.path.expanduser("~/.pyenv/versions")
+    for minor in (8, 9, 10):
+        candidates = ["/usr/bin/python3.%d" % minor, "/usr/local/bin/python3.%d" % minor]
+        if os.path.isdir(pyenv):
+            candidates += [os.path.join(pyenv, v, "bin", "python3.%d" % minor) for v in sorted(os.listdir(pyenv))]
+        for path in candidates:
+            if os.access(path, os.X_OK):
+                found.append(path)
+                break
+    return found
+
+
+@pytest.mark.parametrize("minor", [8, 9])
+def test_bundle_runs_on_older_pythons_found_here(snapshot_trees, tmp_path, minor):
+    """Run for real where this machine has the interpreter (the Debian 11 guest of the VM tests
+    runs 3.9 in CI in any case; test_bundle_code_is_python_3_8_syntax checks 3.8 statically)."""
+    found = [p for p in interpreters() if p.endswith("python3.%d" % minor)]
+    if not found:
+        pytest.skip("no Python 3.%d on this machine" % minor)
+    bundle, cache = str(tmp_path / "gpuhost-self-audit"), str(tmp_path / "cache")
+    load_make_bundle().build(REPO, bundle)
+    for name in ("incident", "hostile"):
+        done = bare_run(found[0], bundle, cache, snapshot_trees[name], "demo-" + name, tmp_path)
+        assert done.returncode == 0 and "Traceback" not in done.stderr, (found[0], name, done.stderr)
+
+
+def bundle_sources(bundle):
+    with zipfile.ZipFile(bundle) as archive:
+        return dict((n, archive.read(n).decode("utf-8")) for n in archive.namelist() if n.endswith(".py"))
+
+
+def test_bundle_code_is_python_3_8_syntax(tmp_path):
+    """Every Python file of the bundle parses as Python 3.8 (the grammar of 3.8, not of the
+    interpreter running the test) and vermin finds nothing that needs a newer Python."""
+    import ast  # pylint: disable=import-outside-toplevel
+
+    bundle = str(tmp_path / "gpuhost-self-audit")
+    load_make_bundle().build(REPO, bundle)
+    sources = bundle_sources(bundle)
+    assert len(sources) > 30
+    for name, text in sorted(sources.items()):
+        ast.parse(text, filename=name, feature_version=(3, 8))
+    tree = tmp_path / "tree"
+    for name, text in sources.items():
+        path = tree / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(text)
+    vermin = os.path.join(os.path.dirname(sys.executable), "vermin")
+    done = subprocess.run([vermin, "--target=3.8-", "--violations", "--no-tips", "--no-parse-comments",
+                           "--eval-annotations", "-q", str(tree)],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False, universal_newlines=True)
+    assert done.returncode == 0, done.stdout
+
+
+def test_vermin_finds_a_planted_3_9_feature(tmp_path):
+    """The 3.8 check above can fail: a file using str.removeprefix (3.9) is a violation."""
+    (tmp_path / "new.py").write_text("x = 'ab'.removeprefix('a')\n")
+    vermin = os.path.join(os.path.dirname(sys.executable), "vermin")
+    done = subprocess.run([vermin, "--target=3.8-", "--violations", "--no-tips", "-q", str(tmp_path)],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, check=False, universal_newlines=True)
+    assert done.returncode != 0 and "removeprefix" in done.stdout, done.stdout
+
+
+def test_bundle_with_a_site_catalogue_judges_with_it(snapshot_trees, tmp_path):
+    from helpers.site_catalogue import make_site  # pylint: disable=import-outside-toplevel
+
+    site = make_site(tmp_path / "site")
+    bundle, cache = str(tmp_path / "gpuhost-self-audit"), str(tmp_path / "cache")
+    load_make_bundle().build(REPO, bundle, [str(site)])
+    config = write_config(tmp_path, {"profile": "site-inference"})
+    done = bare_run(sys.executable, bundle, cache, snapshot_trees["incident"], "gpu01", tmp_path)
+    assert done.returncode == 0, done.stderr
+    env = {"PATH": os.environ.get("PATH", os.defpath), "GPUHOST_SELF_AUDIT_CACHE": cache}
+    done = subprocess.run([sys.executable, "-I", "-S", bundle, "--config", config, "--root", snapshot_trees["incident"],
+                           "--host", "gpu01", "--report-dir", str(tmp_path / "site-r"), "--textfile-dir",
+                           str(tmp_path / "site-t")], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env,
+                          check=False, universal_newlines=True)
+    assert done.returncode == 0 and "with profile site-inference" in done.stdout, done.stderr
+    report = expand_document(json.loads(read(str(tmp_path / "site-r" / "report.json"))))
+    (site_rule,) = [f for f in report["hosts"]["gpu01"]["findings"] if f["id"] == "KERNEL-901"]
+    assert site_rule["status"] == "fail" and site_rule["title"] == "running kernel at least 6.10 (site minimum)"
+
+
+def test_bundle_build_refuses_a_malformed_site_catalogue(tmp_path):
+    site = tmp_path / "site"
+    (site / "rules").mkdir(parents=True)
+    (site / "rules" / "broken.yml").write_text("- id: KERNEL-902\n  title: no area\n")
+    make_bundle = load_make_bundle()
+    out = tmp_path / "out"
+    assert make_bundle.main([REPO, str(out), "--catalogue-dir", str(site)]) == 1
+    assert not out.exists()
+
+
+@pytest.mark.filterwarnings("ignore:Duplicate name")
+def test_a_damaged_compiled_catalogue_is_a_failed_report_not_a_traceback(snapshot_trees, tmp_path):
+    bundle, cache = str(tmp_path / "gpuhost-self-audit"), str(tmp_path / "cache")
+    load_make_bundle().build(REPO, bundle)
+    with zipfile.ZipFile(bundle, "a") as archive:  # a later member of the same name wins on extract
+        archive.writestr("ansible_collections/gpuhost/baseline/catalogue.json", '{"format": "something else"}')
+    done = bare_run(sys.executable, bundle, cache, snapshot_trees["healthy"], "gpu01", tmp_path)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "not a compiled gpuhost.baseline catalogue" in done.stderr, done.stderr
