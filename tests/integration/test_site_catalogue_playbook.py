@@ -85,3 +85,17 @@ def test_malformed_site_file_stops_the_run_before_any_host(demo, tmp_path):
     assert [e for e in runner.events if e.get("event") == "runner_on_start"
             and e["event_data"].get("task_action") == "gpuhost.baseline.baseline_evaluate"] == []
     assert not (tmp_path / "r").exists()
+
+
+def test_self_audit_with_the_site_catalogue_judges_as_the_audit_did(audited, demo, tmp_path):
+    """One judge (issue 19): the bundle built with the same gpuhost_catalogue_dirs (the site rule,
+    profile and waiver file compiled into it) gives the same findings as audit.yml on the controller."""
+    from helpers.one_judge import differences, self_audit_hosts  # pylint: disable=import-outside-toplevel
+
+    site = make_site(tmp_path / "site")
+    roots = dict(("demo-%s" % name, demo[name]) for name in ("incident", "healthy"))
+    mine = self_audit_hosts(tmp_path, roots, {"profile": "site-inference"}, [site])
+    assert [f["status"] for f in mine["demo-incident"]["findings"] if f["id"] == "KERNEL-901"] == ["fail"]
+    # the site waiver file's waiver holds on the host too
+    assert any(f["status"] == "waived" for f in mine["demo-incident"]["findings"])
+    assert differences(audited["hosts"], mine) == []
