@@ -514,3 +514,28 @@ def test_a_damaged_compiled_catalogue_is_a_failed_report_not_a_traceback(snapsho
     done = bare_run(sys.executable, bundle, cache, snapshot_trees["healthy"], "gpu01", tmp_path)
     assert done.returncode == 1 and "Traceback" not in done.stderr
     assert "not a compiled gpuhost.baseline catalogue" in done.stderr, done.stderr
+
+
+def test_the_role_preflight_and_the_bundle_name_the_same_oldest_python():
+    import yaml  # pylint: disable=import-outside-toplevel
+
+    spec = importlib.util.spec_from_file_location("bundle_main", os.path.join(FILES, "bundle_main.py"))
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    with open(os.path.join(REPO, "roles", "self_audit", "vars", "main.yml")) as handle:
+        role = yaml.safe_load(handle)["gpuhost_self_audit_min_python"]
+    assert tuple(int(part) for part in str(role).split(".")) == module.MIN_PYTHON == (3, 8)
+
+
+def test_an_older_python_gets_one_line(tmp_path):
+    bundle = str(tmp_path / "gpuhost-self-audit")
+    load_make_bundle().build(REPO, bundle)
+    with zipfile.ZipFile(bundle) as archive:
+        main = archive.read("__main__.py").decode("utf-8")
+    # run __main__ as an older interpreter would see itself
+    code = "import sys; sys.version_info = (3, 7, 9, 'final', 0); sys.argv = [%r]; exec(compile(%r, '__main__', 'exec'))" % (
+        bundle, main)
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                          check=False, universal_newlines=True)
+    assert done.returncode == 2 and done.stderr.startswith("gpuhost-self-audit: Python 3.8+ is needed"), done.stderr
+    assert "Traceback" not in done.stderr
