@@ -1,5 +1,6 @@
-"""The ``health`` section (docs/facts.md) for helpers.baseline_facts, and the pass/fail cases of the
-health rules (rules/health.yml) in the shape of ``CASES`` of tests/unit/rules/test_catalogue.py.
+"""The ``health`` section (docs/facts.md) for helpers.baseline_facts, and ``HEALTH_CASES``: the first
+passing and failing example of each health rule (rules/examples/health.yml, read by
+helpers.rule_examples) as ``{rule id: ((params, mutate) passing, (params, mutate) failing)}``.
 
 ``add_health(facts)`` makes the healthy document of baseline_facts pass every health rule (HEALTH-010
 with the parameter ``nccl_nic_per_gpu: true``; it is not applicable otherwise): it adds the section,
@@ -9,11 +10,10 @@ topo -m matrix with the GPUs at NV18 and the ConnectX behind the GPUs' switch (P
 """
 import copy
 
-from helpers.baseline_facts import GPU0, GPU1, NIC
+from helpers.baseline_facts import NIC
+from helpers.rule_examples import case_pairs
 
 XID_79 = {"count": 1, "first_s": 81234.4, "last_s": 81234.4, "message": "GPU has fallen off the bus."}
-XID_13 = {"count": 2, "first_s": 91100.25, "last_s": 91100.26,
-          "message": "Graphics SM Warp Exception on (GPC 1, TPC 2, SM 0): Out Of Range Address"}
 
 
 def _port(state="ACTIVE", state_code=4, phys="LinkUp", phys_code=5, rate=400.0, text="400 Gb/sec (4X NDR)"):
@@ -65,90 +65,6 @@ def add_health(facts):
     return facts
 
 
-# -- cases --------------------------------------------------------------------------------------------
-def _noop(facts):
-    return None
-
-
-def _xid(address, code, entry):
-    def mutate(facts):
-        facts["health"]["kernel_log"]["by_gpu"].setdefault(address, {})[code] = dict(entry)
-        facts["health"]["kernel_log"]["events"] += entry["count"]
-    return mutate
-
-
-def _rows(index, key):
-    def mutate(facts):
-        facts["nvidia"]["gpus"][index]["remapped_rows"][key] = True
-        facts["nvidia"]["gpus"][index]["remapped_rows"]["uncorrectable"] = 1
-    return mutate
-
-
-def _nvlink(active1, speed1="26.562"):
-    """GPU1 with ``active1`` of its 18 NVLinks up, at ``speed1``."""
-    def mutate(facts):
-        facts["health"]["nvlink"]["gpus"][1] = _nvlink_gpu(1, active1, speed1)
-    return mutate
-
-
-def _fabric(active_state, sub_state):
-    """The Fabric Manager of the NVSwitch baseboard in ``active_state`` (``sub_state``)."""
-    def mutate(facts):
-        facts["health"]["fabric_manager"].update(active_state=active_state, sub_state=sub_state)
-    return mutate
-
-
-def _no_gpudirect(facts):
-    # a Hopper host (so the Blackwell open-module rule does not apply) on the proprietary module
-    for gpu in facts["nvidia"]["gpus"]:
-        gpu["name"] = "NVIDIA H100 80GB HBM3"
-    for dev in facts["pci"]["devices"]:
-        if dev["address"] in (GPU0, GPU1):
-            dev["device_id"] = "0x2330"
-    facts["nvidia"]["module"]["open"] = False
-    facts["health"]["peermem"] = {"nvidia_peermem": False, "nv_peer_mem": False}
-
-
-def _port_down(facts):
-    facts["health"]["rdma"]["devices"][0]["ports"][0].update(state="DOWN", state_code=1, phys_state="Polling",
-                                                             phys_state_code=2)
-
-
-def _second_port(rate, text):
-    def mutate(facts):
-        facts["health"]["rdma"]["devices"].append(
-            {"name": "mlx5_1", "pci_address": NIC, "ports": [_port(rate=rate, text=text)], "error": None})
-    return mutate
-
-
-def _nic_far_from(index):
-    def mutate(facts):
-        matrix = facts["nvidia"]["topology"]["matrix"]
-        matrix["GPU%d" % index]["NIC0"] = matrix["NIC0"]["GPU%d" % index] = "NODE"
-    return mutate
-
-
-def _edac(name, key, value):
-    def mutate(facts):
-        for mc in facts["health"]["edac"]["controllers"]:
-            if mc["name"] == name:
-                mc[key] = value
-                mc["dimms"][0][key] = value  # the DIMM that counted them
-    return mutate
-
-
+# -- cases: rules/examples/health.yml -------------------------------------------------------------
 #: rule id -> ((params, mutate) passing, (params, mutate) failing); mutate runs after add_health
-HEALTH_CASES = {
-    "HEALTH-001": (({}, _noop), ({}, _xid(GPU0, "79", XID_79))),
-    "HEALTH-002": (({}, _noop), ({}, _xid(GPU1, "13", XID_13))),
-    "HEALTH-003": (({}, _noop), ({}, _rows(0, "pending"))),
-    "HEALTH-004": (({}, _noop), ({}, _rows(1, "failure"))),
-    "HEALTH-005": (({}, _noop), ({}, _nvlink(12))),
-    "HEALTH-006": (({}, _noop), ({}, _fabric("failed", "failed"))),
-    "HEALTH-007": (({}, _noop), ({}, _no_gpudirect)),
-    "HEALTH-008": (({}, _noop), ({}, _port_down)),
-    "HEALTH-009": (({}, _second_port(400.0, "400 Gb/sec (4X NDR)")), ({}, _second_port(200.0, "200 Gb/sec (4X HDR)"))),
-    "HEALTH-010": (({"nccl_nic_per_gpu": True}, _noop), ({"nccl_nic_per_gpu": True}, _nic_far_from(1))),
-    "HEALTH-011": (({}, _noop), ({}, _edac("mc0", "ue_count", 1))),
-    "HEALTH-012": (({}, _noop), ({}, _edac("mc1", "ce_count", 5000))),
-}
+HEALTH_CASES = case_pairs("health")

@@ -1,192 +1,34 @@
-"""Every rule of the shipped catalogue: a passing and a failing facts document each.
+"""Every rule of the shipped catalogue: its examples (rules/examples/<area>.yml, docs/rules.md
+"Examples beside the rule") judged on the healthy facts document of helpers.baseline_facts.
 
-CASES is keyed by rule id; test_every_rule_has_cases makes a new rule without both cases
-fail the suite. Each case is ``(params, mutate(facts))`` applied to helpers.baseline_facts.
+test_every_rule_has_examples makes a rule without a passing and a failing example, or an example
+of no rule, fail the suite; test_example judges each case (helpers.rule_examples.check_example).
 """
 import os
+import shutil
 import subprocess
 import sys
 
 import pytest
 
-from helpers.baseline_facts import DOWN0, GPU0, GPU1, NIC, ROOT, device, healthy_facts
-from helpers import inventory as inv
-from helpers.health_facts import HEALTH_CASES, add_health
+from helpers.baseline_facts import GPU0, NIC, device, healthy_facts
+from helpers.health_facts import add_health
+from helpers import rule_examples
+from helpers.site_catalogue import make_site, write
 
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue as catalogue_module
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-TODAY = "2026-06-01"
-
-
-def _set(path, value):
-    def mutate(facts):
-        cur = facts
-        for key in path[:-1]:
-            cur = cur[key]
-        cur[path[-1]] = value
-    return mutate
-
-
-def _dev(address, *path_value):
-    *path, value = path_value
-
-    def mutate(facts):
-        cur = device(facts, address)
-        for key in path[:-1]:
-            cur = cur[key]
-        cur[path[-1]] = value
-    return mutate
-
-
-def _gpu(index, *path_value):
-    *path, value = path_value
-
-    def mutate(facts):
-        cur = facts["nvidia"]["gpus"][index]
-        for key in path[:-1]:
-            cur = cur[key]
-        cur[path[-1]] = value
-    return mutate
-
-
-def _ct(key, value):
-    return _set(("lxc", "containers", 0, key), value)
+TODAY = rule_examples.TODAY
+FILES = rule_examples.read_examples()
+EXAMPLES = rule_examples.examples_of(FILES)
+MODELINE = "# yaml-language-server: $schema=../../schemas/rule-examples.schema.json"
 
 
 def _noop(facts):
     return None
-
-
-def _enable_c2(facts):
-    facts["cpu"]["cpuidle"]["states"][2].update(enabled_cpus=64, disabled_cpus=0)
-
-
-def _cmdline_differs(facts):
-    facts["kernel"]["configured_cmdline"]["params"]["iommu"] = "off"
-
-
-def _spread(facts):
-    facts["numa"]["free_pct_spread"] = 40.0
-
-
-def _ecc_mixed(facts):
-    facts["nvidia"]["gpus"][1]["ecc"] = {"current": "Disabled", "pending": "Disabled"}
-
-
-def _no_uvm_mount(facts):
-    facts["lxc"]["containers"][0]["mounts"].pop()
-
-
-def _mps_mismatch(facts):
-    device(facts, ROOT)["pcie"]["max_payload"] = 512
-
-
-def _unpersist_sysctl(name):
-    def mutate(facts):
-        del facts["kernel"]["sysctl_persisted"][name]
-    return mutate
-
-
-def _persist_sysctl(name, value):
-    def mutate(facts):
-        facts["kernel"]["sysctl_persisted"][name] = {"value": value, "file": "/etc/sysctl.d/99-local.conf"}
-    return mutate
-
-
-def _no_pcie_entry(facts):
-    # nothing sets GPU0's MaxReadReq at boot, and the audit history saw 512 B earlier in this boot:
-    # the running 4096 B was set at runtime (without the history it passes: a firmware-set value)
-    del facts["persistence"]["pcie"]["devices"][GPU0]
-    facts["history"] = {"boot_id": "b0", "audits": 1, "first": "2025-08-01T10:00:00+00:00", "reason": None,
-                        "earlier": {"max_read_request": {GPU0: [{"time": "2025-08-01T10:00:00+00:00", "value": 512}]}}}
-
-
-def _cpu_unit_disabled(facts):
-    facts["persistence"]["cpu_power"].update(enabled=False, active=False)
-
-
-def _smi_lost_gpu1(facts):
-    # GPU1 is still on the PCI bus, but nvidia-smi lists only GPU0
-    del facts["nvidia"]["gpus"][1]
-
-
-# rule id -> ((params, mutate) passing, (params, mutate) failing)
-CASES = {
-    "CPU-001": (({}, _noop), ({}, _set(("cpu", "cpufreq", "driver"), {"acpi-cpufreq": 64}))),
-    "CPU-002": (({}, _noop), ({}, _set(("cpu", "amd_pstate", "status"), "passive"))),
-    "CPU-003": (({}, _noop), ({}, _set(("cpu", "cpufreq", "governor"), {"performance": 32, "powersave": 32}))),
-    "CPU-004": (({}, _noop), ({}, _set(("cpu", "cpufreq", "epp"), {"balance_performance": 64}))),
-    "CPU-005": (({}, _noop), ({}, _set(("cpu", "boost"), False))),
-    "CPU-006": (({}, _noop), ({}, _enable_c2)),
-    "CPU-007": (({"smt": "on"}, _noop), ({"smt": "off"}, _noop)),
-    "CPU-008": (({}, _noop), ({}, _cpu_unit_disabled)),
-    "KERNEL-001": (({}, _noop), ({}, _set(("kernel", "release"), "6.8.12-4-pve"))),
-    "KERNEL-002": (({}, _noop), ({}, _cmdline_differs)),
-    "KERNEL-003": (({}, _noop), ({}, _set(("kernel", "preempt", "model"), "full"))),
-    "KERNEL-004": (({}, _noop), ({}, _set(("kernel", "thp", "enabled"), "never"))),
-    "KERNEL-005": (({}, _noop), ({}, _set(("kernel", "sysctl", "swappiness"), 60))),
-    "KERNEL-006": (({}, _noop), ({}, _set(("kernel", "installed"), ["6.8.12-4-pve", "6.14.8-2-pve", "6.17.2-1-pve"]))),
-    "KERNEL-007": (({}, _noop), ({}, _unpersist_sysctl("vm.swappiness"))),
-    "NUMA-001": (({}, _noop), ({}, _set(("kernel", "sysctl", "numa_balancing"), 1))),
-    "NUMA-002": (({}, _noop), ({}, _set(("kernel", "sysctl", "zone_reclaim_mode"), 1))),
-    "NUMA-003": (({}, _noop), ({}, _set(("numa", "nodes", 0, "free_pct"), 0.9))),
-    "NUMA-004": (({}, _noop), ({}, _spread)),
-    "NUMA-005": (({}, _noop), ({}, _set(("numa", "mem_total_spread_pct"), 12.5))),
-    "NUMA-006": (({}, _noop), ({}, _unpersist_sysctl("kernel.numa_balancing"))),
-    "NUMA-007": (({}, _noop), ({}, _persist_sysctl("vm.zone_reclaim_mode", "1"))),
-    "PCI-001": (({}, _noop), ({}, _dev(GPU0, "pcie", "max_read_request", 512))),
-    "PCI-002": (({}, _noop), ({}, _dev(NIC, "pcie", "max_read_request", 512))),
-    "PCI-003": (({}, _noop), ({}, _mps_mismatch)),
-    "PCI-004": (({}, _noop), ({}, _dev(GPU1, "pcie", "link_width", 8))),
-    "PCI-005": (({}, _noop), ({}, _dev(NIC, "pcie", "link_speed", "16GT/s"))),
-    "PCI-006": (({}, _noop), ({}, _dev(DOWN0, "acs", "ctl", "request_redirect", True))),
-    "PCI-007": (({}, _noop), ({}, _dev(GPU0, "aer", "counters", "fatal", "TLP", 2))),
-    "PCI-008": (({}, _noop), ({}, _no_pcie_entry)),
-    "IOMMU-001": (({}, _noop), ({}, _set(("iommu", "enabled"), False))),
-    "IOMMU-002": (({}, _noop), ({}, _set(("iommu", "passthrough"), False))),
-    "NVIDIA-001": (({}, _noop), ({}, _set(("nvidia", "driver_version"), "565.57.01"))),
-    "NVIDIA-002": (({}, _noop), ({}, _set(("nvidia", "module", "open"), False))),
-    "NVIDIA-003": (({}, _noop), ({}, _set(("nvidia", "cuda_version"), "12.4"))),
-    "NVIDIA-004": (({}, _noop), ({}, _gpu(1, "persistence", False))),
-    "NVIDIA-005": (({}, _noop), ({}, _gpu(0, "ecc", "pending", "Disabled"))),
-    "NVIDIA-006": (({}, _noop), ({}, _ecc_mixed)),
-    "NVIDIA-007": (({}, _noop), ({}, _gpu(0, "power", "limit_w", 450.0))),
-    "NVIDIA-008": (({}, _noop), ({}, _gpu(1, "clocks_event_reasons", "active", ["hw_thermal_slowdown", "sw_power_cap"]))),
-    "NVIDIA-009": (({}, _noop), ({}, _gpu(0, "pcie", "width_current", 8))),
-    "NVIDIA-010": (({}, _noop), ({}, _smi_lost_gpu1)),
-    "LXC-001": (({}, _noop), ({}, _ct("devices_allow", ["c 195:* rwm", "c 509:* rwm"]))),
-    "LXC-002": (({}, _noop), ({}, _no_uvm_mount)),
-    "LXC-003": (({}, _noop), ({}, _ct("memory_mib", 2 * 1024 * 1024))),
-    "LXC-004": (({}, _noop), ({}, _ct("cpuset", "16-31"))),
-    # learn mode: the golden inventory (params.inventory) differs, the audited host is the healthy one
-    "INV-001": (({"inventory": inv.golden()}, inv.with_topology),
-                ({"inventory": inv.golden(inv.set_path(("cpu", "sockets"), 2))}, inv.with_topology)),
-    "INV-002": (({"inventory": inv.golden()}, inv.with_topology),
-                ({"inventory": inv.golden(inv.set_path(("memory", "nodes", 1, "mem_total_kb"), 526951424))},
-                 inv.with_topology)),
-    "INV-003": (({"inventory": inv.golden()}, inv.with_topology),
-                ({"inventory": inv.golden(inv.add_gpu("0000:46:00.0"))}, inv.with_topology)),
-    "INV-004": (({"inventory": inv.golden()}, inv.with_topology),
-                ({"inventory": inv.golden(inv.set_device(NIC, "model", "Mellanox 0x101d"))}, inv.with_topology)),
-    "INV-005": (({"inventory": inv.golden()}, inv.with_topology),
-                ({"inventory": inv.golden(inv.set_device(GPU1, "link_width", 32))}, inv.with_topology)),
-    "INV-006": (({"inventory": inv.golden()}, inv.with_topology),
-                ({"inventory": inv.golden(inv.set_device(NIC, "link_speed", "64GT/s"))}, inv.with_topology)),
-    "INV-007": (({"inventory": inv.golden()}, inv.with_topology),
-                ({"inventory": inv.golden(inv.set_device(GPU0, "max_payload", 512))}, inv.with_topology)),
-    "INV-008": (({"inventory": inv.golden()}, inv.with_topology),
-                ({"inventory": inv.golden(inv.set_link(GPU0, "mlx5_0", "PIX"))}, inv.with_topology)),
-    "INV-009": (({"inventory": inv.golden()}, inv.with_topology),
-                ({"inventory": inv.golden(inv.set_device(GPU1, "numa_node", 1))}, inv.with_topology)),
-    "INV-010": (({"inventory": inv.golden()}, inv.with_topology),
-                ({"inventory": inv.golden(inv.set_path(("versions", "driver"), "570.133.07"))}, inv.with_topology)),
-    "INV-011": (({"inventory": inv.golden()}, inv.with_topology),
-                ({"inventory": inv.golden(inv.set_device(GPU0, "power_limit_w", 700.0))}, inv.with_topology)),
-}
-
-CASES.update(HEALTH_CASES)
 
 
 def _without_inventory(finding):
@@ -209,11 +51,197 @@ def _of(result, rule_id):
     return [f for f in result["findings"] if f["id"] == rule_id]
 
 
-def test_every_rule_has_cases(catalogue):
-    ids = set(r.id for r in catalogue.rules)
-    assert ids == set(CASES), "rules without pass/fail cases: %s; cases without rule: %s" % (
-        sorted(ids - set(CASES)), sorted(set(CASES) - ids))
+def _rule_files(cat):
+    out = {}
+    for rule in cat.rules:
+        out.setdefault(os.path.basename(rule.file).rsplit(".", 1)[0], []).append(rule.id)
+    return out
 
+
+def _example(rule_id, kind="fail", number=1):
+    (found,) = [e for e in EXAMPLES if (e.rule_id, e.kind, e.number) == (rule_id, kind, number)]
+    return found
+
+
+# -- the examples ----------------------------------------------------------------------------
+
+def test_every_rule_has_examples(catalogue):
+    assert rule_examples.coverage_problems(_rule_files(catalogue), FILES) == []
+    for rule in catalogue.rules:
+        assert [e.kind for e in EXAMPLES if e.rule_id == rule.id].count("fail") >= 1, rule.id
+
+
+def test_a_rule_without_examples_and_an_example_without_rule_are_named():
+    files = {"cpu": {"CPU-001": FILES["cpu"]["CPU-001"], "CPU-099": FILES["cpu"]["CPU-001"]},
+             "numa": {"KERNEL-001": dict(FILES["kernel"]["KERNEL-001"])}}
+    problems = rule_examples.coverage_problems({"cpu": ["CPU-001", "CPU-002"], "kernel": ["KERNEL-001"],
+                                                "numa": []}, files)
+    assert problems == [
+        "CPU-002 (rules/cpu.yml) has no examples: add a pass and a fail case to rules/examples/cpu.yml",
+        "KERNEL-001 (rules/kernel.yml) has no examples: add a pass and a fail case to rules/examples/kernel.yml",
+        "rules/examples/cpu.yml: CPU-099 is no rule of rules/cpu.yml",
+        "rules/examples/numa.yml: KERNEL-001 is no rule of rules/numa.yml",
+        "rules/examples/numa.yml: KERNEL-001 fail 1: may_also_fail names KERNEL-006, which is no rule",
+    ]
+
+
+def test_example_files_are_one_per_area_and_carry_the_modeline():
+    assert sorted(FILES) == sorted(catalogue_module.AREA_NAMES)
+    for stem in FILES:
+        with open(os.path.join(rule_examples.EXAMPLES_DIR, stem + ".yml")) as handle:
+            assert handle.readline().rstrip("\n") == MODELINE, stem
+
+
+def test_examples_schema_is_valid_draft_2020_12():
+    import jsonschema  # pylint: disable=import-outside-toplevel
+    validator = rule_examples._schema_validator()  # pylint: disable=protected-access
+    assert validator.schema["$schema"] == "https://json-schema.org/draft/2020-12/schema"
+    jsonschema.Draft202012Validator.check_schema(validator.schema)
+
+
+@pytest.mark.parametrize("example", EXAMPLES, ids=["%s-%s-%d" % (e.rule_id, e.kind, e.number) for e in EXAMPLES])
+def test_example(example):
+    problems, findings = rule_examples.check_example(example)
+    assert problems == [], findings
+
+
+def test_failing_messages_are_specific():
+    unused, findings = rule_examples.check_example(_example("PCI-001"))
+    (f,) = [f for f in findings if f["status"] == "fail"]
+    assert f["message"] == ("MaxReadReq 512 B < 4096 B on 0000:43:00.0 "
+                            "(NVIDIA RTX PRO 6000 Blackwell Server Edition)")
+    assert (f["subject"], f["expected"], f["observed"]) == (GPU0, 4096, 512)
+
+
+def test_an_example_that_does_not_show_what_it_says_is_reported():
+    def problems(rule_id, kind, case):
+        path = os.path.join(rule_examples.EXAMPLES_DIR, "cpu.yml")
+        return rule_examples.check_example(rule_examples.Example(rule_id, kind, 1, case, path))[0]
+
+    (bad,) = problems("CPU-005", "fail", {})
+    assert bad.startswith("CPU-005 fail 1 (rules/examples/cpu.yml): no failing finding: [('pass', None, "), bad
+    (bad,) = problems("CPU-005", "pass", {"set": {"cpu.boost": False}})
+    assert bad.startswith("CPU-005 pass 1 (rules/examples/cpu.yml): not every finding passes: [('fail', None, "), bad
+    (bad,) = problems("CPU-005", "fail", {"set": {"cpu.boost": False}, "message": "no such words"})
+    assert "no failing message holds 'no such words'" in bad
+    (bad,) = problems("KERNEL-001", "fail", {"set": {"kernel.release": "6.8.12-4-pve"}})
+    assert "other rules fail too: ['KERNEL-006']" in bad
+
+
+@pytest.mark.parametrize("path, steps", [
+    ("cpu.boost", [("key", "cpu"), ("key", "boost")]),
+    ("numa.nodes[0].free_pct", [("key", "numa"), ("key", "nodes"), ("index", 0), ("key", "free_pct")]),
+    ("lxc.containers[-1]", [("key", "lxc"), ("key", "containers"), ("index", -1)]),
+    ('kernel.sysctl_persisted["vm.swappiness"]', [("key", "kernel"), ("key", "sysctl_persisted"), ("key", "vm.swappiness")]),
+    ("persistence.pcie.devices[$GPU0]", [("key", "persistence"), ("key", "pcie"), ("key", "devices"), ("key", GPU0)]),
+    ("pci.devices[address=$NIC].pcie", [("key", "pci"), ("key", "devices"), ("match", [("address", NIC)]), ("key", "pcie")]),
+    ("topology.links[a=$GPU0,b=mlx5_0]", [("key", "topology"), ("key", "links"), ("match", [("a", GPU0), ("b", "mlx5_0")])]),
+    ("nvidia.gpus[*].name", [("key", "nvidia"), ("key", "gpus"), ("all", None), ("key", "name")]),
+])
+def test_paths(path, steps):
+    assert rule_examples.parse_path(path) == steps
+
+
+@pytest.mark.parametrize("changes, message", [
+    ({"set": {"cpu.cpufreq.drivr.x": 1}}, "cpu.cpufreq.drivr.x: no key 'drivr'"),
+    ({"set": {"numa.nodes[5].free_pct": 1}}, "numa.nodes[5].free_pct: index 5 outside the list of 2"),
+    ({"set": {"pci.devices[address=$GPU9].driver": "x"}}, "unknown name $GPU9"),
+    ({"set": {"pci.devices[address=0000:99:00.0].driver": "x"}}, "no element with address='0000:99:00.0'"),
+    ({"delete": ["kernel.sysctl_persisted[\"vm.nothing\"]"]}, "delete kernel.sysctl_persisted[\"vm.nothing\"]: nothing there"),
+    ({"merge": {"cpu.boost": {"a": 1}}}, "merge cpu.boost: not a mapping there"),
+    ({"append": {"cpu.cpufreq": 1}}, "append cpu.cpufreq: not a list there"),
+    ({"set": {"cpu.boost[0]": 1}}, "cpu.boost[0]: [0] needs a list, got bool"),
+])
+def test_a_wrong_path_is_an_error_naming_it(changes, message):
+    with pytest.raises(rule_examples.ExampleError) as caught:
+        rule_examples.apply_changes(healthy_facts(), changes)
+    assert message in str(caught.value)
+
+
+def test_changes_reach_lists_named_addresses_and_literal_dollars():
+    facts = rule_examples.apply_changes(healthy_facts(), {
+        "set": {"pci.devices[kind=gpu].driver": "vfio-pci", "hostname": "$$GPU0", "nvidia.gpus[*].persistence": False},
+        "merge": {"persistence.pcie.devices[$NIC]": {"udev": False}},
+        "append": {"kernel.installed": "6.17.2-1-pve"},
+        "delete": ["lxc.containers[id=101].mounts[-1]", "pci.devices[address=$GPU1]"]})
+    assert [d["address"] for d in facts["pci"]["devices"] if d["driver"] == "vfio-pci"] == [GPU0]
+    assert facts["hostname"] == "$GPU0" and [g["persistence"] for g in facts["nvidia"]["gpus"]] == [False, False]
+    assert facts["persistence"]["pcie"]["devices"][NIC]["udev"] is False
+    assert facts["kernel"]["installed"][-1] == "6.17.2-1-pve"
+    assert [m["source"] for m in facts["lxc"]["containers"][0]["mounts"]] == ["/dev/nvidia0", "/dev/nvidiactl"]
+
+
+def test_a_rule_given_twice_in_an_examples_file_is_an_error(tmp_path):
+    path = write(tmp_path / "cpu.yml", """\
+        CPU-001:
+          pass: [{}]
+          fail: [{set: {cpu.boost: false}}]
+        CPU-001:
+          pass: [{}]
+          fail: [{set: {cpu.boost: false}}]
+        """)
+    with pytest.raises(rule_examples.ExampleError, match=r"cpu.yml: line 4: 'CPU-001' given twice"):
+        rule_examples.read_file(str(path))
+
+
+def test_an_examples_file_is_checked_against_its_schema(tmp_path):
+    path = write(tmp_path / "cpu.yml", "CPU-001:\n  pass: [{}]\n  fail: [{sett: {cpu.boost: false}}]\n")
+    with pytest.raises(rule_examples.ExampleError, match=r"CPU-001/fail/0: Additional properties .*'sett'"):
+        rule_examples.read_file(str(path))
+    path.write_text("CPU-001:\n  pass: [{}]\n")
+    with pytest.raises(rule_examples.ExampleError, match=r"CPU-001: 'fail' is a required property"):
+        rule_examples.read_file(str(path))
+
+
+# -- the catalogue loaders do not read the examples -------------------------------------------
+
+SITE_EXAMPLES = """\
+# yaml-language-server: $schema=../../../schemas/rule-examples.schema.json
+KERNEL-901:
+  pass:
+    - {}
+  fail:
+    - set:
+        kernel.release: 6.8.12-4-pve
+      message: running kernel 6.8.12-4-pve
+      may_also_fail: [KERNEL-001, KERNEL-006]
+"""
+
+
+def test_catalogue_loaders_ignore_the_examples_directory(tmp_path):
+    assert os.path.isdir(os.path.join(catalogue_module.COLLECTION_ROOT, "rules", "examples"))
+    rels = [rel for rel, unused, unused_rules in catalogue_module.read_rule_files(catalogue_module.COLLECTION_ROOT)]
+    assert rels == ["rules/%s.yml" % area for area in sorted(catalogue_module.AREA_NAMES)]
+    # a site's examples beside its rules: not rules (they would not even pass the rules schema)
+    site = make_site(tmp_path / "site")
+    write(site / "rules" / "examples" / "kernel.yml", SITE_EXAMPLES)
+    assert [path for path, unused, unused_rules in catalogue_module.read_site_dir(str(site))["rules"]] == [
+        str(site / "rules" / "kernel.yml")]
+    cat = load_catalogue(site_dirs=[str(site)])
+    assert [r.id for r in cat.rules if r.file.startswith(str(site))] == ["KERNEL-901"]
+    # nor does the self-audit bundle's compiled catalogue carry them
+    compiled = catalogue_module.compile_catalogue(site_dirs=[str(site)])
+    assert "examples" not in compiled and "may_also_fail" not in compiled
+
+
+# -- a site runs its own examples --------------------------------------------------------------
+
+def test_a_site_runs_its_examples(tmp_path):
+    site = make_site(tmp_path / "site")
+    examples = write(site / "rules" / "examples" / "kernel.yml", SITE_EXAMPLES)
+    assert rule_examples.check_site_examples(str(site), "site-inference") == []
+    examples.write_text(SITE_EXAMPLES.replace("may_also_fail: [KERNEL-001, KERNEL-006]", "may_also_fail: [KERNEL-001]")
+                        + "KERNEL-902:\n  pass: [{}]\n  fail: [{}]\n")
+    problems = rule_examples.check_site_examples(str(site), "site-inference")
+    assert problems[0] == "%s/kernel.yml: KERNEL-902 is no rule of %s/kernel.yml" % (site / "rules" / "examples", site / "rules")
+    assert "KERNEL-901 fail 1" in problems[1] and "other rules fail too: ['KERNEL-006']" in problems[1]
+    shutil.rmtree(str(site / "rules" / "examples"))
+    assert rule_examples.check_site_examples(str(site), "site-inference") == [
+        "KERNEL-901 (%s/kernel.yml) has no examples: add a pass and a fail case to %s/kernel.yml" % (
+            site / "rules", site / "rules" / "examples")]
+
+
+# -- beyond the examples ---------------------------------------------------------------------
 
 def test_profile_amd_selects_every_rule(catalogue):
     assert set(catalogue.profile("amd-epyc-nvidia").rule_ids) == set(r.id for r in catalogue.rules)
@@ -224,39 +252,6 @@ def test_healthy_document_passes_everything():
     bad = [(f["id"], f["status"], f["message"]) for f in result["findings"] if f["status"] != "pass"
            and _without_inventory(f)]
     assert bad == []
-
-
-@pytest.mark.parametrize("rule_id", sorted(CASES))
-def test_rule_passes(rule_id):
-    params, mutate = CASES[rule_id][0]
-    findings = _of(_run(params, mutate), rule_id)
-    assert findings, "no finding for %s" % rule_id
-    assert [f["status"] for f in findings] == ["pass"] * len(findings), [f["message"] for f in findings]
-
-
-@pytest.mark.parametrize("rule_id", sorted(CASES))
-def test_rule_fails(rule_id):
-    params, mutate = CASES[rule_id][1]
-    result = _run(params, mutate)
-    findings = _of(result, rule_id)
-    failing = [f for f in findings if f["status"] == "fail"]
-    assert failing, [(f["status"], f["message"]) for f in findings]
-    for f in failing:
-        assert f["message"] and f["fix"] and f["source"].startswith("https://")
-        assert f["observed"] is not None
-    # one broken thing fails its own rule and no unrelated one (shared facts aside)
-    others = set(f["id"] for f in result["findings"] if f["status"] == "fail") - {rule_id}
-    allowed = {"PCI-004": {"NVIDIA-009"}, "NVIDIA-009": set(), "NUMA-003": set(),
-               "KERNEL-001": {"KERNEL-006"}, "KERNEL-006": set()}.get(rule_id, set())
-    assert others <= allowed
-
-
-def test_failing_messages_are_specific():
-    result = _run({}, _dev(GPU0, "pcie", "max_read_request", 512))
-    (f,) = [f for f in _of(result, "PCI-001") if f["status"] == "fail"]
-    assert f["message"] == ("MaxReadReq 512 B < 4096 B on 0000:43:00.0 "
-                            "(NVIDIA RTX PRO 6000 Blackwell Server Edition)")
-    assert (f["subject"], f["expected"], f["observed"]) == (GPU0, 4096, 512)
 
 
 def test_intel_host_makes_amd_rules_not_applicable():
