@@ -18,6 +18,7 @@ import re
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import cpu as facts_cpu
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.nvidia import IDLE_PSTATE_MIN, pstate_number
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import cmdline_value, compare_kernel_release
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pci import VENDOR_NAMES
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pcie_paths import peer_bridges
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_health import derive_health
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_inventory import derive_inventory
@@ -32,10 +33,6 @@ REQUIRED_PARAMS = ("idle_latency_max_us", "nic_min_link_width", "power_limit_pol
 
 #: command-line keys the boot loader adds by itself: never in the configured line
 BOOTLOADER_KEYS = frozenset(("BOOT_IMAGE", "initrd", "ro", "rw", "root", "rootflags", "rootfstype", "boot"))
-
-VENDORS = {"0x10de": "NVIDIA", "0x15b3": "Mellanox", "0x8086": "Intel", "0x14e4": "Broadcom",
-           "0x1022": "AMD", "0x1002": "AMD", "0x1000": "Broadcom/LSI", "0x1077": "QLogic",
-           "0x1924": "Solarflare", "0x19e5": "Huawei", "0x1dd8": "Pensando", "0x8088": "Wangxun"}
 
 #: GPU architecture by marketing name (checked first) ...
 _GENERATION_NAMES = (
@@ -441,7 +438,7 @@ def _label(device, gpu_names):
     if kind == "gpu" and address in gpu_names:
         return gpu_names[address]
     vendor_id = device.get("vendor_id")
-    vendor = VENDORS.get(str(vendor_id).lower(), vendor_id) if vendor_id else "vendor ?"
+    vendor = VENDOR_NAMES.get(str(vendor_id).lower(), vendor_id) if vendor_id else "vendor ?"
     ident = "%s %s" % (vendor, device.get("device_id") or "device ?")
     port = _get(device, "pcie", "port_type")
     if kind == "bridge":

@@ -16,6 +16,8 @@ from __future__ import absolute_import, division, print_function
 import re
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.nvidia import IDLE_PSTATE_MIN, pstate_number
+# vendor id -> name used in device models: the same names as the report labels
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pci import VENDOR_NAMES
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.docpath import get as _get
 
 __metaclass__ = type
@@ -23,11 +25,6 @@ __metaclass__ = type
 #: percent of a golden node's MemTotal a host may lack before INV-002 fails (kernel reservations
 #: such as crashkernel move MemTotal by well under 1 %; one missing DIMM of 16 is 6 %)
 DEFAULT_MEMORY_TOLERANCE_PCT = 2
-
-#: vendor id -> name used in device models (the same names as the report labels)
-VENDOR_NAMES = {"0x10de": "NVIDIA", "0x15b3": "Mellanox", "0x8086": "Intel", "0x14e4": "Broadcom",
-                "0x1022": "AMD", "0x1002": "AMD", "0x1000": "Broadcom/LSI", "0x1077": "QLogic",
-                "0x1924": "Solarflare", "0x19e5": "Huawei", "0x1dd8": "Pensando", "0x8088": "Wangxun"}
 
 #: link types of ``nvidia-smi topo -m`` (its legend); anything else is not recorded
 TOPO_LINKS = ("SYS", "SOC", "NODE", "PHB", "PXB", "PIX")
