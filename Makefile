@@ -17,7 +17,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # promtool, headless chromium, the VM tool chain, shellcheck (ansible-test sanity skips its
 # shellcheck test without it; tools/sanity.sh refuses to run then), and python3-venv (Debian's
 # python3 has no ensurepip without it; tools/get_pip_standin.py and `python3 -m venv` need it).
-DEB_TEST_PACKAGES := python3-venv shellcheck pciutils numactl linux-cpupower prometheus chromium qemu-system-x86 qemu-utils debootstrap acpica-tools
+DEB_TEST_PACKAGES := python3-venv shellcheck pciutils numactl linux-cpupower prometheus chromium qemu-system-x86 qemu-utils debootstrap acpica-tools jq
 
 .PHONY: venv link fixtures audit test test-deps unit integration gates sanity lint changelog-lint docs-lint build-check vm-test clean
 

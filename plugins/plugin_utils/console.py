@@ -25,9 +25,10 @@ from __future__ import absolute_import, division, print_function
 
 import re
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import (
-    SEVERITY_RANK, STATUS_LABELS, STATUSES, expand_document,
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import (
+    SEVERITIES, SEVERITY_RANK, STATUS_LABELS, STATUS_WORST_FIRST, STATUSES,
 )
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document
 
 __metaclass__ = type
 
@@ -41,9 +42,6 @@ MAX_SUBJECTS = 8
 #: Failing-finding lines shown per host; the rest are counted and left to the report files.
 MAX_FINDING_LINES = 40
 
-_SEVERITIES = tuple(sorted(SEVERITY_RANK, key=SEVERITY_RANK.get, reverse=True))  # critical ... info
-#: the order of the counts on a host line: what needs attention first
-STATUSES_SHOWN = ("fail", "unknown", "waived", "pass", "not_applicable")
 _ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _PCI_ADDRESS = re.compile(r"^0000:([0-9a-f]{2}:[0-9a-f]{2}\.[0-7])$")
 
@@ -142,7 +140,7 @@ def _by_severity(findings):
         if finding.get("status") == "fail":
             severity = finding.get("severity") if finding.get("severity") in SEVERITY_RANK else "unknown severity"
             counts[severity] = counts.get(severity, 0) + 1
-    order = ("unknown severity",) + _SEVERITIES
+    order = ("unknown severity",) + SEVERITIES  # critical ... info
     return ", ".join("%s %d" % (sev, counts[sev]) for sev in order if counts.get(sev))
 
 
@@ -153,7 +151,7 @@ def _counts(host):
     before = host.get("before") if isinstance(host.get("before"), dict) else None
     before_summary = _summary(before) if before is not None else None
     parts = []
-    for status in STATUSES_SHOWN:
+    for status in STATUS_WORST_FIRST:  # what needs attention first
         text = "%s %d" % (STATUS_LABELS[status], after[status])
         if before_summary is not None:
             text = "%s %d -> %d" % (STATUS_LABELS[status], before_summary[status], after[status])

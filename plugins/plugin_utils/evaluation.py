@@ -22,7 +22,9 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import 
 )
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import derive
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import sources
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import summarize
+# the finding contract; compact_findings, expand_findings and RULE_TEXT_FIELDS are also read from here
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import (  # noqa: F401 pylint: disable=unused-import
+    RULE_TEXT_FIELDS, compact_findings, expand_findings, summarize)
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import compare_kernel_release
 
 __metaclass__ = type
@@ -174,33 +176,6 @@ def _finding(rule, status, subject, expected, observed, message, pending=False, 
         "pending": pending,
         "waiver": waiver,
     }
-
-
-# What a finding copies from its rule: the same on every host, so a host's part of the report
-# leaves it out (``compact_findings``) and the report puts it back from the catalogue
-# (``expand_findings``): a third less for every worker to send to the controller.
-RULE_TEXT_FIELDS = ("title", "area", "severity", "fix", "reboot_required", "rationale", "source", "fix_action")
-
-
-def compact_findings(findings):
-    """``findings`` without the fields copied from their rule (``RULE_TEXT_FIELDS``)."""
-    return [dict((k, v) for k, v in f.items() if k not in RULE_TEXT_FIELDS) if isinstance(f, dict) else f
-            for f in findings or []]
-
-
-def expand_findings(findings, catalogue=None):
-    """``findings`` with the fields of their rule put back where absent (inverse of
-    ``compact_findings``); a finding whose id is not in the catalogue is returned as it is."""
-    catalogue = catalogue or load_catalogue()
-    out = []
-    for finding in findings or []:
-        rule = catalogue.by_id.get(finding.get("id")) if isinstance(finding, dict) else None
-        if rule is not None and any(k not in finding for k in RULE_TEXT_FIELDS):
-            full = _finding(rule, None, None, None, None, None)
-            finding = dict((k, finding[k] if k in finding else full[k])
-                           for k in list(full) + [k for k in finding if k not in full])
-        out.append(finding)
-    return out
 
 
 def _missing_reason(rule, doc):

@@ -33,6 +33,7 @@ import stat
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import (
     DirectoryLock, FileRefused, atomic_write, loads_json, read_bytes)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document
 
 __metaclass__ = type
 
@@ -664,16 +665,18 @@ def record_report(report, boot_ids, directory, keep=DEFAULT_KEEP):
     (:func:`fleet_summary`). ``boot_ids`` maps host names to the boot id their audit saw. A host
     whose history cannot be written gets ``changes: {"error": ...}``. Returns the warnings."""
     warnings = []
-    time = report.get("generated")
+    read = expand_document(report)  # a stored report.json too (any schema); changes go into ``report``
+    time = read.get("generated")
     if epoch(time) is None:
         time = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()
     by_host = {}
-    for name, host in report.get("hosts", {}).items():
-        if not isinstance(host, dict) or not host.get("findings"):
+    for name, seen in read.get("hosts", {}).items():
+        if not isinstance(seen, dict) or not seen.get("findings"):
             continue  # unreachable, or failed before any finding: nothing seen, nothing to keep
-        record = make_record(name, host["findings"], time, boot_id=(boot_ids or {}).get(name),
-                             collection_version=report.get("collection_version"), profile=host.get("profile"),
-                             state=host.get("state") or "audited")
+        host = report["hosts"][name]
+        record = make_record(name, seen["findings"], time, boot_id=(boot_ids or {}).get(name),
+                             collection_version=read.get("collection_version"), profile=seen.get("profile"),
+                             state=seen.get("state") or "audited")
         try:
             dummy, changes, problems = record_audit(directory, name, record, keep)
         except (HistoryError, IOError, OSError, RecursionError) as exc:  # never the report's end

@@ -32,7 +32,8 @@ import re
 import stat
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import files
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import HOST_STATES, SEVERITY_RANK, STATUSES, expand_document
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import HOST_STATES, SEVERITY_RANK, STATUSES
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document
 
 __metaclass__ = type
 

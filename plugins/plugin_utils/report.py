@@ -13,39 +13,15 @@ import datetime
 import json
 import math
 
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import (
+    FINDING_KEYS, HOST_STATES, SEVERITIES, SEVERITY_RANK, STATUSES, STORED_SCHEMA, read_finding, rules_table, store_finding,
+    summarize)
+
 __metaclass__ = type
 
+#: ``schema`` of the document ``build_report`` makes and :func:`expand_document` gives back (every
+#: finding a whole mapping); ``report.json`` stores it as schema :data:`findings.STORED_SCHEMA`.
 SCHEMA = 1
-
-#: Finding statuses, in the order summaries list them.
-STATUSES = ("pass", "fail", "unknown", "waived", "not_applicable")
-
-#: Worst first: the status a matrix cell shows when a rule has several subjects.
-STATUS_WORST_FIRST = ("fail", "unknown", "waived", "pass", "not_applicable")
-
-STATUS_LABELS = {
-    "pass": "pass",
-    "fail": "fail",
-    "unknown": "unknown",
-    "waived": "waived",
-    "not_applicable": "n/a",
-}
-
-#: Value of ``gpuhost_baseline_rule_status``; 0 is the one to alert on.
-PROM_STATUS_VALUES = {
-    "fail": 0,
-    "pass": 1,
-    "waived": 2,
-    "not_applicable": 3,
-    "unknown": -1,
-}
-
-#: Severity rank: higher is worse. ``info`` findings never trip ``fail_on``.
-SEVERITY_RANK = {"info": 0, "low": 1, "medium": 2, "high": 3, "critical": 4}
-#: Worst first, as ``totals.fail_by_severity`` of report.json lists them.
-SEVERITIES = tuple(sorted(SEVERITY_RANK, key=SEVERITY_RANK.get, reverse=True))
-
-HOST_STATES = ("audited", "unreachable", "failed")
 
 #: format name -> file name written by ``write_reports``.
 FORMAT_FILES = (
@@ -56,11 +32,6 @@ FORMAT_FILES = (
     ("prom", "metrics.prom"),
 )
 FORMATS = tuple(name for name, dummy in FORMAT_FILES)
-
-FINDING_KEYS = (
-    "id", "title", "area", "severity", "status", "subject", "expected", "observed",
-    "message", "rationale", "source", "fix", "reboot_required",
-)
 
 
 class ReportError(ValueError):
@@ -98,14 +69,6 @@ def _plain(value):
     return str(value)
 
 
-def summarize(findings):
-    """Count findings per status (all five keys, zero included)."""
-    summary = dict((status, 0) for status in STATUSES)
-    for finding in findings:
-        summary[finding["status"]] = summary.get(finding["status"], 0) + 1
-    return summary
-
-
 def _normalize_finding(host, finding, where):
     if not isinstance(finding, dict):
         raise ReportError("host %s: %s entry is %s, not a finding mapping" % (host, where, type(finding).__name__))
@@ -123,6 +86,7 @@ def _normalize_finding(host, finding, where):
     for key in FINDING_KEYS:
         out[key] = plain.get(key)
     out["reboot_required"] = bool(out["reboot_required"])
+    out["pending"] = out["pending"] is True
     if out["area"] is None:
         out["area"] = rule_id.split("-", 1)[0].lower()
     if out["title"] is None:
@@ -221,7 +185,7 @@ def _normalize_host(name, data, default_profile):
 
 
 def _fail_by_severity(hosts):
-    counts = dict((sev, 0) for sev in sorted(SEVERITY_RANK, key=SEVERITY_RANK.get, reverse=True))
+    counts = dict((sev, 0) for sev in SEVERITIES)
     for host in hosts.values():
         for finding in host["findings"]:
             if finding["status"] == "fail":
@@ -328,142 +292,108 @@ ARGUMENT_SPEC = dict(
 
 
 # ---------------------------------------------------------------------------
-# report.json as stored (schema 2): rule fields once per rule, a finding a row
+# report.json as stored (schema 3): rule text once under ``rules``, findings as named keys
 # ---------------------------------------------------------------------------
 
-#: Layout of the stored report.json (docs/report.md, "Stored layout").
-STORED_SCHEMA = 2
-
-#: Finding keys that come from the rule (the same on every host with the same profile): stored once
-#: per rule in ``rules.<id>``, with the ``expected`` value of the first finding of the rule.
-RULE_KEYS = ("title", "area", "severity", "rationale", "source", "fix", "reboot_required", "fix_action")
-
-#: A stored finding is a row ``[id, status, subject, observed, message]``, then ``expected`` when it
-#: is not the rule's (or when the extras follow), then a mapping of the other keys (a rule field
-#: that differs from ``rules.<id>``, ``pending: true``, ``waiver``...) when there are any.
-ROW_KEYS = ("id", "status", "subject", "observed", "message")
-
-#: Per-finding keys left out of the extras when they have this value, when every finding of the
-#: document has the key (``finding_defaults`` of the stored document says which).
-FINDING_DEFAULTS = (("pending", False), ("waiver", None))
+#: Top-level keys of a stored document that only the stored layouts have (schema 2 and 3).
+_STORED_ONLY = ("rules", "finding_row", "finding_defaults")
 
 
-def _row(finding, rules, defaults):
-    rule = rules.get(finding.get("id")) or {}
-    row = [finding.get(key) for key in ROW_KEYS]
-    extras = {}
-    for key, value in finding.items():
-        if key in ROW_KEYS or key == "expected":
-            continue
-        if key in RULE_KEYS and key in rule and rule[key] == value:
-            continue
-        if key in defaults and defaults[key] == value:
-            continue
-        extras[key] = value
-    expected = finding.get("expected")
-    if extras or "expected" not in rule or rule["expected"] != expected:
-        row.append(expected)
-    if extras:
-        row.append(extras)
-    return row
+def _host_findings(report):
+    """Every finding of ``report`` (hosts' and their ``before``), in document order."""
+    for host in report["hosts"].values():
+        yield from host.get("findings") or []
+        yield from (host.get("before") or {}).get("findings") or []
 
 
 def compact_document(report):
-    """The document as ``report.json`` stores it (schema 2, ``docs/report.md``): the fields each
-    finding copies from its rule (:data:`RULE_KEYS`) and the first ``expected`` once per rule in
-    a top-level ``rules`` mapping; each finding a row (:data:`ROW_KEYS`) keeping only what differs
-    from its rule (a profile that changes a severity on some hosts); ``pending: false`` and
-    ``waiver: null`` left out (``finding_defaults``). :func:`expand_document` gives the document
-    back exactly."""
-    parts = [host.get("findings") or [] for host in report["hosts"].values()]
-    parts += [(host.get("before") or {}).get("findings") or [] for host in report["hosts"].values()]
-    seen = {}
-    missing = {}
-    defaults = dict(FINDING_DEFAULTS)
-    for findings in parts:
-        for finding in findings:
-            for key in [k for k in defaults if k not in finding]:
-                del defaults[key]
-            rid = finding.get("id")
-            if rid not in seen:
-                seen[rid] = dict((k, finding[k]) for k in RULE_KEYS + ("expected",) if k in finding)
-            missing.setdefault(rid, set()).update(k for k in RULE_KEYS if k not in finding)
-    rules = {}
-    for rid in sorted(seen, key=str):
-        # a key some finding of the rule lacks stays with the findings that have it
-        rules[rid] = dict((k, v) for k, v in seen[rid].items() if k not in missing[rid])
+    """The document as ``report.json`` stores it (schema 3, docs/report.md): each rule's text
+    (``findings.RULE_TEXT_FIELDS``) once in a top-level ``rules`` mapping, each finding a mapping
+    of named keys without what its rule states (``findings.store_finding``).
+    :func:`expand_document` gives the document back exactly."""
+    rules = rules_table(_host_findings(report))
     out = {}
     for key, value in report.items():
         if key == "hosts":
             out["rules"] = rules
-            out["finding_row"] = list(ROW_KEYS) + ["expected"]
-            if defaults:
-                out["finding_defaults"] = defaults
             hosts = {}
             for name, host in value.items():
-                host = dict(host, findings=[_row(f, rules, defaults) for f in host.get("findings") or []])
+                host = dict(host, findings=[store_finding(f, rules.get(f.get("id"))) for f in host.get("findings") or []])
                 if isinstance(host.get("before"), dict):
                     host["before"] = dict(host["before"], findings=[
-                        _row(f, rules, defaults) for f in host["before"].get("findings") or []])
+                        store_finding(f, rules.get(f.get("id"))) for f in host["before"].get("findings") or []])
                 hosts[name] = host
             out["hosts"] = hosts
-        elif key not in ("rules", "finding_row", "finding_defaults"):
+        elif key not in _STORED_ONLY:
             out[key] = value
     out["schema"] = STORED_SCHEMA
     return out
 
 
-def _expand_findings(findings, rules, defaults):
-    out = []
-    for row in findings:
-        if not isinstance(row, list) or len(row) < len(ROW_KEYS):
-            out.append(row)  # not a stored row: as it is
-            continue
-        found = dict(zip(ROW_KEYS, row))
-        rule = rules.get(found["id"]) if isinstance(rules.get(found["id"]), dict) else {}
-        rest = row[len(ROW_KEYS):]
-        found["expected"] = rest[0] if rest else rule.get("expected")
-        extras = rest[1] if len(rest) > 1 and isinstance(rest[1], dict) else {}
-        item = {}
-        for key in FINDING_KEYS:
-            if key in extras:
-                item[key] = extras[key]
-            elif key in found:
-                item[key] = found[key]
-            elif key in rule:
-                item[key] = rule[key]
-        for key, value in rule.items():
-            if key != "expected":
-                item.setdefault(key, value)
-        for key, value in extras.items():
+# -- schema 2 (archived reports): a finding a positional row ----------------------------------
+
+#: A schema-2 row: ``[id, status, subject, observed, message]``, then ``expected`` when it is not
+#: the rule's (or when the extras follow), then a mapping of the finding's other keys.
+_ROW_KEYS = ("id", "status", "subject", "observed", "message")
+
+
+def _read_row(row, rules, defaults):
+    if not isinstance(row, list) or len(row) < len(_ROW_KEYS):
+        return row  # not a stored row: as it is
+    found = dict(zip(_ROW_KEYS, row))
+    rule = rules.get(found["id"]) if isinstance(rules.get(found["id"]), dict) else {}
+    rest = row[len(_ROW_KEYS):]
+    found["expected"] = rest[0] if rest else rule.get("expected")
+    extras = rest[1] if len(rest) > 1 and isinstance(rest[1], dict) else {}
+    item = {}
+    for key in FINDING_KEYS:
+        if key in extras:
+            item[key] = extras[key]
+        elif key in found:
+            item[key] = found[key]
+        elif key in rule:
+            item[key] = rule[key]
+    for key, value in rule.items():
+        if key != "expected":
             item.setdefault(key, value)
-        for key, value in defaults.items():
-            item.setdefault(key, value)
-        out.append(item)
-    return out
+    for key, value in extras.items():
+        item.setdefault(key, value)
+    for key, value in defaults.items():
+        item.setdefault(key, value)
+    return item
+
+
+def _reader(report):
+    """The function that turns a stored finding of ``report`` back into a full one."""
+    rules = report.get("rules") if isinstance(report.get("rules"), dict) else {}
+    if report.get("schema") == 2:
+        defaults = report.get("finding_defaults") if isinstance(report.get("finding_defaults"), dict) else {}
+        return lambda row: _read_row(row, rules, defaults)
+    return lambda stored: read_finding(stored, rules.get(stored.get("id")) if isinstance(stored, dict) else None)
 
 
 def expand_document(report):
-    """The document :func:`build_report` made (schema 1: every finding a whole mapping) from a
-    stored ``report.json`` (schema 2): each row back to a mapping, its rule fields and
-    ``expected`` from ``rules`` (its own value wins), the left-out ``finding_defaults``. A
-    document without ``rules`` (schema 1) comes back as it is. Views and the console call it
-    first, so they take either layout."""
-    rules = report.get("rules") if isinstance(report, dict) else None
-    if not isinstance(rules, dict) or not isinstance(report.get("hosts"), dict):
+    """The document :func:`build_report` made (schema 1: every finding a whole mapping, rule text
+    included) from a stored ``report.json``: schema 3 (findings with named keys, rule text under
+    ``rules``), schema 2 (archived reports: findings as positional rows) or schema 1 (as it is).
+    The one reader: the views, JUnit, the metrics, the console and the caller stats call it first,
+    so they take any layout. Anything else comes back as it is."""
+    if not isinstance(report, dict) or not isinstance(report.get("hosts"), dict):
         return report
-    defaults = report.get("finding_defaults") if isinstance(report.get("finding_defaults"), dict) else {}
-    out = dict((k, v) for k, v in report.items() if k not in ("rules", "finding_row", "finding_defaults"))
+    if report.get("schema") not in (2, STORED_SCHEMA) or not isinstance(report.get("rules"), dict):
+        return report
+    read = _reader(report)
+    out = dict((k, v) for k, v in report.items() if k not in _STORED_ONLY)
     out["schema"] = SCHEMA
     hosts = {}
     for name, host in report["hosts"].items():
         if isinstance(host, dict):
             host = dict(host)
             if isinstance(host.get("findings"), list):
-                host["findings"] = _expand_findings(host["findings"], rules, defaults)
+                host["findings"] = [read(f) for f in host["findings"]]
             before = host.get("before")
             if isinstance(before, dict) and isinstance(before.get("findings"), list):
-                host["before"] = dict(before, findings=_expand_findings(before["findings"], rules, defaults))
+                host["before"] = dict(before, findings=[read(f) for f in before["findings"]])
         hosts[name] = host
     out["hosts"] = hosts
     return out

@@ -4,7 +4,7 @@
 """Totals for callers: the ``gpuhost_baseline`` custom stats of an audit or remediation run.
 
 ``caller_stats(report, paths)`` is a pure function of a ``report.json`` document (as
-``report.build_report`` returns it, or as parsed back from the file) and the paths the reports
+``report.build_report`` returns it, or as parsed back from the file, any schema) and the paths the reports
 were written to. The roles publish its result with ``ansible.builtin.set_stats`` so that a caller
 (ansible-runner, AWX, a CI job) gets fleet and per-host counts without parsing the reports.
 The shape is documented in docs/report.md ("Totals for callers").
@@ -12,7 +12,8 @@ The shape is documented in docs/report.md ("Totals for callers").
 
 from __future__ import absolute_import, division, print_function
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import HOST_STATES, SEVERITIES, STATUSES
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import HOST_STATES, SEVERITIES, STATUSES
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document
 
 __metaclass__ = type
 
@@ -107,6 +108,7 @@ def caller_stats(report, paths=None, report_dir=None):
     """
     if not isinstance(report, dict):
         raise StatsError("expected a report.json document (a mapping), got %s" % type(report).__name__)
+    report = expand_document(report)  # a stored report.json (schema 3 or 2): rule fields back in the findings
     hosts_in = report.get("hosts")
     if hosts_in is None:
         hosts_in = {}

@@ -28,9 +28,11 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils import files, his
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.console import escape_controls
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import DirectoryLock, FileRefused, clip, loads_json
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import COLLECTION_ROOT  # templates/ beside plugins/
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import (
+    SEVERITY_RANK, STATUS_LABELS, STATUS_WORST_FIRST, STATUSES,
+)
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import (
-    FORMAT_FILES, FORMATS, SEVERITY_RANK, STATUS_LABELS, STATUS_WORST_FIRST, STATUSES, ReportError, compact_document,
-    dumps_document, expand_document,
+    FORMAT_FILES, FORMATS, ReportError, compact_document, dumps_document, expand_document,
 )
 
 __metaclass__ = type
@@ -1158,7 +1160,7 @@ def _write_set(report, directory, formats, template_dir):
     _check_pages_dir(directory)
     files_named = dict(FORMAT_FILES)
     paths = {"json": os.path.join(directory, files_named["json"])}
-    # stored compact (schema 2: rule fields once per rule, report.compact_document)
+    # as stored (schema 3: rule text once under rules, findings with named keys; report.compact_document)
     text = dumps_document(compact_document(report))
     staged = _Staged(directory)
     try:

@@ -10,13 +10,17 @@ After an intended change of the reports, regenerate them with
 ``GPUHOST_UPDATE_GOLDEN=1 pytest tests/integration/test_golden_reports.py`` and review the diff.
 """
 import html.parser
+import json
 import os
 import re
+import shutil
+import subprocess
 
 import pytest
 
 from helpers.runner import run_playbook, stdout_of
 from test_audit_playbook import fleet
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document
 
 GOLDEN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "golden")
 FILES = ("report.json", "report.md", "report.html", "junit.xml", "metrics.prom")
@@ -108,6 +112,30 @@ def golden(name):
 @pytest.mark.parametrize("name", ("report.json", "report.md", "report.html", "junit.xml", "metrics.prom"))
 def test_byte_for_byte(reports, name):
     assert reports[name] == golden(name), "%s differs from tests/fixtures/golden/%s" % (name, name)
+
+
+def jq(program, path):
+    binary = shutil.which("jq")
+    assert binary, "jq is not installed: make test-deps installs it (DEB_TEST_PACKAGES)"
+    done = subprocess.run([binary, "-r", program, str(path)], capture_output=True, text=True, check=False, timeout=60)
+    assert done.returncode == 0, done.stderr
+    return done.stdout.split("\n")[:-1]
+
+
+def test_plain_jq_reads_the_findings(reports, tmp_path):
+    # report.json schema 3 (issue 19): findings are mappings with named keys, no expander needed
+    path = tmp_path / "report.json"
+    path.write_text(reports["report.json"], encoding="utf-8")
+    document = json.loads(reports["report.json"])
+    assert document["schema"] == 3
+    full = expand_document(document)
+    failing = [f["id"] for host in full["hosts"].values() for f in host["findings"] if f["status"] == "fail"]
+    assert failing and jq('.hosts[].findings[] | select(.status=="fail") | .id', path) == failing
+    # per host, the count of failing findings is the host's summary; the rule text is under rules
+    counts = jq('.hosts | to_entries[] | "\\(.key) \\([.value.findings[] | select(.status=="fail")] | length)"', path)
+    assert counts == ["%s %d" % (name, host["summary"]["fail"]) for name, host in full["hosts"].items()]
+    first = full["hosts"]["demo-incident"]["findings"][0]
+    assert jq('.rules[.hosts["demo-incident"].findings[0].id].title', path) == [first["title"]]
 
 
 def test_html_same_elements_text_and_escaping(reports):

@@ -142,8 +142,7 @@ def audited(demo, learned):
         "gpuhost_profile": NAME})
     assert runner.rc == 0, stdout_of(runner)
     document = json.loads((tmp / "reports" / "report.json").read_text())
-    if "finding_row" in document:  # the stored layout: rule fields once, findings as rows
-        document = report.expand_document(document)
+    document = report.expand_document(document)  # the stored layout (schema 3): rule fields once under rules
     return document["hosts"]
 
 

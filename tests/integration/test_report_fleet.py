@@ -3,7 +3,7 @@
 documents (no playbook): hosts with the same problems are one group, each host's detail is a page
 of its own under hosts/ with a safe and unique name, the fleet page grows with the groups and not
 with the hosts, the CSS-only area/rule filter hides what it should in headless Chromium, and
-report.json is stored compact (schema 2) and read back exactly."""
+report.json is stored compact (schema 3) and read back exactly."""
 
 import html
 import json
@@ -129,7 +129,8 @@ def test_stored_report_json_is_compact_and_read_back_exactly(tmp_path):
         text = handle.read()
     stored = json.loads(text)
     rule_ids = set(f["id"] for h in report["hosts"].values() for f in h["findings"])
-    assert stored["schema"] == 2 and set(stored["rules"]) == rule_ids
+    assert stored["schema"] == 3 and set(stored["rules"]) == rule_ids
+    assert all(isinstance(f, dict) and "title" not in f for h in stored["hosts"].values() for f in h["findings"])
     assert report_doc.expand_document(stored) == report
     # the rule text is stored once, not once per finding
     rationale = report["hosts"]["gpu-0000"]["findings"][0]["rationale"]

@@ -96,7 +96,7 @@ def chromium(*args):
 
 def _demo_report():
     with open(GOLDEN_JSON, encoding="utf-8") as handle:
-        return report_doc.expand_document(json.load(handle))  # stored compact (schema 2): as build_report made it
+        return report_doc.expand_document(json.load(handle))  # stored (schema 3): as build_report made it
 
 
 def _fixture_report():

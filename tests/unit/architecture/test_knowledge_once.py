@@ -12,10 +12,23 @@ PLUGINS = os.path.join(REPO, "plugins")
 
 #: name -> the one module (relative to plugins/) that defines it
 ONCE = {
-    "STATUSES": "plugin_utils/report.py",
-    "SEVERITIES": "plugin_utils/report.py",
-    "HOST_STATES": "plugin_utils/report.py",
-    "summarize": None,  # report.py for findings; facts/numa.py and fix/cpu.py summarise other things
+    "STATUSES": "plugin_utils/findings.py",
+    "SEVERITIES": "plugin_utils/findings.py",
+    "SEVERITY_RANK": "plugin_utils/findings.py",
+    "STATUS_WORST_FIRST": "plugin_utils/findings.py",
+    "STATUS_LABELS": "plugin_utils/findings.py",
+    "HOST_STATES": "plugin_utils/findings.py",
+    "FINDING_KEYS": "plugin_utils/findings.py",
+    "RULE_TEXT_FIELDS": "plugin_utils/findings.py",
+    "compact_findings": "plugin_utils/findings.py",
+    "expand_findings": "plugin_utils/findings.py",
+    "STORED_SCHEMA": "plugin_utils/findings.py",
+    "store_finding": "plugin_utils/findings.py",
+    "read_finding": "plugin_utils/findings.py",
+    "expand_document": "plugin_utils/report.py",
+    "compact_document": "plugin_utils/report.py",
+    "ROW_KEYS": None,  # schema 2's row layout: report.py reads it (_ROW_KEYS), nothing writes it
+    "summarize": None,  # findings.py for findings; facts/numa.py and fix/cpu.py summarise other things
     "COLLECTION_ROOT": "plugin_utils/schema.py",
     "IDLE_PSTATE_MIN": "module_utils/facts/nvidia.py",
     "IDLE_PSTATE": None,
@@ -51,8 +64,8 @@ def test_defined_once(name):
     where = definitions().get(name, set())
     home = ONCE[name]
     if name == "summarize":
-        # of findings: report.py only (numa.py summarises NUMA nodes, fix/cpu.py CPU power states)
-        assert where == {"plugin_utils/report.py", "module_utils/facts/numa.py", "module_utils/fix/cpu.py"}, where
+        # of findings: findings.py only (numa.py summarises NUMA nodes, fix/cpu.py CPU power states)
+        assert where == {"plugin_utils/findings.py", "module_utils/facts/numa.py", "module_utils/fix/cpu.py"}, where
     elif home is None:
         assert not where, "%s is gone; found again in %s" % (name, sorted(where))
     else:

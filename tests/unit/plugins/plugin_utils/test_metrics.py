@@ -13,7 +13,8 @@ from helpers.prom import parse_families, parse_labels, parse_metrics
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import metrics
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import views
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import STATUSES, build_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import STATUSES
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "..", "..", "..", "fixtures", "report", "hosts.json")
@@ -391,7 +392,8 @@ def test_merged_families_stay_contiguous_in_host_order():
 
 def test_a_stored_report_json_renders_the_same(report):
     stored = json.loads(json.dumps(report_doc.compact_document(report)))
-    assert stored["hosts"]["gpu-incident-01"]["findings"][0].__class__ is list  # the compact layout
+    first = stored["hosts"]["gpu-incident-01"]["findings"][0]
+    assert "title" not in first and "title" in stored["rules"][first["id"]]  # the stored layout (schema 3)
     assert metrics.render_metrics(stored) == metrics.render_metrics(report)
     assert metrics.render_host_metrics(stored, "gpu-incident-01") == metrics.render_host_metrics(report, "gpu-incident-01")
     assert metrics.merge_metrics(stored, "") == metrics.render_metrics(report)

@@ -13,7 +13,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import files, views
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import files, findings, views
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ReportError, build_report, failing_at_or_above
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import (
     md_escape, render_html, render_junit, render_markdown, render_prometheus, write_reports,
@@ -52,8 +52,8 @@ def test_contract_keys_and_extensions(report):
     assert report["collection_version"] == "0.1.0"
     host = report["hosts"]["gpu-incident-01"]
     assert set(host) >= {"summary", "findings", "state", "message", "profile", "numa", "facts_errors", "pending"}
-    assert set(host["summary"]) == set(report_doc.STATUSES)
-    assert set(host["findings"][0]) >= set(report_doc.FINDING_KEYS)
+    assert set(host["summary"]) == set(findings.STATUSES)
+    assert set(host["findings"][0]) >= set(findings.FINDING_KEYS)
     # The whole document survives a JSON round trip unchanged.
     assert json.loads(json.dumps(report)) == report
 
@@ -448,7 +448,7 @@ def test_write_reports_all_formats(tmp_path, report):
     # and the manifest of the set (views.MANIFEST, docs/report.md "The report directory")
     assert sorted(os.listdir(str(out))) == sorted([views.MANIFEST] + [name for dummy, name in report_doc.FORMAT_FILES])
     with open(paths["json"]) as handle:
-        assert report_doc.expand_document(json.load(handle)) == report  # stored compact (schema 2)
+        assert report_doc.expand_document(json.load(handle)) == report  # stored (schema 3)
     with open(paths["html"]) as handle:
         assert handle.read() == render_html(report)
     assert oct(os.stat(paths["prom"]).st_mode & 0o777) == "0o644"

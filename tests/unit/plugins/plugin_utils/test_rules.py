@@ -14,6 +14,7 @@ from helpers.catalogue_tree import copy_catalogue, edit
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
@@ -194,10 +195,10 @@ def test_host_report_leaves_rule_text_out_and_expand_puts_it_back():
     result = evaluate(facts)
     part = evaluation.host_report(facts, result, before=result["findings"])
     for f in part["findings"] + part["before"]["findings"]:
-        assert not set(evaluation.RULE_TEXT_FIELDS) & set(f)
+        assert not set(findings.RULE_TEXT_FIELDS) & set(f)
         assert {"id", "status", "subject", "expected", "observed", "message", "pending", "waiver"} <= set(f)
     assert len(json.dumps(part)) < len(json.dumps(result["findings"]))
-    expanded = evaluation.expand_findings(part["findings"])
+    expanded = findings.expand_findings(part["findings"])
     assert expanded == result["findings"]
     assert [list(f) for f in expanded] == [list(f) for f in result["findings"]]  # same key order
 
@@ -206,10 +207,10 @@ def test_expand_keeps_what_it_cannot_or_need_not_fill():
     full = evaluate()["findings"][0]
     custom = dict(full, title="site title")
     odd = {"id": "SITE-999", "status": "fail"}
-    out = evaluation.expand_findings([custom, odd, "garbage"])
+    out = findings.expand_findings([custom, odd, "garbage"])
     assert out[0]["title"] == "site title"
     assert out[1:] == [odd, "garbage"]
-    assert evaluation.compact_findings(None) == []
+    assert findings.compact_findings(None) == []
 
 
 # -- waivers -----------------------------------------------------------------------------------

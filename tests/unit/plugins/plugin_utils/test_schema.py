@@ -14,7 +14,7 @@ import yaml
 
 from helpers.baseline_facts import healthy_facts
 from helpers.catalogue_tree import copy_catalogue, edit
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue, report, schema
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue, findings, schema
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate
 
@@ -54,7 +54,7 @@ def test_bundled_catalogue_files_carry_the_modeline_and_validate(pattern, name, 
 def test_schema_enums_are_the_code_constants():
     rule = load_schema("rules")["$defs"]["rule"]["properties"]
     assert rule["area"]["enum"] == list(catalogue.AREA_NAMES)
-    assert rule["severity"]["enum"] == list(report.SEVERITIES)
+    assert rule["severity"]["enum"] == list(findings.SEVERITIES)
     assert rule["fix"]["properties"]["action"]["enum"] == list(catalogue.FIX_ACTIONS)
     assert rule["expect"]["propertyNames"]["enum"] == list(catalogue.OPERATORS)
     assert sorted(rule["expect"]["properties"]) == sorted(catalogue.OPERATORS)

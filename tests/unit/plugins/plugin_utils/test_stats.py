@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.stats import (SEVERITIES, STATUSES, StatsError,
                                                                              caller_stats)
@@ -135,7 +135,7 @@ def test_bad_input_is_named(document, words):
     assert words in str(exc.value)
 
 
-def test_statuses_and_states_agree_with_the_report_module():
-    # stats.py keeps its own copies (no import of report.py needed by callers of the pure function)
-    assert STATUSES == report_doc.STATUSES
-    assert set(SEVERITIES) == set(report_doc.SEVERITY_RANK)
+def test_statuses_and_states_are_the_finding_contract():
+    # stats.py counts with the contract's statuses and severities (findings.py), no copies
+    assert STATUSES is findings.STATUSES
+    assert SEVERITIES is findings.SEVERITIES

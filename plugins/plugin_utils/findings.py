@@ -1,0 +1,176 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one finding contract (docs/report.md, "Findings"): what a finding is, everywhere.
+
+A finding is the verdict of one rule on one subject of one host. This module holds what every
+part of the collection knows about it, once: the statuses and their order, the severities and
+their ranks, the host states, the keys of a finding, the fields a finding copies from its rule,
+the summary of a list of findings, and its three forms:
+
+* **full** (what ``evaluation.evaluate`` makes and ``report.build_report`` puts in the document):
+  every key, rule text included;
+* **compact** (a host's ``host_report``, sent from each worker to the controller): without the
+  rule text (:func:`compact_findings`), which :func:`expand_findings` puts back from the catalogue;
+* **stored** (``report.json`` schema 3): a mapping of named keys without what its rule states
+  once in the document's ``rules`` (:func:`store_finding`, :func:`read_finding`).
+
+It runs on managed hosts too (the self-audit bundle): standard library only, Python 3.8+.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+#: Finding statuses, in the order summaries list them.
+STATUSES = ("pass", "fail", "unknown", "waived", "not_applicable")
+
+#: Worst first: the status a matrix cell shows when a rule has several subjects, and the order
+#: of the counts on a console line.
+STATUS_WORST_FIRST = ("fail", "unknown", "waived", "pass", "not_applicable")
+
+#: How the views and the console name each status.
+STATUS_LABELS = {
+    "pass": "pass",
+    "fail": "fail",
+    "unknown": "unknown",
+    "waived": "waived",
+    "not_applicable": "n/a",
+}
+
+#: Severity rank: higher is worse. ``info`` findings never trip ``fail_on``.
+SEVERITY_RANK = {"info": 0, "low": 1, "medium": 2, "high": 3, "critical": 4}
+#: Worst first, as ``totals.fail_by_severity`` of report.json lists them.
+SEVERITIES = tuple(sorted(SEVERITY_RANK, key=SEVERITY_RANK.get, reverse=True))
+
+#: What became of a host in a run.
+HOST_STATES = ("audited", "unreachable", "failed")
+
+#: Keys of a finding in the report document, in their order (``report.build_report`` sets every one;
+#: further keys the evaluation adds follow, sorted by name).
+FINDING_KEYS = (
+    "id", "title", "area", "severity", "status", "subject", "expected", "observed",
+    "message", "rationale", "source", "fix", "reboot_required", "pending", "waiver",
+)
+
+#: What a finding copies from its rule: the same on every host with the same profile. A host's
+#: part of the report leaves it out (:func:`compact_findings`) and the report writer puts it back
+#: from the catalogue (:func:`expand_findings`); ``report.json`` states it once per rule (``rules``).
+RULE_TEXT_FIELDS = ("title", "area", "severity", "fix", "reboot_required", "rationale", "source", "fix_action")
+
+#: The attribute of a catalogue rule each rule field comes from, where the names differ.
+_RULE_ATTRIBUTES = {"fix": "fix_hint"}
+
+#: Every key of a finding as the judge makes it, in its order, and the value of one left out.
+JUDGED_KEYS = ("id", "title", "area", "severity", "status", "subject", "expected", "observed", "message",
+               "fix", "reboot_required", "rationale", "source", "fix_action", "pending", "waiver")
+DEFAULTS = {"pending": False}
+
+#: ``report.json`` schema of the stored form (docs/report.md).
+STORED_SCHEMA = 3
+
+#: Keys a stored finding states by name: ``id`` and ``status`` always, the others unless null
+#: (``jq`` reads a missing key as null).
+STORED_KEYS = ("id", "status", "subject", "observed", "expected", "message")
+
+#: Keys a stored finding leaves out while they have this value.
+STORED_DEFAULTS = (("pending", False), ("waiver", None))
+
+
+def summarize(findings):
+    """Count findings per status (all five keys, zero included)."""
+    summary = dict((status, 0) for status in STATUSES)
+    for finding in findings:
+        summary[finding["status"]] = summary.get(finding["status"], 0) + 1
+    return summary
+
+
+def rule_text(rule):
+    """The :data:`RULE_TEXT_FIELDS` of a catalogue rule (``catalogue.Rule``), as its findings carry them."""
+    return dict((field, getattr(rule, _RULE_ATTRIBUTES.get(field, field), None)) for field in RULE_TEXT_FIELDS)
+
+
+def compact_findings(findings):
+    """``findings`` without the fields copied from their rule (:data:`RULE_TEXT_FIELDS`)."""
+    return [dict((k, v) for k, v in f.items() if k not in RULE_TEXT_FIELDS) if isinstance(f, dict) else f
+            for f in findings or []]
+
+
+def expand_findings(findings, catalogue=None):
+    """``findings`` with the fields of their rule put back where absent (inverse of
+    :func:`compact_findings`), in the judge's key order; a finding whose id is not in the
+    catalogue (default: the bundled one) is returned as it is."""
+    if catalogue is None:
+        # the loader imports this module: imported here, where it is needed
+        from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import (  # pylint: disable=import-outside-toplevel
+            load_catalogue)
+        catalogue = load_catalogue()
+    out = []
+    for finding in findings or []:
+        rule = catalogue.by_id.get(finding.get("id")) if isinstance(finding, dict) else None
+        if rule is not None and any(k not in finding for k in RULE_TEXT_FIELDS):
+            text = rule_text(rule)
+            full = dict((k, finding[k] if k in finding else text[k] if k in text else DEFAULTS.get(k))
+                        for k in JUDGED_KEYS)
+            full.update((k, v) for k, v in finding.items() if k not in full)
+            finding = full
+        out.append(finding)
+    return out
+
+
+# -- the stored form (report.json schema 3) ----------------------------------------------------
+
+def rules_table(findings):
+    """``{id: rule fields}`` stated once for ``findings`` (full findings of any hosts): the
+    :data:`RULE_TEXT_FIELDS` of the first finding of each rule, leaving out a field some finding of
+    the rule does not have (it stays with the findings that have it). Sorted by rule id."""
+    first = {}
+    lacking = {}
+    for finding in findings:
+        rule_id = finding.get("id")
+        if rule_id not in first:
+            first[rule_id] = dict((k, finding[k]) for k in RULE_TEXT_FIELDS if k in finding)
+        lacking.setdefault(rule_id, set()).update(k for k in RULE_TEXT_FIELDS if k not in finding)
+    return dict((rule_id, dict((k, v) for k, v in first[rule_id].items() if k not in lacking[rule_id]))
+                for rule_id in sorted(first, key=str))
+
+
+def store_finding(finding, rule):
+    """A full finding as ``report.json`` stores it: ``id`` and ``status``, ``subject``, ``observed``,
+    ``expected`` and ``message`` unless null, then every other key whose value differs from its
+    ``rule`` (the finding's entry of :func:`rules_table`) or from :data:`STORED_DEFAULTS` (a
+    severity a profile changed, ``pending: true``, a ``waiver``, what else the evaluation added)."""
+    rule = rule if isinstance(rule, dict) else {}
+    defaults = dict(STORED_DEFAULTS)
+    out = {"id": finding.get("id"), "status": finding.get("status")}
+    for key in STORED_KEYS[2:]:
+        if finding.get(key) is not None:
+            out[key] = finding[key]
+    for key in sorted(finding):
+        if key in STORED_KEYS:
+            continue
+        value = finding[key]
+        if key in rule and rule[key] == value:
+            continue
+        if key in defaults and defaults[key] == value:
+            continue
+        out[key] = value
+    return out
+
+
+def read_finding(stored, rule):
+    """The full finding back from a stored one (inverse of :func:`store_finding`): its rule fields
+    from ``rule`` where it has none of its own, null for a missing :data:`STORED_KEYS` key, the
+    :data:`STORED_DEFAULTS` for the others; keys in :data:`FINDING_KEYS` order, then by name.
+    Anything but a mapping with an ``id`` is returned as it is."""
+    if not isinstance(stored, dict) or "id" not in stored:
+        return stored
+    rule = rule if isinstance(rule, dict) else {}
+    merged = dict(STORED_DEFAULTS)
+    merged.update(rule)
+    merged.update(stored)
+    out = dict((key, merged.get(key)) for key in FINDING_KEYS)
+    for key in sorted(merged):
+        if key not in out:
+            out[key] = merged[key]
+    return out

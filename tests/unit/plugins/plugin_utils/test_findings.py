@@ -1,0 +1,157 @@
+"""The one finding contract (plugins/plugin_utils/findings.py) and report.json schema 3 (issue 19):
+a finding's full, compact and stored forms round-trip exactly; the stored findings are mappings
+with named keys and no rule text; archived schema-2 and schema-1 documents still read."""
+import copy
+import json
+import os
+
+from helpers.baseline_facts import healthy_facts
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation, findings
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+FIXTURES = os.path.join(HERE, "..", "..", "..", "fixtures", "report")
+GENERATED = "2025-06-01T12:00:00+00:00"
+
+
+def fixture_report():
+    with open(os.path.join(FIXTURES, "hosts.json"), encoding="utf-8") as handle:
+        hosts = json.load(handle)["hosts"]
+    return build_report(hosts, profile="auto", generated=GENERATED, collection_version="0.1.0")
+
+
+def judged_report():
+    """Real findings of the judge on the healthy facts, with a remediation's before and a profile
+    that changed one rule's severity on one host."""
+    facts = healthy_facts()
+    outcome = evaluation.evaluate(facts)
+    part = evaluation.host_report(facts, outcome, before=outcome["findings"])
+    full = dict(part, findings=findings.expand_findings(part["findings"]),
+                before={"findings": findings.expand_findings(part["before"]["findings"])})
+    other = copy.deepcopy(full)
+    other["findings"][0]["severity"] = "info"
+    other["findings"][1]["pending"] = True
+    other["findings"][2]["waiver"] = {"reason": "vendor ticket", "expires": "2030-01-01", "expired": False}
+    return build_report({"gpu01": full, "gpu02": other}, generated=GENERATED, collection_version="0.1.0")
+
+
+def stored_of(report):
+    return json.loads(report_doc.dumps_document(report_doc.compact_document(report)))
+
+
+def test_round_trip_full_stored_read_back_is_the_original():
+    for report in (fixture_report(), judged_report()):
+        stored = stored_of(report)
+        assert stored["schema"] == findings.STORED_SCHEMA == 3
+        assert report_doc.expand_document(stored) == report
+        # key order too: the views iterate findings as build_report made them
+        for name, host in report_doc.expand_document(stored)["hosts"].items():
+            assert [list(f) for f in host["findings"]] == [list(f) for f in report["hosts"][name]["findings"]]
+
+
+def test_stored_findings_have_named_keys_and_no_rule_text():
+    report = judged_report()
+    stored = stored_of(report)
+    rules = stored["rules"]
+    for rule in rules.values():
+        assert set(rule) <= set(findings.RULE_TEXT_FIELDS)
+    first = stored["hosts"]["gpu01"]["findings"][0]
+    assert list(first)[:2] == ["id", "status"]
+    for finding in stored["hosts"]["gpu01"]["findings"]:
+        assert isinstance(finding, dict)
+        assert not set(findings.RULE_TEXT_FIELDS) & set(finding), finding  # stated once under rules
+        assert "pending" not in finding and "waiver" not in finding  # their defaults are left out
+        assert None not in [finding.get(k) for k in finding if k in findings.STORED_KEYS]  # nulls left out
+    other = stored["hosts"]["gpu02"]["findings"]
+    assert other[0]["severity"] == "info"  # differs from its rule: stays with the finding
+    assert other[1]["pending"] is True
+    assert other[2]["waiver"]["reason"] == "vendor ticket"
+    # the full finding's values are there by name
+    full = report["hosts"]["gpu01"]["findings"][0]
+    assert first["status"] == full["status"]
+    assert first.get("observed") == full["observed"] and first.get("expected") == full["expected"]
+
+
+def test_store_and_read_one_finding():
+    rule = {"title": "t", "area": "pcie", "severity": "high", "fix": "f", "reboot_required": False}
+    full = build_report({"h": {"findings": [dict(rule, id="PCI-001", status="fail", subject="0000:41:00.0",
+                                                 expected=4096, observed=512, message="m")]}},
+                        generated=GENERATED)["hosts"]["h"]["findings"][0]
+    table = findings.rules_table([full])
+    stored = findings.store_finding(full, table["PCI-001"])
+    assert stored == {"id": "PCI-001", "status": "fail", "subject": "0000:41:00.0", "observed": 512,
+                      "expected": 4096, "message": "m"}
+    assert findings.read_finding(stored, table["PCI-001"]) == full
+    assert findings.read_finding("garbage", None) == "garbage"
+
+
+def test_a_rule_field_only_some_findings_have_stays_with_them():
+    report = fixture_report()
+    host = report["hosts"]["gpu-incident-01"]
+    host["findings"][0]["fix_action"] = "cpu_power"  # its rule's other findings have none
+    stored = stored_of(report)
+    assert stored["hosts"]["gpu-incident-01"]["findings"][0]["fix_action"] == "cpu_power"
+    assert report_doc.expand_document(stored) == report
+
+
+def test_archived_schema_2_report_still_reads():
+    # written by the schema-2 writer from tests/fixtures/report/hosts.json (positional rows)
+    with open(os.path.join(FIXTURES, "archived", "schema2-report.json"), encoding="utf-8") as handle:
+        archived = json.load(handle)
+    assert archived["schema"] == 2
+    assert isinstance(archived["hosts"]["gpu-incident-01"]["findings"][0], list)
+    read = report_doc.expand_document(archived)
+    want = fixture_report()
+    assert read["schema"] == 1 and set(read["hosts"]) == set(want["hosts"])
+    for name, host in want["hosts"].items():
+        got = read["hosts"][name]["findings"]
+        # schema 2 carried no pending/waiver when no finding had them; today's build sets them
+        assert [dict(f, pending=f.get("pending") is True, waiver=f.get("waiver")) for f in got] == host["findings"]
+    # the views read it too
+    assert report_doc.expand_document(stored_of(want)) == want
+
+
+def test_schema_2_rows_with_defaults_and_extras():
+    archived = {
+        "schema": 2, "generated": GENERATED, "profile": "p", "totals": {},
+        "rules": {"NUMA-001": {"title": "t", "area": "numa", "severity": "high", "fix": "f", "expected": 0}},
+        "finding_row": ["id", "status", "subject", "observed", "message", "expected"],
+        "finding_defaults": {"pending": False, "waiver": None},
+        "hosts": {"h": {"state": "audited", "findings": [
+            ["NUMA-001", "fail", None, 1, "numa_balancing is 1"],
+            ["NUMA-001", "fail", "node1", 1, "m", 0, {"severity": "low", "pending": True}]]}},
+    }
+    read = report_doc.expand_document(archived)["hosts"]["h"]["findings"]
+    assert read[0]["expected"] == 0 and read[0]["severity"] == "high" and read[0]["pending"] is False
+    assert read[1]["severity"] == "low" and read[1]["pending"] is True and read[1]["title"] == "t"
+
+
+def test_schema_1_and_other_documents_come_back_as_they_are():
+    report = fixture_report()
+    assert report_doc.expand_document(report) is report
+    for value in (None, [], "text", {"schema": 3}, {"schema": 3, "hosts": {}}):
+        assert report_doc.expand_document(value) == value
+
+
+def test_compact_and_expand_findings_are_inverse():
+    facts = healthy_facts()
+    outcome = evaluation.evaluate(facts)
+    compact = findings.compact_findings(outcome["findings"])
+    assert not any(set(findings.RULE_TEXT_FIELDS) & set(f) for f in compact)
+    expanded = findings.expand_findings(compact)
+    assert expanded == outcome["findings"]
+    assert [list(f) for f in expanded] == [list(f) for f in outcome["findings"]]
+
+
+def test_evaluation_still_offers_the_moved_names():
+    # judge.py, self_audit.py and the evaluate action import them from evaluation
+    assert evaluation.expand_findings is findings.expand_findings
+    assert evaluation.compact_findings is findings.compact_findings
+    assert evaluation.RULE_TEXT_FIELDS is findings.RULE_TEXT_FIELDS
+
+
+def test_summarize_counts_every_status():
+    assert findings.summarize([]) == dict((s, 0) for s in findings.STATUSES)
+    assert findings.summarize([{"status": "fail"}, {"status": "fail"}])["fail"] == 2
+    assert findings.SEVERITIES[0] == "critical" and findings.SEVERITIES[-1] == "info"
