@@ -37,7 +37,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import REQ
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import FileRefused, clip, loads_json, read_bytes
 # COLLECTION_ROOT: rules/ and profiles/ live next to plugins/ (one definition, in schema.py)
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import (
-    COLLECTION_ROOT, SCHEMA_DIR, SchemaError, check as check_schema, json_compatible)
+    COLLECTION_ROOT, SCHEMA_DIR, SchemaError, check as check_schema, json_compatible, profile_param_schemas)
 
 __metaclass__ = type
 
@@ -82,29 +82,6 @@ OPERATORS = {
     "false": "flag",
     "uniform": "flag",
 }
-
-#: Numeric parameters and their closed range ``(lowest, highest)``; ``None`` leaves a side open.
-PARAM_RANGES = {
-    "swappiness_max": (0, 200),            # vm.swappiness's own range
-    "idle_latency_max_us": (0, None),
-    "numa_free_min_pct": (0, 100),
-    "numa_free_spread_max_pct": (0, 100),
-    "numa_mem_total_spread_max_pct": (0, 100),
-    "nic_min_link_width": (1, 32),         # PCIe link widths x1 .. x32
-    "lxc_host_reserve_gib_per_node": (0, None),
-}
-#: Parameters that are a PCIe MaxReadReq/MaxPayload size: one of the encodable sizes.
-PARAM_PCIE_SIZES = ("max_read_request_bytes_gpu", "max_read_request_bytes_nic")
-#: Parameters (or mappings of them) that hold a dotted version such as ``6.14`` or ``570.124.06``.
-PARAM_VERSIONS = ("kernel_min", "nvidia_driver_min", "cuda_min_blackwell")
-_VERSION_PARAM_RE = re.compile(r"^[0-9]+(\.[0-9]+)*$")
-
-#: Parameters whose value is one of a closed set.
-PARAM_CHOICES = {
-    "smt": ("on", "off", "any"),
-    "power_limit_policy": ("max", "default"),
-}
-
 
 #: profile ``auto`` falls back to this one when no profile's ``match`` holds
 DEFAULT_PROFILE = "generic-nvidia-inference"
@@ -926,9 +903,6 @@ def _check_param_value(name, value, reference, where):
         hint = " (quote it)" if type_name(reference) == "string" else ""
         raise CatalogueError("%s: parameter %s must be a %s like %r, got %s %r%s" % (
             where, name, type_name(reference), reference, type_name(value), value, hint))
-    if name in PARAM_CHOICES and value not in PARAM_CHOICES[name]:
-        raise CatalogueError("%s: parameter %s must be one of %s, got %r" % (
-            where, name, ", ".join(PARAM_CHOICES[name]), value))
     if isinstance(value, dict) and isinstance(reference, dict):
         for key, sub in value.items():
             ref_sub = reference.get(key)
@@ -941,22 +915,57 @@ def _check_param_value(name, value, reference, where):
     return value
 
 
+_PARAM_CONSTRAINTS = []
+
+
+def param_constraints():
+    """``{name: {"range": (low, high), "choices": (...), "version": pattern}}`` of the scalar
+    parameters, read from ``params.properties`` of ``schemas/profile.schema.json``: the one place a
+    parameter's range, choices and version form are written. The schema checks them in profile files
+    (and in an editor); this code checks inventory overrides (``gpuhost_params``) with the same
+    bounds, also on a host, where no schema library runs. An enum of numbers is a set of sizes (the
+    PCIe MaxReadReq parameters), checked by ``test_knowledge_once`` against ``facts/pci.py`` SIZES."""
+    if not _PARAM_CONSTRAINTS:
+        table = {}
+        for name, spec in profile_param_schemas().items():
+            if not isinstance(spec, dict) or name == "inventory":
+                continue
+            entry = {}
+            if "minimum" in spec or "maximum" in spec:
+                entry["range"] = (spec.get("minimum"), spec.get("maximum"))
+            if isinstance(spec.get("enum"), list):
+                entry["choices"] = tuple(spec["enum"])
+            item = spec.get("additionalProperties") if spec.get("type") == "object" else spec
+            if isinstance(item, dict) and item.get("pattern") and item.get("type") == "string":
+                entry["version"] = re.compile(item["pattern"])
+                entry["per_key"] = item is not spec
+            table[name] = entry
+        _PARAM_CONSTRAINTS.append(table)
+    return _PARAM_CONSTRAINTS[0]
+
+
 def _check_param_range(name, value, where):
-    """Numbers finite and in range, PCIe sizes encodable, versions dotted numbers."""
+    """Numbers finite and in range, choices and sizes among the allowed, versions dotted numbers
+    (the bounds of :func:`param_constraints`)."""
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         raise CatalogueError("%s: parameter %s must be a finite number, got %r" % (where, name, value))
-    if name in PARAM_RANGES and isinstance(value, (int, float)) and not isinstance(value, bool):
-        low, high = PARAM_RANGES[name]
+    spec = param_constraints().get(name) or {}
+    number = isinstance(value, (int, float)) and not isinstance(value, bool)
+    if "range" in spec and number:
+        low, high = spec["range"]
         if (low is not None and value < low) or (high is not None and value > high):
-            raise CatalogueError("%s: parameter %s must be between %s and %s, got %r" % (
-                where, name, low, "any" if high is None else high, value))
-    if name in PARAM_PCIE_SIZES and value not in (128, 256, 512, 1024, 2048, 4096):
-        raise CatalogueError("%s: parameter %s must be a PCIe size in bytes (128, 256, 512, 1024, 2048 or 4096), "
-                             "got %r" % (where, name, value))
-    if name in PARAM_VERSIONS:
-        versions = value.items() if isinstance(value, dict) else [(None, value)]
+            bounds = "at least %s" % low if high is None else "between %s and %s" % (low, high)
+            raise CatalogueError("%s: parameter %s must be %s, got %r" % (where, name, bounds, value))
+    choices = spec.get("choices")
+    if choices and value not in choices:
+        if all(isinstance(c, int) for c in choices):
+            raise CatalogueError("%s: parameter %s must be a PCIe size in bytes (%s), got %r" % (
+                where, name, ", ".join(str(c) for c in choices[:-1]) + " or %s" % choices[-1], value))
+        raise CatalogueError("%s: parameter %s must be one of %s, got %r" % (where, name, ", ".join(choices), value))
+    if "version" in spec:
+        versions = value.items() if spec["per_key"] and isinstance(value, dict) else [(None, value)]
         for key, version in versions:
-            if version is not None and not (isinstance(version, str) and _VERSION_PARAM_RE.match(version)):
+            if version is not None and not (isinstance(version, str) and spec["version"].match(version)):
                 raise CatalogueError("%s: parameter %s%s must be a version such as '6.14' or '570.124.06' "
                                      "(quoted), got %r" % (where, name, "" if key is None else "." + str(key), version))
 

@@ -55,14 +55,31 @@ def validator(kind):
         except ImportError:
             raise SchemaError("the Python library jsonschema is required on the controller to check the rule "
                               "catalogue: pip install jsonschema (into the Python that runs ansible-playbook)")
-        path = os.path.join(SCHEMA_DIR, SCHEMA_FILES[kind])
-        try:
-            schema = loads_json(read_bytes(path, 1024 * 1024).decode("utf-8"))
-        except (IOError, OSError, ValueError) as exc:
-            raise SchemaError("%s: cannot load the schema: %s" % (path, exc))
+        schema = document(kind)
         jsonschema.Draft202012Validator.check_schema(schema)
         _VALIDATORS[kind] = jsonschema.Draft202012Validator(schema)
     return _VALIDATORS[kind]
+
+
+_DOCUMENTS = {}
+
+
+def document(kind):
+    """The parsed JSON Schema of ``kind`` (cached): plain JSON, read without jsonschema, so code
+    that takes data from a schema (the parameter bounds) also runs on a host."""
+    if kind not in _DOCUMENTS:
+        path = os.path.join(SCHEMA_DIR, SCHEMA_FILES[kind])
+        try:
+            _DOCUMENTS[kind] = loads_json(read_bytes(path, 1024 * 1024).decode("utf-8"))
+        except (IOError, OSError, ValueError) as exc:
+            raise SchemaError("%s: cannot load the schema: %s" % (path, exc))
+    return _DOCUMENTS[kind]
+
+
+def profile_param_schemas():
+    """``{parameter name: its schema}`` of a profile's ``params`` (``schemas/profile.schema.json``)."""
+    params = document("profile").get("properties", {}).get("params", {})
+    return dict(params.get("properties") or {})
 
 
 def json_compatible(value):

@@ -17,6 +17,8 @@ host needs to audit itself with Python 3.8+ and its standard library alone:
   the schemas now, so the host needs neither PyYAML nor jsonschema; a malformed site file fails
   the build with the catalogue's message;
 - ``MANIFEST.json`` with the collection version;
+- ``schemas/profile.schema.json``: read as data for the parameters' bounds (the host checks the
+  config's ``params`` with them; it runs no schema validator);
 - ``jmespath/``: the controller's jmespath package (pure Python, MIT licence, its licence file
   included), which the rules' queries run on.
 
@@ -39,6 +41,8 @@ TREES = (
     ("plugins/module_utils", (".py",)),
     ("plugins/module_utils/facts", (".py",)),
     ("plugins/plugin_utils", (".py",)),
+    # plain JSON read without a schema library: the parameter bounds (catalogue.param_constraints)
+    ("schemas", ("profile.schema.json",)),
 )
 SHEBANG = b"#!/usr/bin/python3\n"
 STAMP = (1980, 1, 1, 0, 0, 0)

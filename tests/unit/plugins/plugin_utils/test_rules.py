@@ -432,7 +432,12 @@ def test_copied_catalogue_loads(tree):
     ("profiles/amd-epyc-nvidia.yml", "include: [CPU-001, CPU-002]", "include: [CPU-001, CPU-099]",
      r"profile amd-epyc-nvidia: rules: unknown rule id 'CPU-099'"),
     ("profiles/amd-epyc-nvidia.yml", "kernel_min: \"6.14\"", "kernel_min: 6.14",
-     r"profile amd-epyc-nvidia: parameter kernel_min must be a string like '5.14', got number 6.14 \(quote it\)"),
+     # the profile schema's parameter bounds (params.properties) speak first for a profile file
+     r"profile amd-epyc-nvidia: params.kernel_min must be a version such as '6.14' or '570.124.06' \(quoted\), got 6.14"),
+    ("profiles/generic-nvidia-inference.yml", "swappiness_max: 10", "swappiness_max: 300",
+     r"profile generic-nvidia-inference: params.swappiness_max must be between 0 and 200, got 300"),
+    ("profiles/generic-nvidia-inference.yml", "smt: any", "smt: sometimes",
+     r"profile generic-nvidia-inference: params.smt must be one of on, off, any, got 'sometimes'"),
     ("profiles/amd-epyc-nvidia.yml", "priority: 100", "priority: high", r"priority must be an integer"),
     ("profiles/amd-epyc-nvidia.yml", "match: >-", "matches: >-", r"profile amd-epyc-nvidia: unknown key\(s\) matches"),
     ("profiles/amd-epyc-nvidia.yml", "cpu.vendor == 'AuthenticAMD'", "cpu.vendor === 'AuthenticAMD'",

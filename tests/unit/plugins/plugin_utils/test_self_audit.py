@@ -324,8 +324,10 @@ def test_bundle_is_reproducible_and_holds_what_a_host_needs(tmp_path):
     for rel in ("plugins/plugin_utils/self_audit.py", "plugins/plugin_utils/judge.py",
                 "plugins/module_utils/facts/gather.py", "catalogue.json", "MANIFEST.json"):
         assert prefix + rel in names
-    # the host reads the compiled catalogue: no YAML (and no schema, checked here) travels
-    assert not [n for n in names if n.endswith((".yml", ".yaml")) or n.startswith(prefix + "schemas/")]
+    # the host reads the compiled catalogue: no YAML travels, and of the schemas (checked here) only
+    # the profile's, read as data for the parameters' bounds
+    assert not [n for n in names if n.endswith((".yml", ".yaml"))]
+    assert [n for n in names if n.startswith(prefix + "schemas/")] == [prefix + "schemas/profile.schema.json"]
     # its own jmespath, with the licence it is distributed under
     assert "jmespath/parser.py" in names and "jmespath/LICENSE.txt" in names
     assert "__main__.py" in names and names == sorted(names)
@@ -493,6 +495,18 @@ def test_bundle_with_a_site_catalogue_judges_with_it(snapshot_trees, tmp_path):
     report = expand_document(json.loads(read(str(tmp_path / "site-r" / "report.json"))))
     (site_rule,) = [f for f in report["hosts"]["gpu01"]["findings"] if f["id"] == "KERNEL-901"]
     assert site_rule["status"] == "fail" and site_rule["title"] == "running kernel at least 6.10 (site minimum)"
+
+
+def test_bundle_checks_parameter_bounds_on_the_host(snapshot_trees, tmp_path):
+    bundle, cache = str(tmp_path / "gpuhost-self-audit"), str(tmp_path / "cache")
+    load_make_bundle().build(REPO, bundle)
+    config = write_config(tmp_path, {"params": {"swappiness_max": 500}})
+    env = {"PATH": os.environ.get("PATH", os.defpath), "GPUHOST_SELF_AUDIT_CACHE": cache}
+    done = subprocess.run([sys.executable, "-I", "-S", bundle, "--config", config, "--root", snapshot_trees["healthy"],
+                           "--host", "gpu01", "--report-dir", str(tmp_path / "r"), "--textfile-dir", str(tmp_path / "t")],
+                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, check=False, universal_newlines=True)
+    assert done.returncode == 1 and "Traceback" not in done.stderr
+    assert "parameter swappiness_max must be between 0 and 200, got 500" in done.stderr, done.stderr
 
 
 def test_bundle_build_refuses_a_malformed_site_catalogue(tmp_path):
