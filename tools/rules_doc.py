@@ -30,6 +30,16 @@ def _expect(rule):
     return "`%s: %s`" % (op, value if not isinstance(value, bool) else str(value).lower())
 
 
+def _fix(fix):
+    """The fix column: its kind (automatic, opt-in with the variable that enables it, manual) and action."""
+    kind = fix.get("kind", "automatic")
+    if kind == "opt_in":
+        return "opt-in (`%s`): `%s`" % (fix["variable"], fix["action"])
+    if kind == "manual" and fix["action"] == "manual":
+        return "manual"
+    return "%s: `%s`" % (kind, fix["action"])
+
+
 def table():
     lines = []
     for area in AREAS:
@@ -46,9 +56,9 @@ def table():
             query = "`%s`" % rule["query"]
             if rule.get("subjects"):
                 query = "per `%s`: %s" % (rule["subjects"], query)
-            lines.append("| %s | %s | %s | %s → %s | `%s`%s | %s | <%s> |" % (
+            lines.append("| %s | %s | %s | %s → %s | %s%s | %s | <%s> |" % (
                 rule["id"], _cell(rule["title"]), rule["severity"], _cell(query), _cell(_expect(rule)),
-                rule["fix"]["action"],
+                _fix(rule["fix"]),
                 " (reboot)" if rule.get("reboot_required") else "", _cell(rule["rationale"]), rule["source"]))
         lines.append("")
     return "\n".join(lines)

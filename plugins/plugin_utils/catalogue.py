@@ -61,9 +61,42 @@ AREA_SUBSYSTEM = {"cpu": "cpu", "kernel": "kernel", "numa": "numa", "pcie": "pci
                   "iommu": "iommu", "nvidia": "nvidia", "lxc": "lxc",
                   "inventory": "pci", "health": "health"}
 
-#: Keys the remediate role maps to a fixing module; a rule naming anything else is rejected.
-FIX_ACTIONS = ("sysctl", "kernel_cmdline", "kernel_package", "cpu_power", "cpu_idle", "thp",
-               "pcie_tune", "nvidia_gpu", "nvidia_driver", "lxc_config", "manual")
+#: A rule's ``fix.action`` -> ``(module, kind)``: the module a task of the remediate role applies it
+#: with (``None``: the role has none, so only ``kind: manual`` may name it), and the ``fix.kind`` a rule
+#: that states none gets (rule files of the format before ``kind``: :func:`upgrade_fix`). The rules
+#: schema's enum of actions is this list (tests/unit/plugins/plugin_utils/test_schema.py); which
+#: rule a task of ``roles/remediate/tasks/fix.yml`` applies is checked by tests/unit/rules/test_fix_binding.py.
+FIX_ACTIONS = {
+    "sysctl": ("gpuhost.baseline.kernel_sysctl", "automatic"),
+    "kernel_cmdline": ("gpuhost.baseline.kernel_cmdline", "automatic"),
+    "kernel_package": ("ansible.builtin.package", "manual"),
+    "cpu_power": ("gpuhost.baseline.cpu_power", "automatic"),
+    "cpu_idle": ("gpuhost.baseline.cpu_power", "automatic"),
+    "thp": (None, "manual"),
+    "pcie_tune": ("gpuhost.baseline.pcie_tune", "automatic"),
+    "nvidia_gpu": ("gpuhost.baseline.nvidia_gpu", "automatic"),
+    "nvidia_driver": (None, "manual"),
+    "lxc_config": (None, "manual"),
+    "manual": (None, "manual"),
+}
+#: ``fix.kind``: ``automatic`` (the remediate role applies it whenever the rule fails), ``opt_in``
+#: (it applies it only when the rule's ``fix.variable`` is set), ``manual`` (people do it: the hint says
+#: what and why it is not automatic)
+FIX_KINDS = ("automatic", "opt_in", "manual")
+
+
+def upgrade_fix(rules):
+    """Rule documents of the format before ``fix.kind`` (``fix: {action, hint}``) in place: each
+    ``fix`` mapping without ``kind`` gets the default kind of its action (:data:`FIX_ACTIONS`;
+    ``manual`` for an action the schema then rejects). Anything else is left to the schema."""
+    for raw in rules if isinstance(rules, list) else []:
+        fix = raw.get("fix") if isinstance(raw, dict) else None
+        if isinstance(fix, dict) and "kind" not in fix:
+            action = fix.get("action")
+            known = FIX_ACTIONS.get(action) if isinstance(action, str) else None
+            fix["kind"] = known[1] if known else "manual"
+    return rules
+
 
 #: operator -> kind of operand it takes
 OPERATORS = {
