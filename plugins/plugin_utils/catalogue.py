@@ -631,6 +631,13 @@ class Rule:
         fix = raw["fix"]
         self.fix_action = fix["action"]
         self.fix_hint = " ".join(fix["hint"].split())
+        # the schema checked the names and that opt_in comes with its variable (and only it)
+        self.fix_kind = fix.get("kind") or FIX_ACTIONS[self.fix_action][1]
+        self.fix_variable = fix.get("variable")
+        if self.fix_kind != "manual" and FIX_ACTIONS[self.fix_action][0] is None:
+            raise CatalogueError("%s: fix: kind %s needs an action the remediate role applies (%s), got %s; "
+                                 "use kind manual" % (where, self.fix_kind, ", ".join(
+                                     a for a, (module, unused_kind) in FIX_ACTIONS.items() if module), self.fix_action))
 
         def expr(key):
             if raw.get(key) is None:
@@ -734,6 +741,8 @@ def _item_where(base, noun, items, index):
 def _check_file(kind, data, where, noun=None, items=True):
     """``data`` (one loaded file, or an inventory variable) against ``schemas/<kind>``; a
     :class:`CatalogueError` naming ``where``, the item (rule id, waiver number) and the field."""
+    if kind == "rules":
+        upgrade_fix(data)  # files of the format before fix.kind still load
     try:
         check_schema(kind, data, items=items)
     except SchemaError as exc:
