@@ -60,6 +60,14 @@ options:
       - Findings of an earlier evaluation of the same host (the remediate role's before view), copied into RV(host_report).
     type: list
     elements: dict
+  applied:
+    description:
+      - Rule ids whose fix task ran in this remediation (the remediate role passes them with O(before); none in
+        check mode). The pending items then say V(not-fixed) (still failing after the fix) only for these; an
+        automatic fix that did not run is V(not-applied).
+      - Without it the pending items never say that a fix ran.
+    type: list
+    elements: str
   note:
     description:
       - A message for this host in the report (for example why remediation skipped it).
@@ -269,7 +277,10 @@ fix_plan:
 pending_items:
   description:
     - One entry per failing finding with why it is still open - C(kind) is V(reboot) (configured, waits for a
-      reboot), V(opt-in), V(manual) or V(not-fixed) - for the remediation report.
+      reboot), V(manual) (the rule's C(fix.kind); its hint says what to do), V(opt-in) (the fix runs only with the
+      rule's C(fix.variable) set and did not run), V(not-applied) (an automatic fix that did not run - left out by
+      C(--tags)/C(--skip-tags), a C(--check) preview, an earlier fix failed) or V(not-fixed) (the fix ran, its rule
+      id in O(applied), and the check still fails) - for the remediation report.
   returned: success and O(return_findings) true
   type: list
   elements: dict
@@ -316,6 +327,7 @@ def main():
             waiver_files=dict(type="list", elements="path", default=[]),
             catalogue_dirs=dict(type="list", elements="path", default=[]),
             history_dir=dict(type="path"),
+            applied=dict(type="list", elements="str"),
             host=dict(type="str"),
             today=dict(type="raw"),
         ),

@@ -428,33 +428,42 @@ def fix_plan(findings, facts=None):
     return plan
 
 
-#: Why a failing finding is left for people after remediation, per fix action.
-_NOT_AUTOMATIC = {
-    "manual": "manual",
-    "lxc_config": "manual (container configuration on the Proxmox host)",
-    "nvidia_driver": "manual (driver installation)",
-    "kernel_package": "needs a kernel package: set gpuhost_kernel_package and run with --tags kernel_package",
-    "thp": "manual (transparent hugepages policy)",
-}
+def pending_items(findings, catalogue=None, applied=None):
+    """What is still open after fixing, one entry per failing finding, with why. ``kind``:
 
+    * ``reboot``: configured, waits for a reboot (the finding is ``pending``);
+    * ``manual``: the rule's ``fix.kind`` is manual (its hint says what to do and why not automatic);
+    * ``opt-in``: the fix runs only with the rule's ``fix.variable`` set, and it did not run;
+    * ``not-applied``: an automatic fix that did not run in this remediation (left out by
+      ``--tags``/``--skip-tags``, a ``--check`` preview, a fix that failed before it);
+    * ``not-fixed``: the fix ran (its rule id is in ``applied``) and the check still fails; without
+      ``applied``, an automatic fix still failing, the message not saying whether it ran.
 
-def pending_items(findings):
-    """What is still open after fixing, one entry per failing finding, with why:
-    ``kind`` is ``reboot`` (configured, waits for a reboot), ``opt-in`` (a fix exists but is off
-    by policy), ``manual`` (no automatic fix) or ``not-fixed`` (the fix ran but the check still fails)."""
+    ``applied`` lists the rule ids whose fix task ran (the remediate role passes them); ``None``
+    (not known: an audit, a caller that does not say) never claims that a fix ran. The fix kinds
+    come from the rules of ``catalogue`` (default: this collection's)."""
+    catalogue = catalogue or load_catalogue()
+    ran = None if applied is None else set(applied)
     items = []
     for f in findings:
         if f["status"] != "fail":
             continue
-        action = f.get("fix_action") or "manual"
+        rule = catalogue.by_id.get(f["id"])
+        action = f.get("fix_action") or (rule.fix_action if rule is not None else "manual")
+        kind = rule.fix_kind if rule is not None else "manual"
         if f.get("pending"):
             kind, why = "reboot", "pending a reboot"
-        elif f["id"] == "PCI-006":
-            kind, why = "opt-in", "opt-in: set gpuhost_fix_acs=true (weakens device isolation; not on hosts passing devices to VMs)"
-        elif action in _NOT_AUTOMATIC:
-            kind, why = "manual", _NOT_AUTOMATIC[action]
-        else:
+        elif ran is not None and f["id"] in ran:
             kind, why = "not-fixed", "still failing after the %s fix" % action
+        elif kind == "manual":
+            why = "manual"
+        elif kind == "opt_in":
+            kind, why = "opt-in", "opt-in: the %s fix runs only with %s set, and did not run" % (action, rule.fix_variable)
+        elif ran is None:
+            kind, why = "not-fixed", "still failing (its fix is the automatic %s fix)" % action
+        else:
+            kind, why = "not-applied", ("the automatic %s fix did not run in this remediation (left out by --tags or "
+                                        "--skip-tags, a --check preview, or an earlier fix failed)" % action)
         items.append({"id": f["id"], "subject": f.get("subject"), "kind": kind,
                       "message": "%s: %s (%s)" % (why, f.get("message") or f.get("title"), f.get("fix") or "")})
     return items
@@ -540,5 +549,5 @@ def evaluate(facts, profile="auto", params=None, waivers=None, host=None, today=
         "failing_ids": sorted(set(f["id"] for f in findings if f["status"] == "fail")),
         "fix_plan": fix_plan(findings, facts),
         "busy_gpus": busy_gpus(facts),
-        "pending_items": pending_items(findings),
+        "pending_items": pending_items(findings, catalogue),
     }

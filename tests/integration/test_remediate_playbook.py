@@ -2,6 +2,7 @@
 check mode changes nothing, fix mode repairs every fixable rule, a second run changes nothing,
 the rest is reported pending or manual with the reason, and busy GPUs stop the host."""
 import os
+import re
 import shutil
 
 import pytest
@@ -14,6 +15,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pci import 
 
 FIXED_BY_REMEDIATE = ["NUMA-001", "KERNEL-005", "PCI-001", "PCI-002", "CPU-003", "CPU-006", "NVIDIA-004", "NVIDIA-007"]
 PENDING_REBOOT = ["CPU-001", "KERNEL-001", "KERNEL-002", "IOMMU-002"]
+RULE_ID = re.compile(r"\b[A-Z]+-[0-9]{3}\b")
 
 
 def inventory(root, **hostvars):
@@ -89,12 +91,56 @@ def test_fix_mode_wrote_the_intended_state(remediated):
     assert backups, "the edited /etc/kernel/cmdline has a backup"
 
 
+def fix_tasks_that_ran(runner, host="gpu-incident"):
+    """Rule ids in the names of the fix tasks that ran on ``host`` (ok, changed, failed or cut off: not
+    skipped, not left out), from the run's events."""
+    ran = set()
+    for event in runner.events:
+        data = event.get("event_data") or {}
+        if event.get("event") in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable") and data.get("host") == host:
+            head = (data.get("task") or "").split(" - ", 1)
+            if len(head) == 2:
+                ran.update(RULE_ID.findall(head[0]))
+    return ran
+
+
+def test_no_pending_item_says_a_fix_ran_that_did_not(remediated):
+    """Issue 19: "still failing after the <action> fix" only for a rule whose fix task ran; in check
+    mode no fix ran, so every automatic fix still failing is "not-applied"."""
+    for run in ("check", "apply", "again"):
+        ran = set() if run == "check" else fix_tasks_that_ran(remediated[run])
+        host = read_report(remediated["tmp"] / run)
+        for item in host["pending"]:
+            if item["kind"] == "not-fixed":
+                assert item["id"] in ran, (run, item)
+            assert ("still failing after the" in item["message"]) == (item["kind"] == "not-fixed"), (run, item)
+    check = dict(((p["id"], p.get("subject")), p) for p in read_report(remediated["tmp"] / "check")["pending"])
+    assert "not-fixed" not in set(p["kind"] for p in check.values())
+    for rule in FIXED_BY_REMEDIATE:
+        items = [p for (rid, unused_subject), p in check.items() if rid == rule]
+        assert items and all(p["kind"] == "not-applied" for p in items), (rule, items)
+        assert all("fix did not run in this remediation" in p["message"] for p in items), items
+
+
 def test_second_run_changes_nothing(remediated):
     again = remediated["again"]
     assert again.rc == 0, stdout_of(again)
     assert again.stats["changed"].get("gpu-incident", 0) == 0
     assert again.stats["ok"]["gpu-incident"] > 0
     assert remediated["after_again"] == remediated["after_apply"]
+
+
+def test_a_fix_left_out_by_skip_tags_is_not_said_to_have_run(snapshot_trees, tmp_path):
+    root = copy_tree(snapshot_trees["incident"], tmp_path / "skip")
+    runner = run_playbook(tmp_path, "remediate.yml", inventory(root), cmdline="--skip-tags NUMA-001,NUMA-006",
+                          extravars={"gpuhost_report_dir": str(tmp_path / "r")})
+    assert runner.rc == 0, stdout_of(runner)
+    host = read_report(tmp_path / "r")
+    pending = dict((p["id"], p) for p in host["pending"] if p.get("subject") is None)
+    assert statuses(host["findings"], "NUMA-001") == {"fail"} and statuses(host["findings"], "KERNEL-005") == {"pass"}
+    assert pending["NUMA-001"]["kind"] == "not-applied"
+    assert pending["NUMA-001"]["message"].startswith("the automatic sysctl fix did not run in this remediation")
+    assert "NUMA-001" not in fix_tasks_that_ran(runner)
 
 
 def test_busy_gpus_stop_the_host_unless_forced(snapshot_trees, tmp_path):
@@ -141,6 +187,11 @@ def test_failed_fix_reports_the_host_failed_and_a_rerun_completes(snapshot_trees
     assert statuses(broken_host["findings"], "NUMA-001") == {"fail"}
     assert statuses(broken_host["before"]["findings"], "NUMA-001") == {"fail"}
     assert fine_host["state"] == "audited" and statuses(fine_host["findings"], "NUMA-001") == {"pass"}
+    # the failed sysctl fix ran; the fixes after it did not, and the report says which is which
+    pending = dict((p["id"], p) for p in broken_host["pending"] if p.get("subject") is None)
+    assert pending["NUMA-001"]["kind"] == "not-fixed"
+    assert pending["NUMA-001"]["message"].startswith("still failing after the sysctl fix")
+    assert pending["KERNEL-005"]["kind"] == "not-applied", pending["KERNEL-005"]
 
     os.remove(sysctl_d)
     os.mkdir(sysctl_d)
