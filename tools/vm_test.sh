@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# VM tests: build the guest image and the patched QEMU (cached under .cache/vm),
+# VM tests: build the guest images (bookworm, bullseye) and the patched QEMU (cached under .cache/vm),
 # run the harness tests (pytest -m vm tests/vm), then each molecule scenario.
 # Prints how long each phase took, once, at the end. Whatever happens, no guest is left running.
 #
@@ -109,6 +109,8 @@ main() {
 
     phase "SSDT (iasl)" "${vmctl[@]}" build --only ssdt >/dev/null
     phase "image build" "${vmctl[@]}" build --only image >/dev/null
+    # the Debian 11 guest of molecule/self_audit_debian11 (Python 3.9, kernel 5.10)
+    phase "image build (bullseye)" "${vmctl[@]}" build --only image-bullseye >/dev/null
     phase "QEMU build" "${vmctl[@]}" build --only qemu >/dev/null
     # The harness tests record each guest's boot-to-SSH time in $GPUHOST_VM_TIMINGS.
     phase "harness tests" "$venv/bin/pytest" -q -m vm tests/vm

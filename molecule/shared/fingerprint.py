@@ -41,6 +41,12 @@ VOLATILE_SYSCTL = (
     "/proc/sys/kernel/pty/nr",
     "/proc/sys/kernel/random/",
 )
+# The same by name under a directory: kernels before 5.13 (bullseye's 5.10) list each CPU's
+# scheduler domains in /proc/sys/kernel/sched_domain, where the scheduler itself updates
+# max_newidle_lb_cost at every idle balance (seen moving between two fingerprints of an idle guest).
+VOLATILE_SYSCTL_NAMES = (
+    ("/proc/sys/kernel/sched_domain/", "max_newidle_lb_cost"),
+)
 # sysctl files whose read has side effects or blocks: never read them.
 UNREADABLE_SYSCTL = (
     "/proc/sys/vm/compact_memory",
@@ -112,7 +118,8 @@ def sysctl_items(items):
         for name in sorted(filenames):
             path = os.path.join(dirpath, name)
             if path in UNREADABLE_SYSCTL or any(path.startswith(v) for v in VOLATILE_SYSCTL if v.endswith("/")) \
-                    or path in VOLATILE_SYSCTL:
+                    or path in VOLATILE_SYSCTL \
+                    or any(path.startswith(top) and name == base for top, base in VOLATILE_SYSCTL_NAMES):
                 continue
             data = read(path)
             if data is not None:

@@ -9,6 +9,7 @@ did to the guest (``prepared.txt``) and the reports of each converge run
 to the guest through testinfra's ``host``.
 """
 import glob
+import json
 import os
 import re
 import sys
@@ -34,6 +35,16 @@ def ephemeral():
     path = os.environ.get("MOLECULE_EPHEMERAL_DIRECTORY")
     assert path and os.path.isdir(path), "run through molecule verify (MOLECULE_EPHEMERAL_DIRECTORY is %r)" % path
     return path
+
+
+def instance_name():
+    """The scenario's one guest, from molecule's instance config (the list vmctl.py up writes)."""
+    path = os.environ.get("MOLECULE_INSTANCE_CONFIG")
+    assert path and os.path.isfile(path), "run through molecule verify (MOLECULE_INSTANCE_CONFIG is %r)" % path
+    with open(path) as handle:
+        names = [entry["instance"] for entry in json.load(handle)]
+    assert len(names) == 1, "the instance config %s lists %s, not one guest" % (path, names)
+    return names[0]
 
 
 def prepared():

@@ -6,6 +6,7 @@
 # usage: build_image.sh OUTDIR
 #   OUTDIR must not exist yet; vmctl.py builds into a temporary name and renames
 #   it into the cache only when this script succeeded.
+# usage: build_image.sh OUTDIR SUITE   (another suite: tests/vm/suite-SUITE.sh, vmctl.py's image-SUITE)  #:suite-hook
 # Writes: OUTDIR/base.raw, OUTDIR/vmlinuz, OUTDIR/initrd.img, OUTDIR/id_ed25519{,.pub},
 #         OUTDIR/manifest.txt (installed package versions, for the record).
 # Needs root (debootstrap, file ownership inside the image), debootstrap, e2fsprogs
@@ -28,6 +29,10 @@ for tool in debootstrap mkfs.ext4 ssh-keygen; do
     command -v "$tool" >/dev/null || die "$tool not found: apt-get install debootstrap e2fsprogs openssh-client"
 done
 [ ! -e "$out" ] || die "$out already exists: give a fresh directory"
+# Another suite than bookworm: suite-SUITE.sh sets suite, packages and the mirror.  #:suite-hook
+# Lines marked with this tag are left out of the bookworm image's cache key (vmctl.py).  #:suite-hook
+# shellcheck source=suite-bullseye.sh  #:suite-hook
+if [ -n "${2:-}" ]; then . "$(dirname "$0")/suite-$2.sh"; fi  #:suite-hook
 
 # The mirror apt on this machine already uses, so the build needs no other network.
 # VM_DEBIAN_MIRROR overrides it.

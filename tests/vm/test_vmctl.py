@@ -19,7 +19,7 @@ def cache(tmp_path, monkeypatch):
 
 
 def test_component_key_follows_the_files_that_build_it(tmp_path, monkeypatch):
-    for rel in ("build_image.sh", "lib.sh", "build_qemu.sh", "qemu-pcie-devctl-writable.patch", "ssdt.dsl"):
+    for rel in ("build_image.sh", "lib.sh", "suite-bullseye.sh", "build_qemu.sh", "qemu-pcie-devctl-writable.patch", "ssdt.dsl"):
         (tmp_path / rel).write_text(rel)
     monkeypatch.setattr(vmctl, "HERE", str(tmp_path))
     before = {name: vmctl.component_key(name) for name in vmctl.COMPONENTS}
@@ -41,6 +41,72 @@ def test_component_key_frames_file_boundaries(tmp_path, monkeypatch):
     (tmp_path / "build_image.sh").write_text("a")
     (tmp_path / "lib.sh").write_text("bc")
     assert vmctl.component_key("image") != first
+
+
+def test_suite_hook_lines_stay_out_of_the_bookworm_key_only(tmp_path, monkeypatch):
+    """Adding a suite to build_image.sh (tagged lines) keeps a cached bookworm image valid; any other
+    edit rebuilds it; the bullseye image's key covers every line and its own suite file."""
+    monkeypatch.setattr(vmctl, "HERE", str(tmp_path))
+    (tmp_path / "lib.sh").write_text("lib\n")
+    (tmp_path / "suite-bullseye.sh").write_text("suite=bullseye\n")
+    (tmp_path / "build_image.sh").write_text("a\nb\n")
+    before = {name: vmctl.component_key(name) for name in ("image", "image-bullseye")}
+    (tmp_path / "build_image.sh").write_text("a\nif [ -n \"${2:-}\" ]; then :; fi  #:suite-hook\nb\n")
+    assert vmctl.component_key("image") == before["image"]
+    assert vmctl.component_key("image-bullseye") != before["image-bullseye"]
+    hooked = vmctl.component_key("image-bullseye")
+    (tmp_path / "suite-bullseye.sh").write_text("suite=bullseye\npackages=more\n")
+    assert vmctl.component_key("image-bullseye") != hooked
+    assert vmctl.component_key("image") == before["image"]
+    (tmp_path / "build_image.sh").write_text("a\nif [ -n \"${2:-}\" ]; then :; fi  #:suite-hook\nb changed\n")
+    assert vmctl.component_key("image") != before["image"]
+
+
+def test_the_suite_hook_of_build_image_sh_acts_only_on_a_suite_argument():
+    """What the bookworm key leaves out of the real script: comments and the one line that sources
+    suite-SUITE.sh when a second argument is given."""
+    with open(os.path.join(vmctl.HERE, "build_image.sh")) as handle:
+        tagged = [line.strip() for line in handle if "#:suite-hook" in line]
+    code = [line for line in tagged if not line.startswith("#")]
+    assert code == ['if [ -n "${2:-}" ]; then . "$(dirname "$0")/suite-$2.sh"; fi  #:suite-hook'], tagged
+    for suite, component in vmctl.IMAGES.items():
+        if component != "image":
+            assert component == "image-%s" % suite and "suite-%s.sh" % suite in vmctl.COMPONENTS[component]
+
+
+def test_images_by_suite(cache):
+    assert vmctl.artifact_paths()["base_image"] == vmctl.artifact_paths("bookworm")["base_image"]
+    bullseye = vmctl.artifact_paths("bullseye")
+    assert os.path.basename(os.path.dirname(bullseye["base_image"])) == "image-bullseye-%s" % vmctl.component_key("image-bullseye")
+    assert bullseye["identity_file"].startswith(os.path.dirname(bullseye["base_image"]))
+    assert bullseye["qemu"] == vmctl.artifact_paths()["qemu"] and bullseye["ssdt"] == vmctl.artifact_paths()["ssdt"]
+    with pytest.raises(vmctl.VmError, match="no guest image 'buster'"):
+        vmctl.artifact_paths("buster")
+
+
+def test_build_passes_the_suite_and_keeps_the_other_image(tmp_path, monkeypatch, cache):
+    """image-bullseye runs build_image.sh OUTDIR bullseye; building one image never deletes the other
+    (image-bullseye-<key> starts with "image-" but is not an older bookworm image)."""
+    scripts = tmp_path / "scripts"
+    scripts.mkdir()
+    (scripts / "build_image.sh").write_text('set -e\nmkdir "$1"\necho "suite=${2:-bookworm}" >"$1/args"\n')
+    (scripts / "suite-bullseye.sh").write_text("")
+    monkeypatch.setattr(vmctl, "HERE", str(scripts))
+    monkeypatch.setattr(vmctl, "COMPONENTS", {"image": ("build_image.sh",), "image-bullseye": ("build_image.sh", "suite-bullseye.sh")})
+    stale = cache / "image-0123456789abcdef"
+    stale.mkdir(parents=True)
+    log = open(os.devnull, "w")
+    bullseye = vmctl.build("image-bullseye", log=log)
+    bookworm = vmctl.build("image", log=log)
+    with open(os.path.join(bullseye, "args")) as handle:
+        assert handle.read() == "suite=bullseye\n"
+    with open(os.path.join(bookworm, "args")) as handle:
+        assert handle.read() == "suite=bookworm\n"
+    assert os.path.isdir(bullseye) and not stale.exists()
+    (scripts / "build_image.sh").write_text('set -e\nmkdir "$1"\n# changed\n')
+    newer = vmctl.build("image", log=log)
+    assert newer != bookworm and not os.path.exists(bookworm) and os.path.isdir(bullseye)
+    log.close()
 
 
 def test_artifacts_live_under_the_cache(cache):

@@ -10,16 +10,18 @@ kernel runs acpi_idle and acpi-cpufreq. They run under TCG (no /dev/kvm needed;
 some machines' KVM cannot run stock guests) with a patched QEMU whose PCIe Device Control
 MaxReadReq field is writable.
 
-    vmctl.py build [--only image|qemu|ssdt]   build what is missing (cached)
-    vmctl.py paths                            print the cached artifacts as JSON
-    vmctl.py up NAME --port P [--workdir D]   boot a guest, wait for SSH
+    vmctl.py build [--only image|image-bullseye|qemu|ssdt]   build what is missing (cached)
+    vmctl.py paths [--image SUITE]            print the cached artifacts as JSON
+    vmctl.py up NAME --port P [--workdir D] [--image SUITE]   boot a guest, wait for SSH
     vmctl.py down NAME | --all                stop by PID, remove the overlay
     vmctl.py status [--json]                  list guests and whether they run
     vmctl.py ssh NAME [COMMAND...]            run a command in a guest
 
 Artifacts are cached under .cache/vm/<component>-<hash>/ where the hash covers
 the files that build the component, so editing a build script, the QEMU patch or
-the SSDT rebuilds exactly what it affects. Running guests are registered under
+the SSDT rebuilds exactly what it affects. The guest image comes in two Debian suites:
+bookworm (component ``image``, the default) and bullseye (``image-bullseye``, Python 3.9 and
+kernel 5.10, for the self-audit on an older host); both boot in the same QEMU with the same SSDT. Running guests are registered under
 .cache/vm/instances/NAME.json whatever their workdir, so `down --all` finds every
 guest this checkout started. The same JSON (instance, address, user, port,
 identity_file, plus pid and console_log) is what molecule's delegated driver
@@ -38,6 +40,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -54,9 +57,21 @@ DEFAULT_CACHE = os.path.join(REPO, '.cache', 'vm')
 # Each cached component and the repository files its content depends on.
 COMPONENTS = {
     'image': ('build_image.sh', 'lib.sh'),
+    'image-bullseye': ('build_image.sh', 'lib.sh', 'suite-bullseye.sh'),
     'qemu': ('build_qemu.sh', 'lib.sh', 'qemu-pcie-devctl-writable.patch'),
     'ssdt': ('ssdt.dsl',),
 }
+
+# Guest images by Debian suite: the component that builds each. build_image.sh builds bookworm
+# when called with OUTDIR alone and another suite when its second argument names it (it sources
+# suite-SUITE.sh, which sets the suite, its packages and its mirror).
+IMAGES = {'bookworm': 'image', 'bullseye': 'image-bullseye'}
+DEFAULT_IMAGE = 'bookworm'
+
+# The lines of build_image.sh that exist only for the other suites carry this tag and are left out
+# of the bookworm image's key: they do nothing without a suite argument, so adding a suite does not
+# invalidate (and rebuild) a bookworm image that is already cached. Every other line counts.
+SUITE_HOOK_TAG = b'#:suite-hook'
 
 # Boot to SSH takes ~25 s on an idle 2-core machine under TCG; a loaded machine
 # (builds or other VMs beside it) can make it minutes. GPUHOST_VM_BOOT_TIMEOUT
@@ -83,6 +98,8 @@ def component_key(name):
     for rel in COMPONENTS[name]:
         with open(os.path.join(HERE, rel), 'rb') as handle:
             data = handle.read()
+        if name == IMAGES[DEFAULT_IMAGE] and rel == 'build_image.sh':
+            data = b''.join(line for line in data.splitlines(True) if SUITE_HOOK_TAG not in line)
         # Name and length framing so moving bytes between files changes the key.
         digest.update(('%s\0%d\0' % (rel, len(data))).encode())
         digest.update(data)
@@ -93,8 +110,16 @@ def component_dir(name):
     return os.path.join(cache_root(), '%s-%s' % (name, component_key(name)))
 
 
-def artifact_paths():
-    image = component_dir('image')
+def image_component(image=None):
+    """The cache component of guest image IMAGE (a Debian suite name; None: bookworm)."""
+    try:
+        return IMAGES[image or DEFAULT_IMAGE]
+    except KeyError:
+        raise VmError('no guest image %r: choose one of %s' % (image, ', '.join(sorted(IMAGES))))
+
+
+def artifact_paths(image=None):
+    image = component_dir(image_component(image))
     return {
         'base_image': os.path.join(image, 'base.raw'),
         'kernel': os.path.join(image, 'vmlinuz'),
@@ -130,14 +155,14 @@ def _build_ssdt(tmp):
         raise VmError('iasl could not compile tests/vm/ssdt.dsl:\n%s' % result.stdout)
 
 
-def _run_build_script(script, tmp, log):
+def _run_build_script(script, tmp, log, args=()):
     """Run a build script that builds into TMP, its output going to LOG line by line.
 
     Returns (exit status, held lines). The script ends with "== <component> ready in TMP": TMP is
     the temporary directory build() renames into place afterwards, so that line is held back and
     build() prints it with the final path once the rename is done.
     """
-    proc = subprocess.Popen(['bash', script, tmp], stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(['bash', script, tmp] + list(args), stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     held = []
     try:
         for raw in iter(proc.stdout.readline, b''):
@@ -176,7 +201,9 @@ def build(component, log=sys.stdout):
                     for rel in COMPONENTS[component]:
                         shutil.copy2(os.path.join(HERE, rel), os.path.join(copies, rel))
                     script = os.path.join(copies, COMPONENTS[component][0])
-                    returncode, ready = _run_build_script(script, tmp, log)
+                    # image-SUITE: build_image.sh OUTDIR SUITE
+                    suite = [s for s, c in IMAGES.items() if c == component and s != DEFAULT_IMAGE]
+                    returncode, ready = _run_build_script(script, tmp, log, suite)
                 finally:
                     shutil.rmtree(copies, ignore_errors=True)
                 if returncode != 0:
@@ -198,19 +225,22 @@ def build(component, log=sys.stdout):
         for inst in status():
             if inst['running']:
                 in_use.update(os.path.dirname(str(inst.get(key, ''))) for key in ('identity_file', 'qemu'))
-        prefix = component + '-'
+        # <component>-<key> exactly: image-bullseye-<key> is not an older "image".
+        older = re.compile(r'%s-[0-9a-f]{16}\Z' % re.escape(component))
         for entry in os.listdir(cache_root()):
             path = os.path.join(cache_root(), entry)
-            if (entry.startswith(prefix) and path != final and os.path.isdir(path) and '.tmp.' not in entry
-                    and path not in in_use):
+            if older.match(entry) and path != final and os.path.isdir(path) and path not in in_use:
                 shutil.rmtree(path, ignore_errors=True)
     return final
 
 
 def build_all(only=None, log=sys.stdout):
+    """Build ONLY (default: the SSDT, the bookworm image, QEMU); return the artifact paths, those of
+    the first image-SUITE component built when one is."""
     for component in (only or ('ssdt', 'image', 'qemu')):
         build(component, log=log)
-    return artifact_paths()
+    images = [suite for component in (only or ()) for suite, name in IMAGES.items() if name == component]
+    return artifact_paths(images[0] if images else None)
 
 
 # --------------------------------------------------------------------------- guests
@@ -395,8 +425,10 @@ def ssh_ready(inst):
     return result.returncode == 0
 
 
-def up(name, port, workdir=None, timeout=DEFAULT_TIMEOUT, append='', qemu=None, log=sys.stdout):
-    """Boot guest NAME with SSH on 127.0.0.1:PORT; return its instance dict once SSH answers."""
+def up(name, port, workdir=None, timeout=DEFAULT_TIMEOUT, append='', qemu=None, log=sys.stdout, image=None):
+    """Boot guest NAME (guest image IMAGE, a suite name) with SSH on 127.0.0.1:PORT; return its
+    instance dict once SSH answers."""
+    component = image_component(image)
     if not name or '/' in name or name.startswith('.'):
         raise VmError('bad instance name %r: use letters, digits, - and _' % name)
     old = load_instance(name)
@@ -409,7 +441,8 @@ def up(name, port, workdir=None, timeout=DEFAULT_TIMEOUT, append='', qemu=None, 
     if not port_is_free(port):
         raise VmError('%s:%d is in use by another program: choose a free --port' % (ADDRESS, port))
 
-    paths = build_all(('ssdt', 'image') if qemu else None, log=log)
+    build_all(('ssdt', component) if qemu else ('ssdt', component, 'qemu'), log=log)
+    paths = artifact_paths(image)
     if qemu:
         paths['qemu'] = qemu
     workdir = os.path.abspath(workdir or os.path.join(cache_root(), 'run', name))
@@ -446,7 +479,7 @@ def up(name, port, workdir=None, timeout=DEFAULT_TIMEOUT, append='', qemu=None, 
         'identity_file': paths['identity_file'], 'pid': proc.pid,
         'console_log': files['console_log'], 'qemu_log': files['qemu_log'],
         'overlay': files['overlay'], 'nvme_image': files['nvme'], 'pidfile': files['pidfile'],
-        'workdir': workdir, 'qemu': paths['qemu'], 'started': time.time(),
+        'workdir': workdir, 'qemu': paths['qemu'], 'image': image or DEFAULT_IMAGE, 'started': time.time(),
     }
     # Registered before waiting, so `down --all` finds it even if this command dies.
     _write_json(registry_path(name), inst)
@@ -551,7 +584,8 @@ def main(argv=None):
     sub.required = True
     p_build = sub.add_parser('build', help='build the guest image, patched QEMU and SSDT (cached)')
     p_build.add_argument('--only', action='append', choices=sorted(COMPONENTS))
-    sub.add_parser('paths', help='print the cached artifact paths as JSON')
+    p_paths = sub.add_parser('paths', help='print the cached artifact paths as JSON')
+    p_paths.add_argument('--image', choices=sorted(IMAGES), help='guest image (Debian suite; default %s)' % DEFAULT_IMAGE)
     p_up = sub.add_parser('up', help='boot a guest and wait until SSH answers')
     p_up.add_argument('name')
     p_up.add_argument('--port', type=int, required=True, help='loopback port forwarded to the guest sshd')
@@ -560,6 +594,7 @@ def main(argv=None):
                       help='seconds to wait for SSH (default %d; env GPUHOST_VM_BOOT_TIMEOUT)' % DEFAULT_TIMEOUT)
     p_up.add_argument('--append', default='', help='extra kernel command-line arguments')
     p_up.add_argument('--qemu', help='QEMU binary to use instead of the patched build')
+    p_up.add_argument('--image', choices=sorted(IMAGES), help='guest image (Debian suite; default %s)' % DEFAULT_IMAGE)
     p_up.add_argument('--instance-config', help="molecule's instance config file to add this guest to")
     p_down = sub.add_parser('down', help='stop guests by PID and remove their overlays')
     p_down.add_argument('name', nargs='?')
@@ -577,14 +612,15 @@ def main(argv=None):
             # Build progress on stderr, so stdout stays the JSON a playbook can parse.
             print(json.dumps(build_all(args.only, log=sys.stderr), indent=2, sort_keys=True))
         elif args.cmd == 'paths':
-            paths = artifact_paths()
+            paths = artifact_paths(args.image)
             missing = [key for key, path in paths.items() if not os.path.exists(path)]
             print(json.dumps(paths, indent=2, sort_keys=True))
             if missing:
                 print('not built yet: %s (run vmctl.py build)' % ', '.join(sorted(missing)), file=sys.stderr)
                 return 1
         elif args.cmd == 'up':
-            inst = up(args.name, args.port, args.workdir, args.timeout, args.append, args.qemu, log=sys.stderr)
+            inst = up(args.name, args.port, args.workdir, args.timeout, args.append, args.qemu, log=sys.stderr,
+                      image=args.image)
             if args.instance_config:
                 update_instance_config(args.instance_config, args.name, inst)
             print(json.dumps(inst, indent=2, sort_keys=True))

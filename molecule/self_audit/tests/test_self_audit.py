@@ -17,7 +17,8 @@ import pytest
 import vmverify as vm
 from helpers.prom import parse_metrics
 
-HOST = "gpuhost-self-audit"
+# the scenario's guest (also molecule/self_audit_debian11, which runs this file on its bullseye guest)
+HOST = vm.instance_name()
 TEXTFILE = "/var/lib/prometheus/node-exporter/gpuhost_baseline.prom"
 INSTALLED = (
     "/usr/local/sbin/gpuhost-self-audit",
