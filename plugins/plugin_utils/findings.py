@@ -20,6 +20,8 @@ It runs on managed hosts too (the self-audit bundle): standard library only, Pyt
 
 from __future__ import absolute_import, division, print_function
 
+import json
+
 __metaclass__ = type
 
 #: Finding statuses, in the order summaries list them.
@@ -120,34 +122,111 @@ def expand_findings(findings, catalogue=None):
 
 # -- the stored form (report.json schema 3) ----------------------------------------------------
 
+#: Statuses whose findings may leave out what is usual for their rule in the report (``usual``):
+#: the quiet ones. A ``fail``, ``unknown`` or ``waived`` finding always states everything itself.
+QUIET_STATUSES = ("pass", "not_applicable")
+#: Key of a rule's entry in ``report.json``'s ``rules`` that holds the usual values of its quiet findings.
+USUAL = "usual"
+
+
+def _json_key(value):
+    return json.dumps(value, sort_keys=True, separators=(",", ":"))
+
+
+def _usual(findings):
+    """``{"expected": value, "messages": {status: {subject or "": message}}}`` of one rule's
+    findings: the ``expected`` and, per status and subject, the ``message`` that at least two quiet
+    findings share, the most common one (ties: the first seen). ``{}`` when nothing repeats. A fleet
+    of alike hosts says "cpufreq scaling driver is amd-pstate-epp (128)" once, not once per host."""
+    expected, messages = {}, {}
+    for finding in findings:
+        status = finding.get("status")
+        if status not in QUIET_STATUSES:
+            continue
+        if finding.get("expected") is not None:
+            key = _json_key(finding["expected"])
+            count = expected.setdefault(key, [0, finding["expected"]])
+            count[0] += 1
+        subject = finding.get("subject")
+        message = finding.get("message")
+        if isinstance(message, str) and (subject is None or (isinstance(subject, str) and subject)):
+            count = messages.setdefault(status, {}).setdefault(subject or "", {}).setdefault(message, [0])
+            count[0] += 1
+    usual = {}
+    best = max(expected.values(), key=lambda c: c[0]) if expected else None
+    if best and best[0] > 1:
+        usual["expected"] = best[1]
+    chosen = {}
+    for status, subjects in messages.items():
+        for subject, counts in subjects.items():
+            message, count = max(counts.items(), key=lambda item: item[1][0])
+            if count[0] > 1:
+                chosen.setdefault(status, {})[subject] = message
+    if chosen:
+        usual["messages"] = dict((status, chosen[status]) for status in QUIET_STATUSES if status in chosen)
+    return usual
+
+
 def rules_table(findings):
     """``{id: rule fields}`` stated once for ``findings`` (full findings of any hosts): the
     :data:`RULE_TEXT_FIELDS` of the first finding of each rule, leaving out a field some finding of
-    the rule does not have (it stays with the findings that have it). Sorted by rule id."""
+    the rule does not have (it stays with the findings that have it), and under :data:`USUAL` the
+    values its quiet findings share (:func:`_usual`). Sorted by rule id."""
     first = {}
     lacking = {}
+    by_rule = {}
     for finding in findings:
         rule_id = finding.get("id")
         if rule_id not in first:
             first[rule_id] = dict((k, finding[k]) for k in RULE_TEXT_FIELDS if k in finding)
         lacking.setdefault(rule_id, set()).update(k for k in RULE_TEXT_FIELDS if k not in finding)
-    return dict((rule_id, dict((k, v) for k, v in first[rule_id].items() if k not in lacking[rule_id]))
-                for rule_id in sorted(first, key=str))
+        by_rule.setdefault(rule_id, []).append(finding)
+    table = {}
+    for rule_id in sorted(first, key=str):
+        entry = dict((k, v) for k, v in first[rule_id].items() if k not in lacking[rule_id])
+        usual = _usual(by_rule[rule_id])
+        if usual:
+            entry[USUAL] = usual
+        table[rule_id] = entry
+    return table
+
+
+def _usual_value(rule, finding, key):
+    """``(True, value)`` of what :data:`USUAL` of ``rule`` says for ``key`` (``expected`` or
+    ``message``) of the quiet ``finding``; ``(False, None)`` when it says nothing."""
+    usual = rule.get(USUAL) if isinstance(rule, dict) else None
+    if not isinstance(usual, dict) or finding.get("status") not in QUIET_STATUSES:
+        return False, None
+    if key == "expected":
+        return ("expected" in usual), usual.get("expected")
+    subject = finding.get("subject")
+    if subject is not None and not (isinstance(subject, str) and subject):
+        return False, None
+    messages = (usual.get("messages") or {}).get(finding.get("status")) or {}
+    if not isinstance(messages, dict) or (subject or "") not in messages:
+        return False, None
+    return True, messages[subject or ""]
 
 
 def store_finding(finding, rule):
     """A full finding as ``report.json`` stores it: ``id`` and ``status``, ``subject``, ``observed``,
     ``expected`` and ``message`` unless null, then every other key whose value differs from its
     ``rule`` (the finding's entry of :func:`rules_table`) or from :data:`STORED_DEFAULTS` (a
-    severity a profile changed, ``pending: true``, a ``waiver``, what else the evaluation added)."""
+    severity a profile changed, ``pending: true``, a ``waiver``, what else the evaluation added).
+    A quiet finding (:data:`QUIET_STATUSES`) also leaves out an ``expected`` or ``message`` equal to
+    its rule's :data:`USUAL` one (and states null where it has none but the rule has a usual one)."""
     rule = rule if isinstance(rule, dict) else {}
     defaults = dict(STORED_DEFAULTS)
     out = {"id": finding.get("id"), "status": finding.get("status")}
     for key in STORED_KEYS[2:]:
-        if finding.get(key) is not None:
-            out[key] = finding[key]
+        value = finding.get(key)
+        known, usual = _usual_value(rule, finding, key) if key in ("expected", "message") else (False, None)
+        if known and _json_key(value) == _json_key(usual):
+            continue  # the rule's usual value in this report (rules.<id>.usual)
+        if value is not None or known:
+            out[key] = value  # an explicit null where the usual one would otherwise be read back
     for key in sorted(finding):
-        if key in STORED_KEYS:
+        if key in STORED_KEYS or key == USUAL:
             continue
         value = finding[key]
         if key in rule and rule[key] == value:
@@ -167,7 +246,11 @@ def read_finding(stored, rule):
         return stored
     rule = rule if isinstance(rule, dict) else {}
     merged = dict(STORED_DEFAULTS)
-    merged.update(rule)
+    merged.update((k, v) for k, v in rule.items() if k != USUAL)
+    for key in ("expected", "message"):
+        known, usual = _usual_value(rule, stored, key)
+        if known and key not in stored:
+            merged[key] = usual
     merged.update(stored)
     out = dict((key, merged.get(key)) for key in FINDING_KEYS)
     for key in sorted(merged):

@@ -55,7 +55,7 @@ def test_stored_findings_have_named_keys_and_no_rule_text():
     stored = stored_of(report)
     rules = stored["rules"]
     for rule in rules.values():
-        assert set(rule) <= set(findings.RULE_TEXT_FIELDS)
+        assert set(rule) <= set(findings.RULE_TEXT_FIELDS) | {findings.USUAL}
     first = stored["hosts"]["gpu01"]["findings"][0]
     assert list(first)[:2] == ["id", "status"]
     for finding in stored["hosts"]["gpu01"]["findings"]:
@@ -67,10 +67,42 @@ def test_stored_findings_have_named_keys_and_no_rule_text():
     assert other[0]["severity"] == "info"  # differs from its rule: stays with the finding
     assert other[1]["pending"] is True
     assert other[2]["waiver"]["reason"] == "vendor ticket"
-    # the full finding's values are there by name
+    # the full finding's values are there by name (expected: by name, or the rule's usual one)
     full = report["hosts"]["gpu01"]["findings"][0]
     assert first["status"] == full["status"]
-    assert first.get("observed") == full["observed"] and first.get("expected") == full["expected"]
+    assert first.get("observed") == full["observed"]
+    assert first.get("expected", rules[first["id"]].get("usual", {}).get("expected")) == full["expected"]
+
+
+def test_quiet_findings_leave_the_usual_message_and_expected_to_their_rule():
+    """Two alike hosts: a pass finding's message (per rule, status and subject) and expected are
+    stated once under rules.<id>.usual; fail findings always carry everything; a quiet finding with
+    another value, or with none, states it (null explicitly); and it all reads back exactly."""
+    report = judged_report()
+    alike = copy.deepcopy(report)
+    third = copy.deepcopy(alike["hosts"]["gpu01"])
+    third["findings"][3]["message"] = "a message of its own"
+    third["findings"][4]["expected"] = None
+    third["findings"][5]["status"] = "fail"
+    alike["hosts"]["gpu03"] = third
+    stored = stored_of(alike)
+    assert report_doc.expand_document(stored) == alike
+    quiet = [f for f in stored["hosts"]["gpu01"]["findings"] if f["status"] in findings.QUIET_STATUSES]
+    assert quiet and all("message" not in f for f in quiet)  # gpu01 and gpu02 say the same
+    rule = stored["rules"][third["findings"][0]["id"]]
+    assert rule["usual"]["messages"]["pass"]  # stated once, keyed by subject ("" for none)
+    own = stored["hosts"]["gpu03"]["findings"]
+    assert own[3]["message"] == "a message of its own"
+    assert "expected" in own[4] and own[4]["expected"] is None
+    failing = own[5]
+    assert failing["status"] == "fail" and "message" in failing and "expected" in failing
+    # a single host: a message is usual only where two quiet findings of one subject share it
+    # (without a remediation's before, whose findings repeat the same ones)
+    host = dict((k, v) for k, v in report["hosts"]["gpu01"].items() if k not in ("before", "pending"))
+    single = build_report({"gpu01": host}, generated=GENERATED, collection_version="0.1.0")
+    alone = stored_of(single)
+    assert not [r for r in alone["rules"].values() if r.get("usual", {}).get("messages")]
+    assert report_doc.expand_document(alone) == single
 
 
 def test_store_and_read_one_finding():
