@@ -13,7 +13,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError, load_catalogue
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import compact_findings, pending_items
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import compact_findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.gathering import gather_host
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import HOST_VARS, judge_host
 
@@ -79,11 +79,6 @@ class ActionModule(ActionBase):
             # fail the task, but keep a report entry so the other hosts' reports are still written
             result.update(failed=True, msg=message, host_report={"state": "failed", "message": message})
             return result
-        if args["applied"] is not None:
-            # the rule ids whose fix task ran (remediate.yml): "not fixed" is said only of those
-            judgement.outcome["pending_items"] = pending_items(judgement.outcome["findings"], catalogue, args["applied"])
-            if "pending" in judgement.part:
-                judgement.part["pending"] = judgement.outcome["pending_items"]
         result.update(judgement.outcome)
         result["host_report"] = judgement.part
         if not args["return_findings"]:

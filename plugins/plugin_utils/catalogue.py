@@ -1565,10 +1565,10 @@ def load_compiled(path):
         raise CatalogueError("%s: compiled catalogue version %r, this code reads %d: build the bundle again" % (
             path, document.get("version"), COMPILED_VERSION))
     sites = document.get("sites")
-    if not (isinstance(document.get("rules"), list) and isinstance(document.get("profiles"), dict)
-            and isinstance(sites, list) and all(_sites_documents({"sites": [s]}, [s.get("dir") if isinstance(s, dict)
-                                                                              else None]) for s in sites)
-            and all(isinstance(s.get("waiver_items"), list) for s in sites)):
+    sites_ok = isinstance(sites, list) and all(
+        isinstance(s, dict) and _sites_documents({"sites": [s]}, [s.get("dir")]) and isinstance(s.get("waiver_items"), list)
+        for s in sites)
+    if not (isinstance(document.get("rules"), list) and isinstance(document.get("profiles"), dict) and sites_ok):
         raise CatalogueError("%s: the compiled catalogue is damaged (rules, profiles or sites missing)" % path)
     try:
         rules = build_rules(document["rules"], sites)

@@ -22,9 +22,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import 
 )
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import derive
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import sources
-# the finding contract; compact_findings, expand_findings and RULE_TEXT_FIELDS are also read from here
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import (  # noqa: F401 pylint: disable=unused-import
-    RULE_TEXT_FIELDS, compact_findings, expand_findings, summarize)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import compact_findings, summarize
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import compare_kernel_release
 
 __metaclass__ = type
@@ -517,7 +515,7 @@ def _today(today):
 
 
 def evaluate(facts, profile="auto", params=None, waivers=None, host=None, today=None, base_dir=None,
-             catalogue=None, waiver_files=None):
+             catalogue=None, waiver_files=None, applied=None):
     """Judge one host's facts document.
 
     Returns ``{"findings", "summary", "profile", "params", "failing", "failing_ids", "fix_plan",
@@ -549,5 +547,5 @@ def evaluate(facts, profile="auto", params=None, waivers=None, host=None, today=
         "failing_ids": sorted(set(f["id"] for f in findings if f["status"] == "fail")),
         "fix_plan": fix_plan(findings, facts),
         "busy_gpus": busy_gpus(facts),
-        "pending_items": pending_items(findings, catalogue),
+        "pending_items": pending_items(findings, catalogue, applied),
     }

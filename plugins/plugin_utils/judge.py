@@ -22,8 +22,8 @@ from __future__ import absolute_import, division, print_function
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import (
     CatalogueError, load_catalogue, select_profile)
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import (
-    RULE_TEXT_FIELDS, evaluate, expand_findings, host_report)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate, host_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import RULE_TEXT_FIELDS, expand_findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import boot_id_of, with_history
 
 __metaclass__ = type
@@ -40,6 +40,7 @@ HOST_VARS = {
     "before": None,        # findings before a remediation (remediate.yml's re-audit)
     "note": None,          # a message for the report (e.g. a reboot that did not come back)
     "failure": None,       # why work on the host did not complete: state failed, findings kept
+    "applied": None,       # rule ids whose fix task ran (remediate.yml): only those can be "not fixed"
 }
 
 
@@ -108,7 +109,7 @@ def judge_host(facts, catalogue, host_vars, history=None, history_name=None, bun
             profile = chosen.name
         outcome = evaluate(judged, profile=profile, params=options["params"] or {},
                            waivers=options["waivers"] or [], host=host, today=options["today"],
-                           catalogue=catalogue,
+                           catalogue=catalogue, applied=options["applied"],
                            waiver_files=list(options["waiver_files"] or []) + list(catalogue.waiver_files))
     except CatalogueError as exc:
         message = "baseline evaluation of %s: %s" % (host, exc)

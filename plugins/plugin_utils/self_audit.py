@@ -56,7 +56,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import (
     COMPILED_NAME, CatalogueError, collection_version, load_catalogue, load_compiled)
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import COLLECTION_ROOT
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import expand_findings
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import expand_findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import record_report
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import judge_host
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ReportError, build_report

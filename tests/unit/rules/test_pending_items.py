@@ -118,3 +118,24 @@ def test_bad_fix_data_is_refused_with_a_clear_message(tmp_path, fix, wanted):
     with pytest.raises(CatalogueError) as info:
         load_catalogue(site_dirs=[str(site)])
     assert "rule CPU-901" in str(info.value) and wanted in str(info.value), str(info.value)
+
+
+def test_amd_pstate_active_configured_but_not_booted_is_pending_a_reboot():
+    """CPU-002 after remediate wrote amd_pstate=active into the boot configuration: pending a reboot
+    (its fix needs one), not "still failing after the kernel_cmdline fix"; before the fix, a plain fail."""
+    from helpers.baseline_facts import healthy_facts  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate  # pylint: disable=import-outside-toplevel
+
+    facts = healthy_facts()
+    facts["cpu"]["amd_pstate"]["status"] = "passive"
+    facts["kernel"]["cmdline"]["params"]["amd_pstate"] = "passive"
+    facts["kernel"]["configured_cmdline"]["params"]["amd_pstate"] = "passive"
+    outcome = evaluate(facts, applied=[])
+    (before,) = [f for f in outcome["findings"] if f["id"] == "CPU-002"]
+    assert before["status"] == "fail" and not before["pending"] and before["reboot_required"]
+    facts["kernel"]["configured_cmdline"]["params"]["amd_pstate"] = "active"
+    outcome = evaluate(facts, applied=["CPU-001", "CPU-002"])
+    (after,) = [f for f in outcome["findings"] if f["id"] == "CPU-002"]
+    assert after["status"] == "fail" and after["pending"]
+    (item,) = [i for i in outcome["pending_items"] if i["id"] == "CPU-002"]
+    assert item["kind"] == "reboot" and "amd_pstate=active configured, reboot to apply" in after["message"]
