@@ -34,6 +34,9 @@ ONCE = {
     "IDLE_PSTATE": None,
     "pstate_number": "module_utils/facts/nvidia.py",
     "SYSCTL_DIRS": "module_utils/facts/kernel.py",
+    "VENDOR_NAMES": "module_utils/facts/pci.py",
+    "VENDORS": None,
+    "FIX_ACTIONS": "plugin_utils/catalogue.py",
     "format_cpulist": "module_utils/facts/cpu.py",
     "_cpulist_text": None,
 }

@@ -1,0 +1,62 @@
+"""A variable several roles take is declared alike in each (issue 19, knowledge once): the audit
+role's argument spec states the shared variables (gpuhost_profile, gpuhost_params, gpuhost_waivers,
+gpuhost_catalogue_dirs, ...); remediate and self_audit declare them with the same type, default,
+choices, elements and sub-options (only the description may say what the variable means for that
+role), and their defaults/main.yml give the same default value. Ansible validates each role with
+its own spec, so the declaration exists per role; this test is what keeps the copies one."""
+import copy
+import os
+
+import pytest
+import yaml
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
+SOURCE = "audit"
+OTHERS = ("remediate", "self_audit")
+
+
+def spec(role):
+    with open(os.path.join(REPO, "roles", role, "meta", "argument_specs.yml")) as handle:
+        return yaml.safe_load(handle)["argument_specs"]["main"]["options"]
+
+
+def defaults(role):
+    with open(os.path.join(REPO, "roles", role, "defaults", "main.yml")) as handle:
+        return yaml.safe_load(handle) or {}
+
+
+def facets(entry):
+    """What Ansible checks of a variable: its spec without the descriptions."""
+    if isinstance(entry, dict):
+        return dict((k, facets(v)) for k, v in entry.items() if k != "description")
+    return entry
+
+
+def drift(source_spec, source_defaults, role_spec, role_defaults):
+    """``[(variable, what differs)]`` between a role's declaration of the shared variables and the source's."""
+    out = []
+    for name in sorted(set(source_spec) & set(role_spec)):
+        if facets(source_spec[name]) != facets(role_spec[name]):
+            out.append((name, "argument spec %r != %r" % (facets(role_spec[name]), facets(source_spec[name]))))
+        if source_defaults.get(name) != role_defaults.get(name):
+            out.append((name, "default %r != %r" % (role_defaults.get(name), source_defaults.get(name))))
+    return out
+
+
+@pytest.mark.parametrize("role", OTHERS)
+def test_shared_variables_are_declared_as_the_audit_role_declares_them(role):
+    shared = set(spec(SOURCE)) & set(spec(role))
+    assert len(shared) >= 6, "the roles no longer share their baseline variables?"
+    assert drift(spec(SOURCE), defaults(SOURCE), spec(role), defaults(role)) == []
+
+
+def test_the_check_catches_a_changed_type_and_a_changed_default():
+    planted = copy.deepcopy(spec("remediate"))
+    planted["gpuhost_fail_on"]["choices"] = ["none", "high"]
+    changed_defaults = dict(defaults("remediate"), gpuhost_profile="amd-epyc-nvidia")
+    found = dict(drift(spec(SOURCE), defaults(SOURCE), planted, changed_defaults))
+    assert set(found) == {"gpuhost_fail_on", "gpuhost_profile"}
+    # a description of its own is allowed
+    worded = copy.deepcopy(spec("remediate"))
+    worded["gpuhost_params"]["description"] = "what the fixes read"
+    assert drift(spec(SOURCE), defaults(SOURCE), worded, defaults("remediate")) == []
