@@ -11,7 +11,7 @@ import os
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ARGUMENT_SPEC, ReportError, build_report, failing_at_or_above
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import ReportDirError, write_reports
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report_dir import ReportDirError, write_reports
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError, collection_version, load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import expand_findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.console import console_lines, subject_nouns

@@ -4,7 +4,7 @@
 """Build ``report.json`` from evaluated findings (schema in ``docs/report.md``).
 
 Controller side. ``build_report`` checks every host's findings against the report
-contract and assembles the document; ``views.py`` renders and writes it.
+contract and assembles the document; ``views.py`` and ``views_machine.py`` render it, ``report_dir.py`` writes the set.
 """
 
 from __future__ import absolute_import, division, print_function

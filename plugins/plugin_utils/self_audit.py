@@ -64,7 +64,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.metrics import Me
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.console import escape
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import (
     DEFAULT_CAP, FileRefused, atomic_write, loads_json, read_bytes)
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import ReportDirError, write_reports
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report_dir import ReportDirError, write_reports
 
 __metaclass__ = type
 

@@ -15,7 +15,7 @@ import pytest
 
 from helpers import bounded
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import metrics, views
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import metrics, report_dir
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
 
 KIND = "report dir contents"
@@ -24,7 +24,7 @@ GENERATED = "2025-06-01T12:00:00+00:00"
 
 #: the child: write a set of ``ARGS[1]`` hosts into ``ARGS[0]``, report the outcome
 WRITE = bounded.case("""
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import views
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report_dir
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ReportError, build_report
 
 def finding(status):
@@ -34,7 +34,7 @@ def finding(status):
 hosts = dict(("gpu-%02d" % i, {"findings": [finding("fail" if i % 2 else "pass")]}) for i in range(int(ARGS[1])))
 rep = build_report(hosts, profile="auto", generated="2025-06-01T12:00:00+00:00", collection_version="child")
 try:
-    paths = views.write_reports(rep, ARGS[0])
+    paths = report_dir.write_reports(rep, ARGS[0])
     report({"ok": sorted(paths)})
 except ReportError as exc:
     report({"error": str(exc)})
@@ -53,7 +53,7 @@ def fleet(count, mark="parent"):
 
 def reports(tmp_path, count=4):
     directory = str(tmp_path / "reports")
-    views.write_reports(fleet(count), directory)
+    report_dir.write_reports(fleet(count), directory)
     return directory
 
 
@@ -95,13 +95,13 @@ def test_a_sparse_metrics_prom_of_gigabytes_is_refused_reading_at_most_the_cap(t
 
 
 MERGE = bounded.case("""
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import views
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report_dir
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
 
 finding = {"id": "PCI-001", "title": "t", "area": "pci", "severity": "high", "status": "fail", "subject": None,
            "expected": 4096, "observed": 512, "message": "m", "fix": "f", "reboot_required": False}
 rep = build_report({"gpu-00": {"findings": [finding]}}, profile="auto", generated="2025-06-01T12:00:00+00:00")
-paths = views.write_reports(rep, ARGS[0], ["prom"])
+paths = report_dir.write_reports(rep, ARGS[0], ["prom"])
 usage = resource.getrusage(resource.RUSAGE_SELF)
 report({"ok": sorted(paths), "cpu": usage.ru_utime + usage.ru_stime, "bytes": os.path.getsize(paths["prom"])})
 """)
@@ -211,7 +211,7 @@ def test_thousands_of_foreign_files_in_hosts_survive(tmp_path):
 
 FULL = bounded.case("""
 import hashlib, signal
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import views
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report_dir
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ReportError, build_report
 
 def tree(top):
@@ -230,12 +230,12 @@ def fleet(count, mark, message):
     hosts = dict(("gpu-%02d" % i, {"findings": [finding("fail", message)]}) for i in range(count))
     return build_report(hosts, profile="auto", generated="2025-06-01T12:00:00+00:00", collection_version=mark)
 
-views.write_reports(fleet(25, "old", "m"), ARGS[0])
+report_dir.write_reports(fleet(25, "old", "m"), ARGS[0])
 before = tree(ARGS[0])
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # a write past the limit fails with EFBIG
 resource.setrlimit(resource.RLIMIT_FSIZE, (int(ARGS[1]), int(ARGS[1])))
 try:
-    views.write_reports(fleet(30, "new", "x" * 2000), ARGS[0])
+    report_dir.write_reports(fleet(30, "new", "x" * 2000), ARGS[0])
     report({"ok": True})
 except ReportError as exc:
     report({"error": str(exc), "same": tree(ARGS[0]) == before})

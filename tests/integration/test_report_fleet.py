@@ -16,7 +16,7 @@ import tempfile
 import pytest
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import views
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report_dir, views
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOLDEN_JSON = os.path.join(REPO, "tests", "fixtures", "golden", "report.json")
@@ -83,7 +83,7 @@ def test_fleet_page_grows_with_groups_not_hosts():
 
 def test_per_host_pages_have_the_detail_and_a_link_back(tmp_path):
     report = fleet(30)
-    paths = views.write_reports(report, str(tmp_path))
+    paths = report_dir.write_reports(report, str(tmp_path))
     pages = sorted(os.listdir(str(tmp_path / "hosts")))
     assert pages == sorted(["gpu-%04d.%s" % (i, ext) for i in range(30) for ext in ("html", "md")])
     page = (tmp_path / "hosts" / "gpu-0000.html").read_text(encoding="utf-8")
@@ -101,7 +101,7 @@ def test_per_host_pages_have_the_detail_and_a_link_back(tmp_path):
         if not href.startswith("http"):
             assert os.path.isfile(str(tmp_path / href)), href
     # a fleet back on one page: the pages of the earlier run are removed with their directory
-    views.write_reports(fleet(4), str(tmp_path))
+    report_dir.write_reports(fleet(4), str(tmp_path))
     assert not (tmp_path / "hosts").exists()
 
 
@@ -114,7 +114,7 @@ def test_hostile_host_names_give_safe_unique_page_names(tmp_path):
         assert re.match(r"^[A-Za-z0-9][A-Za-z0-9._-]*$", stem) and len(stem) <= 120, (name, stem)
     assert stems["gpu-0001"] == "gpu-0001"
     assert stems["GPU-A"] != "GPU-A" and stems["gpu-a"] != "gpu-a"  # case twins: both hashed
-    views.write_reports(report, str(tmp_path))
+    report_dir.write_reports(report, str(tmp_path))
     assert sorted(os.listdir(str(tmp_path / "hosts"))) == sorted(
         "%s.%s" % (stem, ext) for stem in stems.values() for ext in ("html", "md"))
     page = (tmp_path / "hosts" / ("%s.html" % stems["<script>alert(1)</script>"])).read_text(encoding="utf-8")
@@ -124,7 +124,7 @@ def test_hostile_host_names_give_safe_unique_page_names(tmp_path):
 
 def test_stored_report_json_is_compact_and_read_back_exactly(tmp_path):
     report = fleet(30)
-    paths = views.write_reports(report, str(tmp_path))
+    paths = report_dir.write_reports(report, str(tmp_path))
     with open(paths["json"], encoding="utf-8") as handle:
         text = handle.read()
     stored = json.loads(text)

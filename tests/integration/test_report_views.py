@@ -21,7 +21,7 @@ from helpers.prom import parse_metrics
 from junitparser import Error, Failure, JUnitXml, Skipped
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import views
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report_dir, views
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURE = os.path.join(REPO, "tests", "fixtures", "report", "hosts.json")
@@ -47,7 +47,7 @@ def written():
     if os.path.isdir(OUTPUT):
         shutil.rmtree(OUTPUT)
     report = report_doc.build_report(load_hosts(), profile="auto", generated=GENERATED, collection_version="0.1.0")
-    paths = views.write_reports(report, OUTPUT)
+    paths = report_dir.write_reports(report, OUTPUT)
     return report, paths
 
 

@@ -39,6 +39,12 @@ ONCE = {
     "FIX_ACTIONS": "plugin_utils/catalogue.py",
     "format_cpulist": "module_utils/facts/cpu.py",
     "_cpulist_text": None,
+    # the split modules of issue 19, part 6: one home each
+    "write_reports": "plugin_utils/report_dir.py",
+    "ReportDirError": "plugin_utils/report_dir.py",
+    "render_junit": "plugin_utils/views_machine.py",
+    "render_prometheus": "plugin_utils/views_machine.py",
+    "render_html": "plugin_utils/views.py",
 }
 
 

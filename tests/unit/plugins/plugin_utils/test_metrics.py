@@ -12,7 +12,7 @@ from helpers.prom import parse_families, parse_labels, parse_metrics
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import metrics
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import views
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report_dir, views_machine
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import STATUSES
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
 
@@ -348,22 +348,22 @@ def test_merge_keeps_hostile_hosts_intact():
 # --- written by write_reports -------------------------------------------------------------------
 
 def test_write_reports_merges_the_fleet_file(tmp_path):
-    views.write_reports(three_hosts(generated="2025-05-31T12:00:00+00:00"), str(tmp_path), ["prom"])
+    report_dir.write_reports(three_hosts(generated="2025-05-31T12:00:00+00:00"), str(tmp_path), ["prom"])
     limited = fleet(a={"findings": []})
-    paths = views.write_reports(limited, str(tmp_path), ["prom"])
+    paths = report_dir.write_reports(limited, str(tmp_path), ["prom"])
     with open(paths["prom"], encoding="utf-8") as handle:
         text = handle.read()
     assert set(lb["host"] for lb, dummy in series(text, "gpuhost_baseline_host_up")) == {"a", "b", "c"}
     with open(paths["json"]) as handle:
         assert set(json.load(handle)["hosts"]) == {"a"}  # report.json is this run's
     # the view rendered from report.json alone is this run's too
-    assert views.render_prometheus(limited) == metrics.render_metrics(limited)
+    assert views_machine.render_prometheus(limited) == metrics.render_metrics(limited)
 
 
 def test_write_reports_over_a_damaged_file(tmp_path):
     (tmp_path / "metrics.prom").write_bytes(b"\xff\xfe\x00garbage {{{\n" * 10)
     rep = three_hosts()
-    paths = views.write_reports(rep, str(tmp_path), ["prom"])
+    paths = report_dir.write_reports(rep, str(tmp_path), ["prom"])
     with open(paths["prom"], encoding="utf-8") as handle:
         assert handle.read() == metrics.render_metrics(rep)
 

@@ -13,11 +13,11 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import files, findings, views
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import files, findings, report_dir, views
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ReportError, build_report, failing_at_or_above
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import (
-    md_escape, render_html, render_junit, render_markdown, render_prometheus, write_reports,
-)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import md_escape, render_html, render_markdown
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report_dir import write_reports
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views_machine import render_junit, render_prometheus
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "..", "..", "..", "fixtures", "report", "hosts.json")
@@ -445,8 +445,8 @@ def test_write_reports_all_formats(tmp_path, report):
     out = tmp_path / "nested" / "reports"
     paths = write_reports(report, str(out))
     assert sorted(paths) == sorted(report_doc.FORMATS)
-    # and the manifest of the set (views.MANIFEST, docs/report.md "The report directory")
-    assert sorted(os.listdir(str(out))) == sorted([views.MANIFEST] + [name for dummy, name in report_doc.FORMAT_FILES])
+    # and the manifest of the set (report_dir.MANIFEST, docs/report.md "The report directory")
+    assert sorted(os.listdir(str(out))) == sorted([report_dir.MANIFEST] + [name for dummy, name in report_doc.FORMAT_FILES])
     with open(paths["json"]) as handle:
         assert report_doc.expand_document(json.load(handle)) == report  # stored (schema 3)
     with open(paths["html"]) as handle:
@@ -457,7 +457,7 @@ def test_write_reports_all_formats(tmp_path, report):
 def test_write_reports_subset_always_writes_json(tmp_path, report):
     paths = write_reports(report, str(tmp_path), ["prom"])
     assert sorted(paths) == ["json", "prom"]
-    assert sorted(os.listdir(str(tmp_path))) == [views.MANIFEST, "metrics.prom", "report.json"]
+    assert sorted(os.listdir(str(tmp_path))) == [report_dir.MANIFEST, "metrics.prom", "report.json"]
 
 
 def test_write_reports_rejects_unknown_format(tmp_path, report):
@@ -477,12 +477,12 @@ def test_write_reports_leaves_no_partial_file(tmp_path, report, monkeypatch):
 
     changed = copy.deepcopy(report)
     changed["profile"] = "changed"
-    monkeypatch.setitem(views.RENDERERS, "md", broken)
+    monkeypatch.setitem(report_dir.RENDERERS, "md", broken)
     with pytest.raises(RuntimeError):
         write_reports(changed, str(tmp_path))
     # No temporary file left behind; the old set is intact, report.json included (issue 18, item 3:
     # the files are renamed into place only when all of them were written)
-    assert sorted(os.listdir(str(tmp_path))) == sorted([views.MANIFEST] + [name for dummy, name in report_doc.FORMAT_FILES])
+    assert sorted(os.listdir(str(tmp_path))) == sorted([report_dir.MANIFEST] + [name for dummy, name in report_doc.FORMAT_FILES])
     with open(str(tmp_path / "report.md")) as handle:
         assert handle.read() == old_md
     with open(str(tmp_path / "report.json")) as handle:
@@ -581,4 +581,4 @@ def test_concurrent_runs_into_one_directory_never_mix_files(tmp_path, report):
     assert seen and not mixed, (seen, mixed[:3])
     assert len(_marks(directory)) == 1
     # no lock file left; the manifest of the set is there
-    assert sorted(os.listdir(directory)) == sorted([views.MANIFEST] + [n for dummy, n in report_doc.FORMAT_FILES])
+    assert sorted(os.listdir(directory)) == sorted([report_dir.MANIFEST] + [n for dummy, n in report_doc.FORMAT_FILES])

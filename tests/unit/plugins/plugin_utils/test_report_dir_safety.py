@@ -18,7 +18,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import files, history, views
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import files, history, report_dir
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ReportError, build_report
 
 GENERATED = "2025-06-01T12:00:00+00:00"
@@ -57,22 +57,22 @@ def tree(directory):
 # --- only files this tool wrote are removed -----------------------------------------------------
 
 def test_a_foreign_page_in_hosts_survives_a_small_fleet(tmp_path):
-    views.write_reports(fleet(4), str(tmp_path))
+    report_dir.write_reports(fleet(4), str(tmp_path))
     (tmp_path / "hosts").mkdir()
     (tmp_path / "hosts" / "notes.html").write_text("mine")
     (tmp_path / "hosts" / "runbook.md").write_text("mine too")
-    views.write_reports(fleet(4), str(tmp_path))
+    report_dir.write_reports(fleet(4), str(tmp_path))
     assert (tmp_path / "hosts" / "notes.html").read_text() == "mine"
     assert (tmp_path / "hosts" / "runbook.md").read_text() == "mine too"
 
 
 def test_a_foreign_page_in_hosts_survives_a_fleet_with_pages(tmp_path):
-    views.write_reports(fleet(25), str(tmp_path))
+    report_dir.write_reports(fleet(25), str(tmp_path))
     (tmp_path / "hosts" / "notes.html").write_text("mine")
-    views.write_reports(fleet(23), str(tmp_path))  # gpu-23 and gpu-24 are gone: their pages go
+    report_dir.write_reports(fleet(23), str(tmp_path))  # gpu-23 and gpu-24 are gone: their pages go
     names = sorted(os.listdir(str(tmp_path / "hosts")))
     assert "notes.html" in names and "gpu-24.html" not in names and "gpu-22.md" in names
-    views.write_reports(fleet(4), str(tmp_path))  # back on one page: every page of ours goes
+    report_dir.write_reports(fleet(4), str(tmp_path))  # back on one page: every page of ours goes
     assert os.listdir(str(tmp_path / "hosts")) == ["notes.html"]
     assert (tmp_path / "hosts" / "notes.html").read_text() == "mine"
 
@@ -84,7 +84,7 @@ def test_hosts_as_a_link_out_of_the_directory_is_refused_and_never_followed(tmp_
     (outside / "index.html").write_text("keep")
     (outside / "gpu-01.md").write_text("keep")
     reports = tmp_path / "reports"
-    views.write_reports(fleet(count), str(reports))
+    report_dir.write_reports(fleet(count), str(reports))
     before = tree(str(reports))
     if (reports / "hosts").exists():
         for name in os.listdir(str(reports / "hosts")):
@@ -93,7 +93,7 @@ def test_hosts_as_a_link_out_of_the_directory_is_refused_and_never_followed(tmp_
         before = tree(str(reports))
     os.symlink(str(outside), str(reports / "hosts"))
     with pytest.raises(ReportError) as info:
-        views.write_reports(fleet(count, mark="next"), str(reports))
+        report_dir.write_reports(fleet(count, mark="next"), str(reports))
     message = str(info.value)
     assert "hosts" in message and "link" in message and "\n" not in message
     assert sorted(os.listdir(str(outside))) == ["gpu-01.md", "index.html"]
@@ -103,16 +103,16 @@ def test_hosts_as_a_link_out_of_the_directory_is_refused_and_never_followed(tmp_
 
 
 def test_hosts_as_a_file_is_refused(tmp_path):
-    views.write_reports(fleet(4), str(tmp_path))
+    report_dir.write_reports(fleet(4), str(tmp_path))
     (tmp_path / "hosts").write_text("not a directory")
     with pytest.raises(ReportError, match="hosts"):
-        views.write_reports(fleet(25), str(tmp_path))
+        report_dir.write_reports(fleet(25), str(tmp_path))
     assert (tmp_path / "hosts").read_text() == "not a directory"
 
 
 def test_a_forged_manifest_cannot_name_a_file_outside_hosts(tmp_path):
     reports = tmp_path / "reports"
-    views.write_reports(fleet(25), str(reports))
+    report_dir.write_reports(fleet(25), str(reports))
     (tmp_path / "victim.html").write_text("keep")
     (reports / "notes.md").write_text("keep")
     manifest = json.loads((reports / MANIFEST).read_text())
@@ -120,7 +120,7 @@ def test_a_forged_manifest_cannot_name_a_file_outside_hosts(tmp_path):
                  "../victim.html", "hosts/a/b.html"):
         manifest["files"][name] = {"bytes": 1, "sha256": "0" * 64}
     (reports / MANIFEST).write_text(json.dumps(manifest))
-    views.write_reports(fleet(4), str(reports))
+    report_dir.write_reports(fleet(4), str(reports))
     assert (tmp_path / "victim.html").read_text() == "keep"
     assert (reports / "notes.md").read_text() == "keep"
 
@@ -135,7 +135,7 @@ def test_a_directory_with_foreign_files_and_no_manifest_is_refused(tmp_path):
     (site / "junit.xml").write_text("<testsuites/>")  # someone else's junit.xml is not overwritten
     before = tree(str(site))
     with pytest.raises(ReportError) as info:
-        views.write_reports(fleet(4), str(site))
+        report_dir.write_reports(fleet(4), str(site))
     message = str(info.value)
     assert str(site) in message and "index.html" in message and "app.conf" in message
     assert MANIFEST in message and "\n" not in message
@@ -146,15 +146,15 @@ def test_many_foreign_files_are_named_a_few_and_counted(tmp_path):
     for number in range(40):
         (tmp_path / ("photo-%02d.jpg" % number)).write_text("x")
     with pytest.raises(ReportError) as info:
-        views.write_reports(fleet(4), str(tmp_path))
+        report_dir.write_reports(fleet(4), str(tmp_path))
     message = str(info.value)
     assert message.count("photo-") <= 5 and "more" in message and len(message) < 1200
 
 
 def test_an_empty_or_new_directory_is_accepted_and_gets_the_manifest(tmp_path):
     (tmp_path / "empty").mkdir()
-    views.write_reports(fleet(4), str(tmp_path / "new" / "reports"))
-    views.write_reports(fleet(4), str(tmp_path / "empty"))
+    report_dir.write_reports(fleet(4), str(tmp_path / "new" / "reports"))
+    report_dir.write_reports(fleet(4), str(tmp_path / "empty"))
     for directory in (tmp_path / "new" / "reports", tmp_path / "empty"):
         assert MANIFEST in os.listdir(str(directory))
 
@@ -169,7 +169,7 @@ def test_a_directory_of_an_earlier_version_is_accepted(tmp_path):
     (tmp_path / "hosts" / "old-host.html").write_text("old page")
     (tmp_path / "history").mkdir()
     (tmp_path / "history" / "gpu-01.jsonl").write_text("{}\n")
-    views.write_reports(fleet(4), str(tmp_path))
+    report_dir.write_reports(fleet(4), str(tmp_path))
     assert (tmp_path / "report.md").read_text() != "old"
     assert MANIFEST in os.listdir(str(tmp_path))
     # nothing of the earlier version is removed: no manifest says it was written by this tool
@@ -185,21 +185,21 @@ def test_a_history_directory_holds_every_name_the_history_writes(tmp_path, host)
     name = history.file_name(host)
     (tmp_path / "history" / name).write_text("{}\n")
     (tmp_path / "history" / ("." + name + history.REFUSED_SUFFIX)).write_text("garbage")
-    views.write_reports(fleet(1), str(tmp_path))
+    report_dir.write_reports(fleet(1), str(tmp_path))
     assert MANIFEST in os.listdir(str(tmp_path))
 
 
 def test_a_history_directory_with_another_file_is_foreign(tmp_path):
     (tmp_path / "history").mkdir()
     (tmp_path / "history" / "notes.txt").write_text("mine")
-    with pytest.raises(views.ReportDirError, match="history/"):
-        views.write_reports(fleet(1), str(tmp_path))
+    with pytest.raises(report_dir.ReportDirError, match="history/"):
+        report_dir.write_reports(fleet(1), str(tmp_path))
 
 
 def test_foreign_files_added_after_a_run_are_left_alone(tmp_path):
-    views.write_reports(fleet(4), str(tmp_path))
+    report_dir.write_reports(fleet(4), str(tmp_path))
     (tmp_path / "README.txt").write_text("ours")
-    views.write_reports(fleet(4, mark="next"), str(tmp_path))  # the manifest marks the directory
+    report_dir.write_reports(fleet(4, mark="next"), str(tmp_path))  # the manifest marks the directory
     assert (tmp_path / "README.txt").read_text() == "ours"
 
 
@@ -208,10 +208,10 @@ def test_a_system_directory_is_refused_before_anything_is_written(tmp_path, monk
     system.mkdir()
     link = tmp_path / "link"
     os.symlink(str(system), str(link))
-    monkeypatch.setattr(views, "SYSTEM_DIRECTORIES", (str(system),), raising=False)
+    monkeypatch.setattr(report_dir, "SYSTEM_DIRECTORIES", (str(system),), raising=False)
     for directory in (system, link):
         with pytest.raises(ReportError) as info:
-            views.write_reports(fleet(4), str(directory))
+            report_dir.write_reports(fleet(4), str(directory))
         assert "system directory" in str(info.value) and str(directory) in str(info.value)
     assert os.listdir(str(system)) == []
 
@@ -224,8 +224,8 @@ def _no_writes(monkeypatch):
 
     monkeypatch.setattr(files, "write_temporary", refuse)
     monkeypatch.setattr(files, "atomic_write", refuse)
-    monkeypatch.setattr(views, "atomic_write", refuse, raising=False)
-    monkeypatch.setattr(views, "write_temporary", refuse, raising=False)
+    monkeypatch.setattr(report_dir, "atomic_write", refuse, raising=False)
+    monkeypatch.setattr(report_dir, "write_temporary", refuse, raising=False)
 
 
 @pytest.mark.parametrize("directory", ["/etc", "/", "/usr", "/var", "/root", "/etc/../etc/"])
@@ -233,7 +233,7 @@ def test_real_system_directories_are_refused(directory, monkeypatch):
     _no_writes(monkeypatch)
     before = sorted(os.listdir(directory))
     with pytest.raises(ReportError) as info:
-        views.write_reports(fleet(4), directory)
+        report_dir.write_reports(fleet(4), directory)
     assert "system directory" in str(info.value)
     assert sorted(os.listdir(directory)) == before
 
@@ -242,31 +242,31 @@ def test_a_link_to_a_system_directory_is_refused(tmp_path, monkeypatch):
     _no_writes(monkeypatch)
     os.symlink("/etc", str(tmp_path / "reports"))
     with pytest.raises(ReportError, match="system directory"):
-        views.write_reports(fleet(4), str(tmp_path / "reports"))
+        report_dir.write_reports(fleet(4), str(tmp_path / "reports"))
 
 
 def test_a_file_in_place_of_the_directory_is_a_report_error(tmp_path):
     (tmp_path / "reports").write_text("a file")
     with pytest.raises(ReportError) as info:
-        views.write_reports(fleet(4), str(tmp_path / "reports"))
+        report_dir.write_reports(fleet(4), str(tmp_path / "reports"))
     assert "not a directory" in str(info.value)
 
 
 def test_a_directory_in_place_of_a_report_file_is_refused_before_anything_changes(tmp_path):
-    views.write_reports(fleet(25), str(tmp_path))
+    report_dir.write_reports(fleet(25), str(tmp_path))
     os.unlink(str(tmp_path / "junit.xml"))
     (tmp_path / "junit.xml").mkdir()
     before = tree(str(tmp_path))
     with pytest.raises(ReportError, match="junit.xml"):
-        views.write_reports(fleet(25, mark="next"), str(tmp_path))
+        report_dir.write_reports(fleet(25, mark="next"), str(tmp_path))
     assert tree(str(tmp_path)) == before
 
 
 def test_a_damaged_manifest_is_refused_clearly(tmp_path):
-    views.write_reports(fleet(4), str(tmp_path))
+    report_dir.write_reports(fleet(4), str(tmp_path))
     (tmp_path / MANIFEST).write_text("[" * 100000)
     with pytest.raises(ReportError) as info:
-        views.write_reports(fleet(4), str(tmp_path))
+        report_dir.write_reports(fleet(4), str(tmp_path))
     assert MANIFEST in str(info.value) and len(str(info.value)) < 1000
 
 
@@ -289,12 +289,12 @@ class DiskFull:
 
 @pytest.mark.parametrize("after", [0, 1, 3, 5, 20, 40, 65])  # 65: the first manifest
 def test_a_full_disk_mid_set_leaves_the_previous_set_entirely(tmp_path, monkeypatch, after):
-    views.write_reports(fleet(25), str(tmp_path))
+    report_dir.write_reports(fleet(25), str(tmp_path))
     before = tree(str(tmp_path))
     full = DiskFull(after)
     monkeypatch.setattr(files, "write_temporary", full)
     with pytest.raises(ReportError) as info:
-        views.write_reports(fleet(30, mark="next"), str(tmp_path))
+        report_dir.write_reports(fleet(30, mark="next"), str(tmp_path))
     assert full.calls == after + 1
     message = str(info.value)
     assert "No space left on device" in message and str(tmp_path) in message and "\n" not in message
@@ -302,21 +302,21 @@ def test_a_full_disk_mid_set_leaves_the_previous_set_entirely(tmp_path, monkeypa
 
 
 def test_a_full_disk_at_the_last_manifest_leaves_the_new_set_marked_incomplete(tmp_path, monkeypatch):
-    views.write_reports(fleet(25), str(tmp_path))
+    report_dir.write_reports(fleet(25), str(tmp_path))
     monkeypatch.setattr(files, "write_temporary", DiskFull(66))  # 65 files and the first manifest
     with pytest.raises(ReportError) as info:
-        views.write_reports(fleet(30, mark="next"), str(tmp_path))
+        report_dir.write_reports(fleet(30, mark="next"), str(tmp_path))
     assert "complete" in str(info.value)
     manifest = json.loads((tmp_path / MANIFEST).read_text())
     assert manifest["complete"] is False and len(manifest["files"]) == 65
     monkeypatch.undo()
-    views.write_reports(fleet(4), str(tmp_path))  # the next run finishes, and knows every page
+    report_dir.write_reports(fleet(4), str(tmp_path))  # the next run finishes, and knows every page
     assert not (tmp_path / "hosts").exists()
     assert json.loads((tmp_path / MANIFEST).read_text())["complete"] is True
 
 
 def test_a_run_killed_between_renames_is_cleaned_up_by_the_next(tmp_path, monkeypatch):
-    views.write_reports(fleet(22, prefix="old"), str(tmp_path))
+    report_dir.write_reports(fleet(22, prefix="old"), str(tmp_path))
     real, done = files.publish, []
 
     def killed(tmp, path):
@@ -327,41 +327,41 @@ def test_a_run_killed_between_renames_is_cleaned_up_by_the_next(tmp_path, monkey
 
     monkeypatch.setattr(files, "publish", killed)
     with pytest.raises(KeyboardInterrupt):
-        views.write_reports(fleet(25, prefix="new"), str(tmp_path))
+        report_dir.write_reports(fleet(25, prefix="new"), str(tmp_path))
     monkeypatch.undo()
     assert json.loads((tmp_path / MANIFEST).read_text())["complete"] is False
     assert not [n for n in os.listdir(str(tmp_path)) + os.listdir(str(tmp_path / "hosts")) if n.startswith(".")
                 and n != MANIFEST]  # no temporary file left
     (tmp_path / "hosts" / "notes.html").write_text("mine")
-    views.write_reports(fleet(4), str(tmp_path))  # pages of both earlier runs go, nothing else
+    report_dir.write_reports(fleet(4), str(tmp_path))  # pages of both earlier runs go, nothing else
     assert os.listdir(str(tmp_path / "hosts")) == ["notes.html"]
 
 
 def test_a_full_empty_disk_leaves_no_lone_report_json(tmp_path, monkeypatch):
     monkeypatch.setattr(files, "write_temporary", DiskFull(1))
     with pytest.raises(ReportError):
-        views.write_reports(fleet(25), str(tmp_path / "reports"))
+        report_dir.write_reports(fleet(25), str(tmp_path / "reports"))
     assert tree(str(tmp_path / "reports")) == {}
     assert not (tmp_path / "reports" / "hosts").exists()
 
 
 def test_a_renderer_bug_leaves_the_previous_set_entirely(tmp_path, monkeypatch):
-    views.write_reports(fleet(4), str(tmp_path))
+    report_dir.write_reports(fleet(4), str(tmp_path))
     before = tree(str(tmp_path))
 
     def broken(*args, **kwargs):
         raise RuntimeError("renderer bug")
 
-    monkeypatch.setitem(views.RENDERERS, "junit", broken)
+    monkeypatch.setitem(report_dir.RENDERERS, "junit", broken)
     with pytest.raises(RuntimeError):
-        views.write_reports(fleet(4, mark="next"), str(tmp_path))
+        report_dir.write_reports(fleet(4, mark="next"), str(tmp_path))
     assert tree(str(tmp_path)) == before
 
 
 def test_the_manifest_names_the_set_and_its_digests(tmp_path):
-    views.write_reports(fleet(25), str(tmp_path))
+    report_dir.write_reports(fleet(25), str(tmp_path))
     first = json.loads((tmp_path / MANIFEST).read_text())
-    views.write_reports(fleet(24, mark="next"), str(tmp_path))
+    report_dir.write_reports(fleet(24, mark="next"), str(tmp_path))
     manifest = json.loads((tmp_path / MANIFEST).read_text())
     assert manifest["complete"] is True and manifest["generation"] != first["generation"]
     assert set(manifest["files"]) == set(TOP) | set("hosts/gpu-%02d.%s" % (i, ext) for i in range(24)
@@ -374,7 +374,7 @@ def test_the_manifest_names_the_set_and_its_digests(tmp_path):
 
 
 def test_the_report_paths_returned_are_the_same(tmp_path):
-    paths = views.write_reports(fleet(4), str(tmp_path), ["json", "prom"])
+    paths = report_dir.write_reports(fleet(4), str(tmp_path), ["json", "prom"])
     assert paths == {"json": str(tmp_path / "report.json"), "prom": str(tmp_path / "metrics.prom")}
     assert sorted(os.listdir(str(tmp_path))) == sorted([MANIFEST, "metrics.prom", "report.json"])
 

@@ -9,7 +9,7 @@ import re
 
 import pytest
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import views
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report_dir, views
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
 
 HOSTILE = "GPU \x1b[31mred\x1b[0m\rfake line\x07 \u202eevil\x9b2J"
@@ -28,7 +28,7 @@ def hostile_report(hosts=1):
 
 @pytest.mark.parametrize("hosts", [1, views.INLINE_HOSTS + 1])  # one page, and per-host pages too
 def test_no_control_character_reaches_a_report_view(tmp_path, hosts):
-    views.write_reports(hostile_report(hosts), str(tmp_path), formats=["json", "md", "html"])
+    report_dir.write_reports(hostile_report(hosts), str(tmp_path), formats=["json", "md", "html"])
     texts = {}
     for root, unused_dirs, names in os.walk(str(tmp_path)):
         for name in names:

@@ -86,7 +86,7 @@ def test_incident_snapshot_writes_report_and_textfile(snapshot_trees, out, capsy
     assert families["gpuhost_baseline_run_duration_seconds"]["samples"][0][1] > 0
     assert families["gpuhost_baseline_self_audit_cpu_seconds"]["samples"][0][1] > 0
     # nothing else in either directory: no temporary file left behind; the host's history beside the report
-    # (and the manifest of the report set, views.MANIFEST)
+    # (and the manifest of the report set, report_dir.MANIFEST)
     assert sorted(os.listdir(out["report"])) == [".gpuhost-report.json", "history", "report.json"]
     assert os.listdir(os.path.join(out["report"], "history")) == ["gpu-incident.jsonl"]
     assert "first audit in the history" in host["changes"]["summary"]
@@ -220,7 +220,7 @@ def test_files_are_replaced_by_rename_never_rewritten(snapshot_trees, out, capsy
     monkeypatch.setattr(os, "replace", replace)
     status, dummy, err = run(args(out, snapshot_trees["healthy"], "none", "--host", "h"), capsys)
     assert status == 0, err
-    # the report set's manifest before (complete: false) and after report.json (views.write_reports)
+    # the report set's manifest before (complete: false) and after report.json (report_dir.write_reports)
     assert [os.path.basename(d) for s, d in renames] == [".gpuhost-report.json", "report.json", ".gpuhost-report.json",
                                                          "gpuhost_baseline.prom"]
     assert "old_metric" not in read(prom)
