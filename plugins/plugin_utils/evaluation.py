@@ -336,7 +336,7 @@ def _evaluate_rule_within(rule, doc, params, budget):
             except EvaluationError:
                 detail = None
             detail = _fmt(detail) if detail not in (None, "", []) else None
-        # an element may carry why no rule over it applies (derive.py: a device without the PCI
+        # an element may carry why no rule over it applies (derive_pcie.py: a device without the PCI
         # Express capability has none of the registers the PCIe rules judge)
         reason = element.get("not_applicable") if isinstance(element, dict) else None
         if isinstance(reason, str) and reason:

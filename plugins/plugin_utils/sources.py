@@ -124,7 +124,7 @@ SOURCES = {
     # iommu
     "iommu": (GROUPS_DIR, "/sys/class/iommu"),
     "iommu.passthrough": (GROUPS_DIR + "/*/type",),
-    # pci: every list of devices derive.py builds from pci.devices
+    # pci: every list of devices derive_pcie.py builds from pci.devices
     "pci": (DEVICES_DIR,),
     "derived.pcie.gpus[]": _PCI_DEVICE,
     "derived.pcie.nics[]": _PCI_DEVICE,

@@ -40,6 +40,10 @@ ONCE = {
     "format_cpulist": "module_utils/facts/cpu.py",
     "_cpulist_text": None,
     # the split modules of issue 19, part 6: one home each
+    "REQUIRED_PARAMS": "plugin_utils/derive.py",
+    "derive": "plugin_utils/derive.py",
+    "gpu_generation": "plugin_utils/derive_nvidia.py",
+    "gpu_link_states": "plugin_utils/derive_pcie.py",
     "write_reports": "plugin_utils/report_dir.py",
     "ReportDirError": "plugin_utils/report_dir.py",
     "render_junit": "plugin_utils/views_machine.py",
@@ -82,7 +86,7 @@ def test_defined_once(name):
 
 
 def test_parse_cpulist_has_one_grammar():
-    # derive.parse_cpulist is a thin adapter over the facts parser, not a second grammar
-    with open(os.path.join(PLUGINS, "plugin_utils", "derive.py"), encoding="utf-8") as handle:
+    # derive_common.parse_cpulist is a thin adapter over the facts parser, not a second grammar
+    with open(os.path.join(PLUGINS, "plugin_utils", "derive_common.py"), encoding="utf-8") as handle:
         source = handle.read()
     assert "facts_cpu.parse_cpulist(text)" in source

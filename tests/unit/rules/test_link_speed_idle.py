@@ -14,7 +14,8 @@ from helpers.baseline_facts import GPU0, GPU1, NIC, device, healthy_facts
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.nvidia import parse_smi_xml
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import derive, gpu_link_states
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import derive
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_pcie import gpu_link_states
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TOOLS = os.path.join(REPO, "tools")

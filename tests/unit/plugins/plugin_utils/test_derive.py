@@ -9,8 +9,9 @@ from helpers.baseline_facts import (DOWN0, DOWN1, DOWN2, GPU0, GPU1, MGMT_NIC, N
                                     healthy_facts)
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import cpu as facts_cpu
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import (
-    REQUIRED_PARAMS, derive, gpu_generation, parse_cpulist)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import REQUIRED_PARAMS, derive
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_common import parse_cpulist
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_nvidia import gpu_generation
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import load_catalogue
 
 PARAMS = dict(load_catalogue().profile("amd-epyc-nvidia").params)

@@ -1,0 +1,178 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""``derived.kernel``: the running against the configured kernel command line, kernel releases
+installed but not booted, and the sysctl values the next boot will apply. Part of :func:`derive.derive`.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import cmdline_value, compare_kernel_release
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_common import _int
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.docpath import get as _get
+
+__metaclass__ = type
+
+#: command-line keys the boot loader adds by itself: never in the configured line
+BOOTLOADER_KEYS = frozenset(("BOOT_IMAGE", "initrd", "ro", "rw", "root", "rootflags", "rootfstype", "boot"))
+
+
+def _fmt_param(key, value):
+    return key if value is True else "%s=%s" % (key, value)
+
+
+def _kernel(facts, params):
+    kernel = _get(facts, "kernel") or {}
+    release = kernel.get("release") if isinstance(kernel, dict) else None
+    installed = kernel.get("installed") if isinstance(kernel, dict) else None
+    newer = None
+    pending_upgrade = None
+    if isinstance(release, str) and isinstance(installed, list):
+        newer = [r for r in installed if isinstance(r, str) and compare_kernel_release(r, release) == 1]
+        minimum = params.get("kernel_min")
+        meeting = [r for r in newer if isinstance(minimum, str) and (compare_kernel_release(r, minimum) or -1) >= 0]
+        if meeting:
+            pending_upgrade = "%s is installed, reboot into it" % meeting[-1]
+    newer_note = ("%s installed, not booted" % ", ".join(newer)) if newer else None
+
+    running = _get(kernel, "cmdline", "params")
+    configured = _get(kernel, "configured_cmdline", "params")
+    diff = only_configured = None
+    if isinstance(running, dict) and isinstance(configured, dict):
+        diff, only_configured = [], []
+        for key in sorted(set(running) | set(configured)):
+            in_run, in_conf = key in running, key in configured
+            if in_run and in_conf:
+                if running[key] != configured[key]:
+                    diff.append("%s: running %s, configured %s" % (
+                        key, _fmt_param(key, running[key]), _fmt_param(key, configured[key])))
+                    only_configured.append(_fmt_param(key, configured[key]))
+            elif key in BOOTLOADER_KEYS:
+                continue
+            elif in_run:
+                diff.append("%s only in the running cmdline" % _fmt_param(key, running[key]))
+            else:
+                diff.append("%s only in the configured cmdline" % _fmt_param(key, configured[key]))
+                only_configured.append(_fmt_param(key, configured[key]))
+    cmdline_pending = ("%s configured, reboot to apply" % ", ".join(only_configured)) if only_configured else None
+    return {"newer_installed": newer, "newer_installed_note": newer_note, "pending_upgrade": pending_upgrade,
+            "cmdline_diff": diff, "cmdline_pending": cmdline_pending, "sysctl_boot": _sysctl_boot(facts, params)}
+
+
+#: sysctl name -> key in ``kernel.sysctl``
+SYSCTL_KEYS = (("kernel.numa_balancing", "numa_balancing"), ("vm.zone_reclaim_mode", "zone_reclaim_mode"),
+               ("vm.swappiness", "swappiness"))
+
+
+def _kernel_default(name, facts):
+    """``(value, text)`` the kernel starts with when nothing sets ``name``; value ``None`` when unknown.
+
+    kernel.numa_balancing: mm/mempolicy.c turns balancing on at boot only when the kernel has it
+    (CONFIG_NUMA_BALANCING), is built to enable it (CONFIG_NUMA_BALANCING_DEFAULT_ENABLED) and more
+    than one node is online. The options come from the running kernel's configuration
+    (``kernel.config``); without it the text says the build default is assumed, and from what.
+    """
+    if name == "kernel.numa_balancing":
+        nodes = _int(_get(facts, "numa", "node_count"))
+        config = _get(facts, "kernel", "config")
+        config = config if isinstance(config, dict) else {}
+        options = config.get("options") if isinstance(config.get("options"), dict) else None
+        source = config.get("source") or "the kernel configuration"
+        if options is not None:
+            built = options.get("CONFIG_NUMA_BALANCING", "n")
+            enabled = options.get("CONFIG_NUMA_BALANCING_DEFAULT_ENABLED", "n")
+            if built != "y":
+                return 0, "the kernel default 0 (CONFIG_NUMA_BALANCING is not set in %s: no automatic balancing)" % source
+            if enabled != "y":
+                return 0, "the kernel default 0 (CONFIG_NUMA_BALANCING_DEFAULT_ENABLED is not set in %s)" % source
+            if nodes is None:
+                return None, ("the kernel default (CONFIG_NUMA_BALANCING_DEFAULT_ENABLED=y in %s: 1 on a host "
+                              "with several NUMA nodes, 0 on one; node count unknown)" % source)
+            default = 1 if nodes > 1 else 0
+            return default, ("the kernel default %d (CONFIG_NUMA_BALANCING_DEFAULT_ENABLED=y in %s, %d NUMA node%s)"
+                             % (default, source, nodes, "s" if nodes != 1 else ""))
+        why = config.get("reason") or "the kernel configuration was not gathered"
+        if nodes is None:
+            return None, "the kernel default (1 on a host with several NUMA nodes, 0 on one; node count unknown)"
+        default = 1 if nodes > 1 else 0
+        return default, ("the kernel default %d, assumed (on a %d-node host, CONFIG_NUMA_BALANCING_DEFAULT_ENABLED=y "
+                         "as in Debian, Ubuntu, Proxmox and RHEL kernels; not confirmed: %s)" % (default, nodes, why))
+    if name == "vm.zone_reclaim_mode":
+        return 0, "the kernel default 0"
+    return 60, "the kernel default 60"
+
+
+def _boot_cmdline_value(name, configured):
+    """``(value text, parameter)`` the configured command line gives sysctl ``name``, or ``(None, None)``.
+
+    ``sysctl.<name>=`` (kernel 5.8+, '.' or '/' as separator) is applied just before init and
+    so overrides ``numa_balancing=enable|disable`` (applied earlier in boot).
+    """
+    found = (None, None)
+    if name == "kernel.numa_balancing":
+        value = cmdline_value(configured, "numa_balancing")
+        if value in ("enable", "disable"):
+            found = ("1" if value == "enable" else "0", "numa_balancing=%s" % value)
+    for key, value in configured.items():
+        if key.startswith("sysctl.") and key[len("sysctl."):].replace("/", ".") == name and value is not True:
+            found = (str(value), "%s=%s" % (key, value))
+    return found
+
+
+def _sysctl_wanted(value, maximum):
+    """swappiness may be at most ``maximum``; the other managed sysctls (``maximum`` None) must be 0."""
+    return value == 0 if maximum is None else value <= maximum
+
+
+def _sysctl_boot(facts, params):
+    """Per sysctl the fix modules manage: the value after a reboot, where it comes from, and
+    the problems when it is not what the profile wants (``derived.kernel.sysctl_boot``)."""
+    persisted = _get(facts, "kernel", "sysctl_persisted")
+    running = _get(facts, "kernel", "sysctl")
+    configured = _get(facts, "kernel", "configured_cmdline", "params")
+    configured = configured if isinstance(configured, dict) else {}
+    result = {}
+    for name, short in SYSCTL_KEYS:
+        item = {"running": _int(_get(running, short)), "boot": None, "source": None, "problems": None, "reason": None}
+        result[short] = item
+        if not isinstance(persisted, dict):
+            item["reason"] = "kernel.sysctl_persisted missing (the kernel facts were not gathered or failed)"
+            continue
+        entry = persisted.get(name) if isinstance(persisted.get(name), dict) else None
+        cmd_value, cmd_param = _boot_cmdline_value(name, configured)
+        if entry is not None:
+            text, source = entry.get("value"), "%s sets %s = %s" % (entry.get("file"), name, entry.get("value"))
+        elif cmd_value is not None:
+            text, source = cmd_value, "the configured kernel command line sets %s" % cmd_param
+        else:
+            default, why = _kernel_default(name, facts)
+            text = None if default is None else str(default)
+            source = "nothing sets it at boot (no sysctl.d file%s), so %s applies" % (
+                ", no sysctl.%s= or numa_balancing= on the configured kernel command line" % name
+                if name == "kernel.numa_balancing" else ", no sysctl.%s= on the configured kernel command line" % name,
+                why)
+        item["source"] = source
+        boot = _int(text)
+        item["boot"] = boot
+        if short == "swappiness":
+            limit = params.get("swappiness_max")
+            if _int(limit) is None:
+                item["reason"] = "parameter swappiness_max is not set"
+                continue
+            want, maximum = "at most %d" % limit, limit
+        else:
+            want, maximum = "0", None
+        if text is None:
+            item["reason"] = "value of %s after a reboot unknown: %s" % (name, source)
+            continue
+        if boot is None:
+            item["problems"] = ["%s: %r is not an integer, so systemd-sysctl rejects it and the boot value is the "
+                                "kernel's own" % (source, text)]
+            continue
+        if _sysctl_wanted(boot, maximum):
+            item["problems"] = []
+            continue
+        lost = "; the running value %d would be lost at reboot" % item["running"] \
+            if item["running"] is not None and _sysctl_wanted(item["running"], maximum) else ""
+        item["problems"] = ["%s would be %d after a reboot, wanted %s: %s%s" % (name, boot, want, source, lost)]
+    return result
