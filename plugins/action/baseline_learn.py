@@ -5,7 +5,7 @@
 
 Documentation: plugins/modules/baseline_learn.py. The facts are gathered as ``baseline_evaluate``
 gathers them (one ``host_facts`` run on the host, or a snapshot with ``root``); the inventory is computed by
-``plugin_utils/learn.py`` and the profile is written on the controller as
+``plugin_utils/learn.py`` (with ``inventory_observe.py``) and the profile is written on the controller as
 ``<dest>/profiles/<name>.yml``, after it was loaded and checked like any site profile. Check mode
 writes nothing and returns the profile.
 """
@@ -24,7 +24,9 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.gathering import gather_host
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.learn import (
-    DEFAULT_MEMORY_TOLERANCE_PCT, build_profile, learn_inventory, profile_name, render_profile)
+    build_profile, learn_inventory, profile_name, render_profile,
+)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inventory_observe import DEFAULT_MEMORY_TOLERANCE_PCT
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import atomic_write, read_text
 
 __metaclass__ = type

@@ -13,8 +13,9 @@ without an inventory every list is empty and ``present`` is false (the rules are
 
 from __future__ import absolute_import, division, print_function
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.learn import (
-    DEFAULT_MEMORY_TOLERANCE_PCT, fact_reason, idle_state, observe, performance_state, speed_gts)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inventory_observe import (
+    DEFAULT_MEMORY_TOLERANCE_PCT, fact_reason, idle_state, observe, performance_state, speed_gts,
+)
 
 __metaclass__ = type
 

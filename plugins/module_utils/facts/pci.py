@@ -53,7 +53,7 @@ _DEVCTL_READRQ_SHIFT = 12
 
 #: Link speed encodings of LnkCap/LnkSta (the Supported Link Speeds Vector index).
 #: PCI vendor id -> the short name reports and learned device models use (the one vendor table:
-#: derive.py labels subjects with it, learn.py names device models with it)
+#: derive_pcie.py labels subjects with it, inventory_observe.py names device models with it)
 VENDOR_NAMES = {"0x10de": "NVIDIA", "0x15b3": "Mellanox", "0x8086": "Intel", "0x14e4": "Broadcom",
                 "0x1022": "AMD", "0x1002": "AMD", "0x1000": "Broadcom/LSI", "0x1077": "QLogic",
                 "0x1924": "Solarflare", "0x19e5": "Huawei", "0x1dd8": "Pensando", "0x8088": "Wangxun"}

@@ -8,7 +8,7 @@ import yaml
 from helpers.baseline_facts import GPU0, GPU1, MGMT_NIC, NIC, device, healthy_facts
 from helpers.inventory import TOPOLOGY, golden, host_facts, set_device
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import learn
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import inventory_observe, learn
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import derive
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_inventory import derive_inventory
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import SchemaError, check
@@ -120,7 +120,7 @@ def test_garbage_facts_give_unknowns_never_an_exception(facts):
 def test_topology_is_not_matched_when_topo_and_smi_count_gpus_differently():
     facts = host_facts()
     del facts["nvidia"]["gpus"][1]
-    seen = learn.observe_topology(facts)
+    seen = inventory_observe.observe_topology(facts)
     assert seen["links"] is None
     assert seen["reason"] == ("nvidia-smi topo -m lists 2 GPUs and nvidia-smi -q 1: their GPUn labels cannot be "
                               "matched to PCI addresses")
@@ -138,7 +138,7 @@ def test_profile_name(text, name):
     ({"clocks_event_reasons": {"active": ["gpu_idle"]}}, "gpu_idle"), ({"power": {"state": "N/A"}}, None), (None, None),
 ])
 def test_idle_state(gpu, idle):
-    assert learn.idle_state(gpu) == idle
+    assert inventory_observe.idle_state(gpu) == idle
 
 
 # -- judging a host against the inventory ----------------------------------------------------
