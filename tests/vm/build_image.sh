@@ -38,7 +38,7 @@ if [ -n "${2:-}" ]; then . "$(dirname "$0")/suite-$2.sh"; fi  #:suite-hook
 # VM_DEBIAN_MIRROR overrides it.
 . "$(dirname "$0")/lib.sh"
 mirror=${VM_DEBIAN_MIRROR:-$(apt_mirror_for "$suite")}
-[ -n "$mirror" ] || die "no '$suite' entry in /etc/apt/sources.list{,.d}: set VM_DEBIAN_MIRROR=http://deb.debian.org/debian"
+[ -n "$mirror" ] || die "no '$suite' entry in /etc/apt/sources.list{,.d}: set VM_DEBIAN_MIRROR to a Debian mirror's URL"
 
 work=$(mktemp -d "${out%/}.work.XXXXXX")
 rootfs=$work/rootfs
