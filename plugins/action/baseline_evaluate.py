@@ -12,7 +12,8 @@ from __future__ import absolute_import, division, print_function
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError, load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import compact_findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.gathering import gather_host
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import HOST_VARS, judge_host

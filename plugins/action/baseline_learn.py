@@ -19,8 +19,12 @@ import tempfile
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import (
-    COLLECTION_ROOT, CatalogueError, load_catalogue, plain, resolve_profile, select_profile)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import (
+    CatalogueError, plain, select_profile,
+)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_params import resolve_profile
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import COLLECTION_ROOT
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.gathering import gather_host
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.learn import (

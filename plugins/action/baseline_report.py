@@ -12,7 +12,8 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ARGUMENT_SPEC, ReportError, build_report, failing_at_or_above
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report_dir import ReportDirError, write_reports
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError, collection_version, load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import collection_version, load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import expand_findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.console import console_lines, subject_nouns
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.stats import StatsError, caller_stats

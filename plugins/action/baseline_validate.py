@@ -14,7 +14,9 @@ import json
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import COLLECTION_ROOT, CatalogueError, validate
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import validate
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import COLLECTION_ROOT
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inventory_vars import (
     InventoryVarsError,
     controller_refusal,

@@ -16,10 +16,12 @@ import datetime
 import fnmatch
 import re
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import (
-    AREA_SUBSYSTEM, OPERATORS, Budget, CatalogueError, CostExceeded, EvaluationError, load_catalogue,
-    parse_date, plain, resolve_profile, truthy, type_name, validate_waivers,
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import (
+    AREA_SUBSYSTEM, OPERATORS, Budget, CatalogueError, CostExceeded, EvaluationError, plain, truthy,
 )
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_params import resolve_profile, type_name
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.waivers import parse_date, validate_waivers
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import derive
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import sources
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import compact_findings, summarize

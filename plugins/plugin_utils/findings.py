@@ -88,7 +88,7 @@ def summarize(findings):
 
 
 def rule_text(rule):
-    """The :data:`RULE_TEXT_FIELDS` of a catalogue rule (``catalogue.Rule``), as its findings carry them."""
+    """The :data:`RULE_TEXT_FIELDS` of a catalogue rule (``catalogue_model.Rule``), as its findings carry them."""
     return dict((field, getattr(rule, _RULE_ATTRIBUTES.get(field, field), None)) for field in RULE_TEXT_FIELDS)
 
 
@@ -104,7 +104,7 @@ def expand_findings(findings, catalogue=None):
     catalogue (default: the bundled one) is returned as it is."""
     if catalogue is None:
         # the loader imports this module: imported here, where it is needed
-        from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import (  # pylint: disable=import-outside-toplevel
+        from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import (  # pylint: disable=import-outside-toplevel
             load_catalogue)
         catalogue = load_catalogue()
     out = []

@@ -95,7 +95,7 @@ def _set_while_running(node, out):
 
 
 def _load(path):
-    import yaml  # controller dependency, imported where it is needed (as in catalogue.py)
+    import yaml  # controller dependency, imported where it is needed (as in catalogue_files.py)
 
     with open(path, encoding="utf-8") as handle:
         return yaml.load(handle, Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))

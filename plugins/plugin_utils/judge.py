@@ -20,8 +20,8 @@ Standard library only and Python 3.8+: it runs on managed hosts inside the self-
 
 from __future__ import absolute_import, division, print_function
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import (
-    CatalogueError, load_catalogue, select_profile)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError, select_profile
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate, host_report
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import RULE_TEXT_FIELDS, expand_findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import boot_id_of, with_history
@@ -89,10 +89,11 @@ def keep_rule_text(part, catalogue, bundled=None):
 
 def judge_host(facts, catalogue, host_vars, history=None, history_name=None, bundled=None):
     """Judge one host: ``facts`` (``ansible_facts.gpuhost``), ``catalogue`` (the loaded
-    :class:`catalogue.Catalogue`, site layers included), ``host_vars`` (a mapping with the keys of
+    :class:`catalogue_model.Catalogue`, site layers included), ``host_vars`` (a mapping with the keys of
     :data:`HOST_VARS`; missing keys take their defaults), ``history`` (the drift history directory,
-    ``None`` for none; the host's file in it is named ``history_name``, default the ``host`` variable). ``bundled`` is the catalogue the report writer restores rule text from
-    (default: this collection's). Returns a :class:`Judgement`; never raises for bad input."""
+    ``None`` for none; the host's file in it is named ``history_name``, default the ``host`` variable).
+    ``bundled`` is the catalogue the report writer restores rule text from (default: this collection's).
+    Returns a :class:`Judgement`; never raises for bad input."""
     options = dict(HOST_VARS)
     options.update((k, v) for k, v in (host_vars or {}).items() if k in HOST_VARS)
     host = options["host"]

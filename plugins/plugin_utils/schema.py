@@ -7,7 +7,8 @@ Controller side only. The schemas (draft 2020-12) describe the structure of a ru
 profile file and a waiver list; :func:`check` runs one with ``jsonschema`` and turns the first
 error into a message naming the file, the item (rule id, waiver number) and the field. What a
 schema cannot say (a jmespath expression compiles, a parameter a rule reads exists, a waiver
-names a known rule, an id's prefix matches its area) is checked by ``catalogue.py``.
+names a known rule, an id's prefix matches its area) is checked by ``catalogue_model.py``,
+``catalogue_load.py`` and ``waivers.py``.
 
 A subschema may carry ``x-message``, the text shown when it fails: a string, or a mapping of
 JSON Schema keyword to string. The text is a ``str.format`` template with ``field`` (dotted

@@ -53,8 +53,10 @@ import time
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS, gather_facts
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import (
-    COMPILED_NAME, CatalogueError, collection_version, load_catalogue, load_compiled)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import (
+    COMPILED_NAME, collection_version, load_catalogue, load_compiled,
+)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import COLLECTION_ROOT
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import expand_findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import record_report

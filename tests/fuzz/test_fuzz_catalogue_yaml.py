@@ -28,14 +28,14 @@ os.environ["XDG_CACHE_HOME"] = os.path.join(ARGS[0], "cache")
 if ARGS[1] == "python":  # PyYAML without libyaml: the pure-Python parser and composer
     import yaml
     yaml.__dict__.pop("CSafeLoader", None)
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue, evaluation
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load, evaluation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
 from helpers.baseline_facts import healthy_facts
 
 site = os.path.join(ARGS[0], "site")
 try:
-    cat = catalogue.load_catalogue(site_dirs=[site])
-    catalogue.validate(site_dirs=[site])
+    cat = catalogue_load.load_catalogue(site_dirs=[site])
+    catalogue_load.validate(site_dirs=[site])
     result = evaluation.evaluate(healthy_facts(), profile="site-inference", host="gpu01", today="2026-06-01",
                                  catalogue=cat, waiver_files=cat.waiver_files)
     report({"findings": [dict((k, f[k]) for k in ("status", "message")) for f in result["findings"]

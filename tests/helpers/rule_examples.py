@@ -23,7 +23,7 @@ import yaml
 from helpers import baseline_facts
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation, schema
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.learn import learn_inventory
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))

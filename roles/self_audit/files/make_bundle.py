@@ -11,7 +11,7 @@ controller's libraries: PyYAML, jmespath, jsonschema). The zip holds ``__main__.
 host needs to audit itself with Python 3.8+ and its standard library alone:
 
 - the facts readers (plugins/module_utils/facts) and the judge and report code (plugins/plugin_utils);
-- ``catalogue.json``: the rule catalogue compiled here (``catalogue.compile_catalogue``): the bundled
+- ``catalogue.json``: the rule catalogue compiled here (``catalogue_load.compile_catalogue``): the bundled
   rules and profiles with the site's catalogue directories (``--catalogue-dir``, the role passes
   ``gpuhost_catalogue_dirs``) layered over them and their waiver files read, all checked against
   the schemas now, so the host needs neither PyYAML nor jsonschema; a malformed site file fails
@@ -41,7 +41,7 @@ TREES = (
     ("plugins/module_utils", (".py",)),
     ("plugins/module_utils/facts", (".py",)),
     ("plugins/plugin_utils", (".py",)),
-    # plain JSON read without a schema library: the parameter bounds (catalogue.param_constraints)
+    # plain JSON read without a schema library: the parameter bounds (catalogue_params.param_constraints)
     ("schemas", ("profile.schema.json",)),
 )
 SHEBANG = b"#!/usr/bin/python3\n"
@@ -72,8 +72,8 @@ def members(root):
 
 
 def collection_modules(root, scratch):
-    """The collection's ``catalogue`` module, imported from ``root`` itself (through a link in
-    ``scratch`` named ansible_collections/gpuhost/baseline when ``root`` is not laid out so)."""
+    """The collection's ``catalogue_load`` and ``catalogue_model`` modules, imported from ``root`` itself
+    (through a link in ``scratch`` named ansible_collections/gpuhost/baseline when ``root`` is not laid out so)."""
     parts = os.path.abspath(root).split(os.sep)
     if tuple(parts[-3:]) == NAMESPACE:
         top = os.sep.join(parts[:-3]) or os.sep
@@ -83,13 +83,13 @@ def collection_modules(root, scratch):
         os.symlink(os.path.abspath(root), os.path.join(scratch, *NAMESPACE))
     sys.path.insert(0, top)
     try:
-        from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue  # pylint: disable=import-outside-toplevel
+        from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load, catalogue_model  # pylint: disable=import-outside-toplevel
     finally:
         sys.path.remove(top)
-    loaded = os.path.realpath(os.path.dirname(catalogue.__file__))
+    loaded = os.path.realpath(os.path.dirname(catalogue_load.__file__))
     if loaded != os.path.realpath(os.path.join(root, "plugins", "plugin_utils")):
         raise BundleError("imported the catalogue code from %s, not from %s" % (loaded, root))
-    return catalogue
+    return catalogue_load, catalogue_model
 
 
 def jmespath_files():
@@ -124,12 +124,12 @@ def generated(root, site_dirs):
     """``[(name in the zip, bytes)]`` made here: the compiled catalogue and MANIFEST.json."""
     scratch = tempfile.mkdtemp(prefix="gpuhost-bundle.")
     try:
-        catalogue = collection_modules(root, scratch)
+        loader, model = collection_modules(root, scratch)
         try:
-            compiled = catalogue.compile_catalogue(site_dirs=site_dirs, base_dir=root)
-        except catalogue.CatalogueError as exc:
+            compiled = loader.compile_catalogue(site_dirs=site_dirs, base_dir=root)
+        except model.CatalogueError as exc:
             raise BundleError("the rule catalogue does not load: %s" % exc)
-        version = catalogue.collection_version(root)
+        version = loader.collection_version(root)
     finally:
         for dirpath, dirnames, filenames in os.walk(scratch, topdown=False):
             for name in filenames + dirnames:
@@ -141,7 +141,7 @@ def generated(root, site_dirs):
         os.rmdir(scratch)
     manifest = json.dumps({"collection_info": {"namespace": "gpuhost", "name": "baseline", "version": version}},
                           sort_keys=True)
-    return [(PREFIX + catalogue.COMPILED_NAME, compiled.encode("utf-8")),
+    return [(PREFIX + loader.COMPILED_NAME, compiled.encode("utf-8")),
             (PREFIX + "MANIFEST.json", manifest.encode("utf-8"))]
 
 

@@ -36,7 +36,7 @@ ONCE = {
     "SYSCTL_DIRS": "module_utils/facts/kernel.py",
     "VENDOR_NAMES": "module_utils/facts/pci.py",
     "VENDORS": None,
-    "FIX_ACTIONS": "plugin_utils/catalogue.py",
+    "FIX_ACTIONS": "plugin_utils/catalogue_model.py",
     "format_cpulist": "module_utils/facts/cpu.py",
     "_cpulist_text": None,
     # the split modules of issue 19, part 6: one home each

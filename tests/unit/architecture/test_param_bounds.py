@@ -8,7 +8,7 @@ import os
 import yaml
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pci import SIZES
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_files, catalogue_load, catalogue_model, catalogue_params, waivers
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import profile_param_schemas
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
@@ -32,29 +32,31 @@ def test_every_numeric_parameter_has_bounds_in_the_schema():
 
 
 def test_every_version_parameter_has_its_pattern_in_the_schema():
-    constraints = catalogue.param_constraints()
+    constraints = catalogue_params.param_constraints()
     for name in ("kernel_min", "cuda_min_blackwell", "nvidia_driver_min"):
         assert "version" in constraints[name], name
     assert constraints["nvidia_driver_min"]["per_key"] and not constraints["kernel_min"]["per_key"]
 
 
 def test_pcie_size_parameters_are_the_sizes_the_pcie_code_encodes():
-    constraints = catalogue.param_constraints()
+    constraints = catalogue_params.param_constraints()
     for name in ("max_read_request_bytes_gpu", "max_read_request_bytes_nic"):
         assert constraints[name]["choices"] == SIZES
 
 
 def test_the_catalogue_keeps_no_table_of_its_own():
-    """The bounds tables that catalogue.py held until issue 19 are gone: the schema is the source."""
+    """The bounds tables that catalogue.py held until issue 19 are gone (from every module it was split
+    into): the schema is the source."""
     for name in ("PARAM_RANGES", "PARAM_CHOICES", "PARAM_PCIE_SIZES", "PARAM_VERSIONS"):
-        assert not hasattr(catalogue, name), name
+        for module in (catalogue_files, catalogue_load, catalogue_model, catalogue_params, waivers):
+            assert not hasattr(module, name), (module.__name__, name)
 
 
 def test_the_bounds_bite_on_overrides_and_in_profile_files(tmp_path):
     import pytest  # pylint: disable=import-outside-toplevel
 
-    loaded = catalogue.load_catalogue()
-    with pytest.raises(catalogue.CatalogueError, match=r"parameter edac_ce_max must be at least 0, got -1"):
-        catalogue.resolve_profile(loaded, "generic-nvidia-inference", None, {"edac_ce_max": -1})
-    with pytest.raises(catalogue.CatalogueError, match=r"parameter smt must be one of on, off, any"):
-        catalogue.resolve_profile(loaded, "generic-nvidia-inference", None, {"smt": "both"})
+    loaded = catalogue_load.load_catalogue()
+    with pytest.raises(catalogue_model.CatalogueError, match=r"parameter edac_ce_max must be at least 0, got -1"):
+        catalogue_params.resolve_profile(loaded, "generic-nvidia-inference", None, {"edac_ce_max": -1})
+    with pytest.raises(catalogue_model.CatalogueError, match=r"parameter smt must be one of on, off, any"):
+        catalogue_params.resolve_profile(loaded, "generic-nvidia-inference", None, {"smt": "both"})

@@ -16,9 +16,8 @@ from helpers.health_facts import add_health
 from helpers import rule_examples
 from helpers.site_catalogue import make_site, write
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue as catalogue_module
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import load_catalogue
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load, catalogue_model, evaluation, schema
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TODAY = rule_examples.TODAY
@@ -86,7 +85,7 @@ def test_a_rule_without_examples_and_an_example_without_rule_are_named():
 
 
 def test_example_files_are_one_per_area_and_carry_the_modeline():
-    assert sorted(FILES) == sorted(catalogue_module.AREA_NAMES)
+    assert sorted(FILES) == sorted(catalogue_model.AREA_NAMES)
     for stem in FILES:
         with open(os.path.join(rule_examples.EXAMPLES_DIR, stem + ".yml")) as handle:
             assert handle.readline().rstrip("\n") == MODELINE, stem
@@ -209,18 +208,18 @@ KERNEL-901:
 
 
 def test_catalogue_loaders_ignore_the_examples_directory(tmp_path):
-    assert os.path.isdir(os.path.join(catalogue_module.COLLECTION_ROOT, "rules", "examples"))
-    rels = [rel for rel, unused, unused_rules in catalogue_module.read_rule_files(catalogue_module.COLLECTION_ROOT)]
-    assert rels == ["rules/%s.yml" % area for area in sorted(catalogue_module.AREA_NAMES)]
+    assert os.path.isdir(os.path.join(schema.COLLECTION_ROOT, "rules", "examples"))
+    rels = [rel for rel, unused, unused_rules in catalogue_load.read_rule_files(schema.COLLECTION_ROOT)]
+    assert rels == ["rules/%s.yml" % area for area in sorted(catalogue_model.AREA_NAMES)]
     # a site's examples beside its rules: not rules (they would not even pass the rules schema)
     site = make_site(tmp_path / "site")
     write(site / "rules" / "examples" / "kernel.yml", SITE_EXAMPLES)
-    assert [path for path, unused, unused_rules in catalogue_module.read_site_dir(str(site))["rules"]] == [
+    assert [path for path, unused, unused_rules in catalogue_load.read_site_dir(str(site))["rules"]] == [
         str(site / "rules" / "kernel.yml")]
     cat = load_catalogue(site_dirs=[str(site)])
     assert [r.id for r in cat.rules if r.file.startswith(str(site))] == ["KERNEL-901"]
     # nor does the self-audit bundle's compiled catalogue carry them
-    compiled = catalogue_module.compile_catalogue(site_dirs=[str(site)])
+    compiled = catalogue_load.compile_catalogue(site_dirs=[str(site)])
     assert "examples" not in compiled and "may_also_fail" not in compiled
 
 

@@ -11,7 +11,7 @@ from helpers.baseline_facts import GPU0, GPU1, NIC, healthy_facts
 from helpers.health_facts import HEALTH_CASES, XID_79, add_health
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import derive
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_health import derive_health
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.xid_catalogue import SOURCE, XID_CATALOGUE, describe

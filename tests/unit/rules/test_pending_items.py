@@ -1,16 +1,16 @@
 """pending_items after a remediation (issue 19): "still failing after the <action> fix" only for a
 fix that ran (its rule id in ``applied``); the reasons for manual and opt-in fixes come from the
 rules' ``fix`` data, not from a table of actions or literal ids."""
-import os
 
 import pytest
 import yaml
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue as catalogue_module
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError, load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import pending_items
 
-EVALUATION = os.path.join(os.path.dirname(catalogue_module.__file__), "evaluation.py")
+EVALUATION = evaluation.__file__
 
 
 def failing(rid, pending=False, status="fail", subject=None):

@@ -6,8 +6,8 @@ import json
 from helpers.baseline_facts import healthy_facts
 
 from ansible_collections.gpuhost.baseline.plugins.action.baseline_report import collection_version, with_rule_text
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import COLLECTION_ROOT
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import COLLECTION_ROOT
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
 
 
@@ -40,7 +40,7 @@ def test_rule_text_is_put_back_into_findings_and_before():
     result = evaluation.evaluate(facts, params={"smt": "on"}, today="2026-06-01")
     part = evaluation.host_report(facts, result, before=result["findings"])
     hosts = with_rule_text({"gpu01": part, "gone": {"state": "unreachable", "message": "no route"}},
-                           catalogue.load_catalogue())
+                           catalogue_load.load_catalogue())
     assert hosts["gpu01"]["findings"] == result["findings"]
     assert hosts["gpu01"]["before"]["findings"] == result["findings"]
     assert hosts["gone"] == {"state": "unreachable", "message": "no route"}

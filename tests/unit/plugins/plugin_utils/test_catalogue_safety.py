@@ -16,8 +16,8 @@ import pytest
 from helpers.baseline_facts import healthy_facts
 from helpers.site_catalogue import SITE_RULE, private_catalogue_cache, write
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue, evaluation, schema
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_files, catalogue_load, catalogue_model, evaluation, schema, waivers
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
 
 TODAY = "2026-06-01"
 SECRET = "SECRET-2f9c1d"
@@ -43,7 +43,7 @@ def site(tmp_path):
 
 def load_error(site):
     with pytest.raises(CatalogueError) as err:
-        catalogue.validate(site_dirs=[str(site)])
+        catalogue_load.validate(site_dirs=[str(site)])
     message = str(err.value)
     assert "\n" not in message
     return message
@@ -75,9 +75,9 @@ def test_an_alias_alone_is_refused_where_it_stands(site):
 
 
 def test_a_file_over_the_size_cap_is_refused(site):
-    path = write(site / "rules" / "kernel.yml", SITE_RULE + "#" * (catalogue.MAX_CATALOGUE_BYTES + 1) + "\n")
+    path = write(site / "rules" / "kernel.yml", SITE_RULE + "#" * (catalogue_files.MAX_CATALOGUE_BYTES + 1) + "\n")
     message = load_error(site)
-    assert message.startswith(str(path)) and "larger than %d bytes" % catalogue.MAX_CATALOGUE_BYTES in message
+    assert message.startswith(str(path)) and "larger than %d bytes" % catalogue_files.MAX_CATALOGUE_BYTES in message
 
 
 def test_a_file_over_the_node_budget_is_refused(site):
@@ -85,15 +85,15 @@ def test_a_file_over_the_node_budget_is_refused(site):
     path = write(site / "rules" / "kernel.yml", "- [" + "0," * 120000 + "0]\n")
     message = load_error(site)
     assert message.startswith("%s: line 1, column " % path), message
-    assert "more than %d values" % catalogue.MAX_YAML_NODES in message
+    assert "more than %d values" % catalogue_files.MAX_YAML_NODES in message
 
 
 def test_a_file_nested_too_deeply_is_refused(site):
-    depth = catalogue.MAX_YAML_DEPTH + 1
+    depth = catalogue_files.MAX_YAML_DEPTH + 1
     path = write(site / "profiles" / "site-inference.yml", "description: x\nparams:\n  x: " + "[" * depth + "]" * depth + "\n")
     message = load_error(site)
     assert message.startswith("%s: line 3, column " % path), message
-    assert "nested deeper than %d" % catalogue.MAX_YAML_DEPTH in message
+    assert "nested deeper than %d" % catalogue_files.MAX_YAML_DEPTH in message
 
 
 def test_an_overlong_number_is_refused_before_it_is_converted(site):
@@ -183,15 +183,15 @@ def test_an_unquoted_invalid_date_names_file_waiver_and_field(site, date):
 
 def test_an_unquoted_invalid_date_in_a_waiver_file_variable_is_named(tmp_path):
     path = write(tmp_path / "waivers.yml", "- rule: NUMA-001\n  reason: r\n  expires: 2025-02-30\n")
-    cat = catalogue.load_catalogue()
+    cat = catalogue_load.load_catalogue()
     with pytest.raises(CatalogueError, match=r"^%s: waiver #1 \(rule NUMA-001\): expires must be a date" % path):
-        catalogue.validate_waivers([], cat, [str(path)])
+        waivers.validate_waivers([], cat, [str(path)])
 
 
 def test_an_unquoted_valid_date_still_waives(site):
     write(site / "waivers" / "rollout.yml", "- rule: KERNEL-901\n  reason: r\n  expires: 2099-01-01\n")
-    cat = catalogue.load_catalogue(site_dirs=[str(site)])
-    (waiver,) = catalogue.validate_waivers([], cat, cat.waiver_files)
+    cat = catalogue_load.load_catalogue(site_dirs=[str(site)])
+    (waiver,) = waivers.validate_waivers([], cat, cat.waiver_files)
     assert waiver["expires"].isoformat() == "2099-01-01"
 
 
@@ -214,7 +214,7 @@ def test_an_expensive_site_query_is_refused_when_loaded(site, query, why):
     path = write(site / "rules" / "kernel.yml", site_rule('"%s"' % query))
     message = load_error(site)
     assert message.startswith("%s: rule KERNEL-901: query: " % path), message
-    assert why.format(**vars(catalogue)) in message
+    assert why.format(**vars(catalogue_model)) in message
     assert len(message) < 1000
 
 
@@ -225,18 +225,18 @@ def test_a_jmespath_too_deep_to_parse_is_a_catalogue_error(site):
 
 
 def test_bundled_queries_are_well_within_the_bounds():
-    cat = catalogue.load_catalogue()
-    costs = [catalogue.expression_cost(expr.compiled.parsed) for rule in cat.rules
+    cat = catalogue_load.load_catalogue()
+    costs = [catalogue_model.expression_cost(expr.compiled.parsed) for rule in cat.rules
              for expr in (rule.applies_when, rule.subjects, rule.subject, rule.detail, rule.query,
                           rule.unknown_reason, rule.pending_when, rule.operand.query) if expr is not None]
     assert costs
-    assert max(c["depth"] for c in costs) * 2 <= catalogue.MAX_EXPR_DEPTH
-    assert max(c["nodes"] for c in costs) * 4 <= catalogue.MAX_EXPR_NODES
-    assert max(c["functions"] for c in costs) * 2 <= catalogue.MAX_EXPR_FUNCTION_NESTING
+    assert max(c["depth"] for c in costs) * 2 <= catalogue_model.MAX_EXPR_DEPTH
+    assert max(c["nodes"] for c in costs) * 4 <= catalogue_model.MAX_EXPR_NODES
+    assert max(c["functions"] for c in costs) * 2 <= catalogue_model.MAX_EXPR_FUNCTION_NESTING
 
 
 def evaluate_site(site, facts=None):
-    cat = catalogue.load_catalogue(site_dirs=[str(site)])
+    cat = catalogue_load.load_catalogue(site_dirs=[str(site)])
     result = evaluation.evaluate(facts or healthy_facts(), profile="site-inference", host="gpu01", today=TODAY,
                                  catalogue=cat)
     return [f for f in result["findings"] if f["id"] == "KERNEL-901"], result
@@ -257,10 +257,10 @@ def test_a_query_producing_too_large_a_string_is_unknown_naming_the_rule_and_the
 
 
 def test_a_query_over_the_step_budget_is_unknown_naming_the_rule_and_the_bound(site, monkeypatch):
-    monkeypatch.setattr(catalogue, "RULE_STEPS", 50, raising=False)
+    monkeypatch.setattr(catalogue_model, "RULE_STEPS", 50, raising=False)
     write(site / "rules" / "cpu.yml", site_rule('"[@,@,@,@,@,@,@,@][*].[@,@,@,@,@,@,@,@][] | [0].kernel.release"')
           .replace("KERNEL-901", "CPU-901").replace("area: kernel", "area: cpu"))
-    cat = catalogue.load_catalogue(site_dirs=[str(site)])
+    cat = catalogue_load.load_catalogue(site_dirs=[str(site)])
     result = evaluation.evaluate(healthy_facts(), profile="site-inference", host="gpu01", today=TODAY, catalogue=cat)
     (ok,) = [f for f in result["findings"] if f["id"] == "KERNEL-901"]
     assert ok["status"] == "pass", ok
@@ -279,9 +279,9 @@ def test_a_query_whose_value_unrolls_too_large_is_unknown(site):
 
 
 def test_a_site_profile_match_over_budget_is_a_catalogue_error(site, monkeypatch):
-    monkeypatch.setattr(catalogue, "RULE_STEPS", 5, raising=False)
+    monkeypatch.setattr(catalogue_model, "RULE_STEPS", 5, raising=False)
     path = write(site / "profiles" / "site-inference.yml", SITE_PROFILE + "priority: 200\nmatch: \"[@,@,@,@,@,@,@,@][?@]\"\n")
-    cat = catalogue.load_catalogue(site_dirs=[str(site)])
+    cat = catalogue_load.load_catalogue(site_dirs=[str(site)])
     with pytest.raises(CatalogueError, match=r"^%s: profile site-inference: match went over the cost bound of a "
                        r"query \(more than 5 evaluation steps\)" % path):
-        catalogue.select_profile(cat, "auto", healthy_facts())
+        catalogue_model.select_profile(cat, "auto", healthy_facts())

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 """The console summary of a run (plugins/plugin_utils/console.py; docs/report.md, "Console output")."""
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue, console
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load, console
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
 
 GPUS = ["0000:%02x:00.0" % bus for bus in (0x03, 0x04, 0x23, 0x24, 0x83, 0x84, 0x85, 0x86)]
@@ -178,7 +178,7 @@ def test_odd_input_never_raises():
 
 
 def test_subject_nouns_come_from_the_rules_subjects():
-    nouns = console.subject_nouns(catalogue.load_catalogue())
+    nouns = console.subject_nouns(catalogue_load.load_catalogue())
     assert nouns["PCI-001"] == "GPUs" and nouns["PCI-002"] == "NICs" and nouns["PCI-006"] == "bridges"
     assert nouns["PCI-005"] == "devices" and nouns["NVIDIA-004"] == "GPUs" and nouns["LXC-001"] == "containers"
     assert "CPU-001" not in nouns  # host-wide rule

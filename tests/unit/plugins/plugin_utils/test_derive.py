@@ -12,7 +12,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import cpu 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import REQUIRED_PARAMS, derive
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_common import parse_cpulist
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_nvidia import gpu_generation
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
 
 PARAMS = dict(load_catalogue().profile("amd-epyc-nvidia").params)
 

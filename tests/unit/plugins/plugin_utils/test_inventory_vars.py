@@ -12,7 +12,7 @@ import shutil
 import pytest
 import yaml
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import COLLECTION_ROOT
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import COLLECTION_ROOT
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inventory_vars import (
     INVENTORY_ONLY,
     InventoryVarsError,

@@ -12,10 +12,10 @@ import pytest
 from helpers.baseline_facts import GPU0, GPU1, device, healthy_facts
 from helpers.catalogue_tree import copy_catalogue, edit
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load, catalogue_model, catalogue_params, schema
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import findings
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 TODAY = "2026-06-01"
@@ -355,7 +355,7 @@ def test_bad_parameters_rejected(params, message):
     with pytest.raises(CatalogueError, match=message):
         evaluate(params=params, profile="amd-epyc-nvidia")
     with pytest.raises(CatalogueError, match=message):
-        catalogue.validate(params=params)
+        catalogue_load.validate(params=params)
 
 
 @pytest.mark.parametrize("waiver, message", [
@@ -372,15 +372,15 @@ def test_bad_waivers_rejected(waiver, message):
     with pytest.raises(CatalogueError, match=message):
         evaluate(waivers=[waiver])
     with pytest.raises(CatalogueError, match=message):
-        catalogue.validate(waivers=[waiver])
+        catalogue_load.validate(waivers=[waiver])
 
 
 def test_validate_returns_profiles_and_params():
-    out = catalogue.validate()
+    out = catalogue_load.validate()
     assert out["profiles"] == ["amd-epyc-nvidia", "generic-nvidia-inference"]
-    assert out["rules"] == len(catalogue.load_catalogue().rules)
+    assert out["rules"] == len(catalogue_load.load_catalogue().rules)
     assert out["params"]["amd-epyc-nvidia"]["kernel_min"] == "6.14"
-    assert catalogue.validate(profile="generic-nvidia-inference")["profiles"] == ["generic-nvidia-inference"]
+    assert catalogue_load.validate(profile="generic-nvidia-inference")["profiles"] == ["generic-nvidia-inference"]
 
 
 # -- malformed catalogues --------------------------------------------------------------------------
@@ -391,11 +391,11 @@ def tree(tmp_path):
 
 
 def _load(tree):
-    return catalogue.load_catalogue(str(tree))
+    return catalogue_load.load_catalogue(str(tree))
 
 
 def test_copied_catalogue_loads(tree):
-    assert len(_load(tree).rules) == len(catalogue.load_catalogue().rules)
+    assert len(_load(tree).rules) == len(catalogue_load.load_catalogue().rules)
 
 
 @pytest.mark.parametrize("file, old, new, message", [
@@ -492,14 +492,14 @@ def test_catalogue_is_cached_until_a_file_changes(tree):
 def test_missing_jmespath_gives_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "jmespath", None)
     with pytest.raises(CatalogueError, match=r"jmespath is required on the controller"):
-        catalogue._jmespath()
+        catalogue_model._jmespath()
 
 
 def test_module_utils_import_needs_no_third_party_library():
     # the module_utils import sanity test imports the file without jmespath/yaml available
     code = ("import sys; sys.modules['jmespath'] = None; sys.modules['yaml'] = None; "
             "sys.path.insert(0, %r); "
-            "import ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue as r; print(r.DEFAULT_PROFILE)"
+            "import ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load as r; print(r.DEFAULT_PROFILE)"
             % os.path.join(REPO, "build", "collections"))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
@@ -663,45 +663,45 @@ def test_fix_plan_splits_maxreadreq_devices_by_kind():
 def test_catalogue_disk_cache_follows_the_files(tmp_path, monkeypatch):
     import os
     import shutil
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load, schema
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     base = tmp_path / "coll"
     for sub in ("rules", "profiles"):
-        shutil.copytree(os.path.join(catalogue.COLLECTION_ROOT, sub), str(base / sub))
-    first = catalogue.load_catalogue(str(base))
+        shutil.copytree(os.path.join(schema.COLLECTION_ROOT, sub), str(base / sub))
+    first = catalogue_load.load_catalogue(str(base))
     assert os.listdir(str(tmp_path / "cache" / "gpuhost-baseline"))
-    catalogue._CACHE.clear()
-    assert catalogue.load_catalogue(str(base)).by_id["NUMA-001"].title == first.by_id["NUMA-001"].title
+    catalogue_load._CACHE.clear()
+    assert catalogue_load.load_catalogue(str(base)).by_id["NUMA-001"].title == first.by_id["NUMA-001"].title
     path = base / "rules" / "numa.yml"
     text = path.read_text().replace("automatic NUMA balancing disabled", "automatic NUMA balancing off", 1)
     path.write_text(text + "\n")
-    catalogue._CACHE.clear()
-    assert catalogue.load_catalogue(str(base)).by_id["NUMA-001"].title == "automatic NUMA balancing off"
+    catalogue_load._CACHE.clear()
+    assert catalogue_load.load_catalogue(str(base)).by_id["NUMA-001"].title == "automatic NUMA balancing off"
 
 
 def _cached_catalogue(tmp_path, monkeypatch):
     import os
     import shutil
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load, schema
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     base = tmp_path / "coll"
     for sub in ("rules", "profiles"):
-        shutil.copytree(os.path.join(catalogue.COLLECTION_ROOT, sub), str(base / sub))
-    catalogue._CACHE.clear()
-    catalogue.load_catalogue(str(base))
-    catalogue._CACHE.clear()
+        shutil.copytree(os.path.join(schema.COLLECTION_ROOT, sub), str(base / sub))
+    catalogue_load._CACHE.clear()
+    catalogue_load.load_catalogue(str(base))
+    catalogue_load._CACHE.clear()
     directory = tmp_path / "cache" / "gpuhost-baseline"
     (cached,) = [directory / name for name in os.listdir(str(directory))]
-    return catalogue, base, directory, cached
+    return catalogue_load, base, directory, cached
 
 
 def test_catalogue_cache_is_private_json_never_code(tmp_path, monkeypatch):
     import json
     import os
     import stat
-    catalogue, base, directory, cached = _cached_catalogue(tmp_path, monkeypatch)
+    loader, base, directory, cached = _cached_catalogue(tmp_path, monkeypatch)
     assert cached.name.endswith(".json")
     assert stat.S_IMODE(os.stat(str(cached)).st_mode) == 0o600
     assert not stat.S_IMODE(os.stat(str(directory)).st_mode) & 0o077
@@ -712,13 +712,13 @@ def test_catalogue_cache_is_private_json_never_code(tmp_path, monkeypatch):
     rules[0]["id"] = "NUMA-001" if area != "numa" else "CPU-001"
     cached.write_text(json.dumps(documents))
     with pytest.raises(CatalogueError, match="id must look like"):
-        catalogue.load_catalogue(str(base))
+        loader.load_catalogue(str(base))
 
 
 def test_catalogue_cache_not_used_when_others_may_write_it(tmp_path, monkeypatch):
     import json
     import os
-    catalogue, base, directory, cached = _cached_catalogue(tmp_path, monkeypatch)
+    loader, base, directory, cached = _cached_catalogue(tmp_path, monkeypatch)
 
     def plant():
         documents = json.loads(cached.read_text())
@@ -728,18 +728,18 @@ def test_catalogue_cache_not_used_when_others_may_write_it(tmp_path, monkeypatch
                     rule["title"] = "planted title"
         cached.write_text(json.dumps(documents))
         os.chmod(str(cached), 0o600)
-        catalogue._CACHE.clear()
+        loader._CACHE.clear()
 
     plant()
     os.chmod(str(cached), 0o666)  # anyone could have written it: ignored (and replaced), the files are parsed
-    assert catalogue.load_catalogue(str(base)).by_id["NUMA-001"].title != "planted title"
+    assert loader.load_catalogue(str(base)).by_id["NUMA-001"].title != "planted title"
     plant()
     os.chmod(str(directory), 0o777)
-    assert catalogue.load_catalogue(str(base)).by_id["NUMA-001"].title != "planted title"
+    assert loader.load_catalogue(str(base)).by_id["NUMA-001"].title != "planted title"
     os.chmod(str(directory), 0o700)
     plant()
     # owned and private: used (why the two checks above matter)
-    assert catalogue.load_catalogue(str(base)).by_id["NUMA-001"].title == "planted title"
+    assert loader.load_catalogue(str(base)).by_id["NUMA-001"].title == "planted title"
 
 
 @pytest.mark.parametrize("params, message", [
@@ -754,9 +754,9 @@ def test_catalogue_cache_not_used_when_others_may_write_it(tmp_path, monkeypatch
 ])
 def test_out_of_range_and_non_version_parameters_rejected(params, message):
     with pytest.raises(CatalogueError, match=message):
-        catalogue.validate(params=params)
+        catalogue_load.validate(params=params)
 
 
 def test_bundled_profiles_pass_the_parameter_ranges():
-    for name, profile in catalogue.load_catalogue().profiles.items():
-        catalogue.merge_params(profile.params, profile.params, "profile %s" % name)
+    for name, profile in catalogue_load.load_catalogue().profiles.items():
+        catalogue_params.merge_params(profile.params, profile.params, "profile %s" % name)

@@ -14,8 +14,8 @@ import yaml
 
 from helpers.baseline_facts import healthy_facts
 from helpers.catalogue_tree import copy_catalogue, edit
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue, findings, schema
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import CatalogueError
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load, catalogue_model, findings, schema
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
@@ -53,13 +53,13 @@ def test_bundled_catalogue_files_carry_the_modeline_and_validate(pattern, name, 
 
 def test_schema_enums_are_the_code_constants():
     rule = load_schema("rules")["$defs"]["rule"]["properties"]
-    assert rule["area"]["enum"] == list(catalogue.AREA_NAMES)
+    assert rule["area"]["enum"] == list(catalogue_model.AREA_NAMES)
     assert rule["severity"]["enum"] == list(findings.SEVERITIES)
-    assert rule["fix"]["properties"]["action"]["enum"] == list(catalogue.FIX_ACTIONS)
-    assert rule["expect"]["propertyNames"]["enum"] == list(catalogue.OPERATORS)
-    assert sorted(rule["expect"]["properties"]) == sorted(catalogue.OPERATORS)
+    assert rule["fix"]["properties"]["action"]["enum"] == list(catalogue_model.FIX_ACTIONS)
+    assert rule["expect"]["propertyNames"]["enum"] == list(catalogue_model.OPERATORS)
+    assert sorted(rule["expect"]["properties"]) == sorted(catalogue_model.OPERATORS)
     profile = load_schema("profile")["properties"]
-    assert profile["rules"]["properties"]["areas"]["items"]["enum"] == list(catalogue.AREA_NAMES)
+    assert profile["rules"]["properties"]["areas"]["items"]["enum"] == list(catalogue_model.AREA_NAMES)
 
 
 # -- malformed files: file, item and field named --------------------------------------------
@@ -87,21 +87,21 @@ def tree(tmp_path):
 def test_malformed_file_names_file_item_and_field(tree, file, old, new, message):
     edit(tree / file, old, new)
     with pytest.raises(CatalogueError) as info:
-        catalogue.load_catalogue(str(tree))
+        catalogue_load.load_catalogue(str(tree))
     assert message in str(info.value)
 
 
 def test_rule_without_its_subject_label(tree):
     edit(tree / "rules" / "pcie.yml", "  subject: address\n", "")
     with pytest.raises(CatalogueError, match=r"rules/pcie.yml: rule PCI-00\d: subjects and subject go together"):
-        catalogue.load_catalogue(str(tree))
+        catalogue_load.load_catalogue(str(tree))
 
 
 def test_rule_item_without_an_id_is_named_by_position(tree):
     path = tree / "rules" / "iommu.yml"
     path.write_text(path.read_text() + "\n- title: no id\n")
     with pytest.raises(CatalogueError, match=r"rules/iommu.yml: rule #\d+: missing required key\(s\) id, area"):
-        catalogue.load_catalogue(str(tree))
+        catalogue_load.load_catalogue(str(tree))
 
 
 # -- waiver files ---------------------------------------------------------------------------
@@ -131,19 +131,19 @@ def test_malformed_waiver_file_is_named(tmp_path, text, message):
     path = tmp_path / "waivers.yml"
     path.write_text(text)
     with pytest.raises(CatalogueError) as info:
-        catalogue.validate(waiver_files=[str(path)])
+        catalogue_load.validate(waiver_files=[str(path)])
     assert message.replace("{path}", str(path)) in str(info.value)
 
 
 def test_missing_waiver_file_is_named(tmp_path):
     with pytest.raises(CatalogueError, match=r"nope.yml: cannot read"):
-        catalogue.validate(waiver_files=[str(tmp_path / "nope.yml")])
+        catalogue_load.validate(waiver_files=[str(tmp_path / "nope.yml")])
 
 
 def test_empty_waiver_file_waives_nothing(tmp_path):
     path = tmp_path / "waivers.yml"
     path.write_text("# nothing waived at the moment\n")
-    assert catalogue.validate(waiver_files=[str(path)])["rules"] > 0
+    assert catalogue_load.validate(waiver_files=[str(path)])["rules"] > 0
 
 
 # -- helpers --------------------------------------------------------------------------------

@@ -6,7 +6,7 @@ import pytest
 from helpers.baseline_facts import GPU0, device, healthy_facts
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation, sources
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
 
 TODAY = "2026-06-01"
 #: a file the readers read (absolute path under a system tree) or a command they run

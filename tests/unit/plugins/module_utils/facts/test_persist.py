@@ -18,7 +18,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.fix import pcie a
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import persist as _persist
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import derive
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
 
 PARAMS = dict(load_catalogue().profile("amd-epyc-nvidia").params)
