@@ -5,6 +5,12 @@ Host side: ``module_utils/facts`` (readers and parsers) imports only itself;
 both but never controller code. Controller side: ``plugin_utils`` may use both host-side
 packages; action plugins may use everything. Host-side code imports nothing outside the
 standard library and ``ansible.module_utils``.
+
+Inside ``plugin_utils`` there are sub-layers (:data:`FORBIDDEN`): the catalogue (loader, model,
+parameters, waivers) imports neither the judge nor the report writers; the report writers and views
+do not import the judge; the drift history does not import the views; and ``findings.py``, the
+finding contract, imports only the small helpers of :data:`FINDINGS_TOP` (and, inside a function,
+the catalogue loader for its default catalogue).
 """
 import ast
 import os
@@ -14,6 +20,7 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 PACKAGE = "ansible_collections.gpuhost.baseline.plugins."
+PU = PACKAGE + "plugin_utils"  # the samples of the plugin_utils sub-layers
 
 #: layer of a file (by its path under plugins/) -> layers it may import
 ALLOWED = {
@@ -26,6 +33,24 @@ ALLOWED = {
     "other": {"facts", "fix", "controller"},
 }
 HOST_LAYERS = ("facts", "fix", "module")
+
+# -- plugin_utils sub-layers (module stems of files in plugin_utils/) ----------------------------
+#: the judge: facts and a catalogue in, findings out
+JUDGE = {"evaluation", "judge"}
+#: what writes report.json and its views
+REPORT_WRITERS = {"report", "report_dir", "views", "views_machine", "metrics"}
+#: the views of report.json and the writer of the report directory
+VIEWS = {"views", "views_machine", "report_dir"}
+#: the catalogue: loading, the model and its bounded interpreter, parameters, waivers
+CATALOGUE = {"catalogue_load", "catalogue_model", "catalogue_files", "catalogue_params", "waivers"}
+#: module stem -> stems it may not import (anywhere in the file)
+FORBIDDEN = dict([(stem, JUDGE | REPORT_WRITERS) for stem in CATALOGUE]
+                 + [(stem, set(JUDGE)) for stem in REPORT_WRITERS]
+                 + [("history", set(VIEWS))])
+#: findings.py (the finding contract) imports at module level only these helpers of plugin_utils ...
+FINDINGS_TOP = {"files", "console", "docpath"}
+#: ... and inside a function also the catalogue loader (the default catalogue of expand_findings)
+FINDINGS_NESTED = FINDINGS_TOP | {"catalogue_load"}
 
 
 def layer_of_path(rel):
@@ -64,6 +89,50 @@ def imported_names(source, filename="<file>"):
     return names
 
 
+def top_level_names(source, filename="<file>"):
+    """The absolute module names ``source`` imports at module level (a top-level ``try``/``if`` included)."""
+    tree = ast.parse(source, filename)
+    nodes = []
+    pending = list(tree.body)
+    while pending:
+        node = pending.pop(0)
+        if isinstance(node, (ast.Try, ast.If)):
+            pending.extend(node.body + node.orelse + getattr(node, "finalbody", [])
+                           + [n for h in getattr(node, "handlers", []) for n in h.body])
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            nodes.append(node)
+    return imported_names(ast.unparse(ast.Module(body=nodes, type_ignores=[])), filename)
+
+
+def plugin_utils_stem(name):
+    """``views`` for ``...plugins.plugin_utils.views`` (or a name imported from it); ``None`` otherwise."""
+    parts = name[len(PACKAGE):].split(".") if name.startswith(PACKAGE) else []
+    return parts[1] if len(parts) > 1 and parts[0] == "plugin_utils" else None
+
+
+def sub_layer_violations(rel, source):
+    """``[message]`` for each import of a ``plugin_utils`` file against the sub-layers."""
+    parts = rel.replace(os.sep, "/").split("/")
+    if parts[0] != "plugin_utils" or len(parts) != 2:
+        return []
+    stem = parts[1][:-3]
+    out = []
+    if stem == "findings":
+        top = set(top_level_names(source, rel))
+        for name in imported_names(source, rel):
+            target = plugin_utils_stem(name)
+            allowed = FINDINGS_TOP if name in top else FINDINGS_NESTED
+            if target is not None and target not in allowed:
+                out.append("plugins/%s (the finding contract) imports %s (%s); it may use %s only%s" % (
+                    rel, name, target, ", ".join(sorted(allowed)), "" if name in top else " inside a function"))
+        return out
+    for name in imported_names(source, rel):
+        target = plugin_utils_stem(name)
+        if target in FORBIDDEN.get(stem, ()):
+            out.append("plugins/%s imports %s: %s may not import %s" % (rel, name, stem, target))
+    return out
+
+
 def third_party(name):
     top = name.split(".")[0]
     if top == "ansible":
@@ -89,7 +158,7 @@ def violations(rel, source):
                 out.append("plugins/%s (%s) imports %s (%s)" % (rel, layer, name, target))
         elif layer in HOST_LAYERS and third_party(name):
             out.append("plugins/%s (%s, runs on managed hosts) imports %s (not standard library)" % (rel, layer, name))
-    return out
+    return out + sub_layer_violations(rel, source)
 
 
 def plugin_files():
@@ -123,6 +192,19 @@ def test_every_plugin_file_imports_along_the_direction():
     ("module_utils/fix/cpu.py", "from jinja2 import Template"),
     ("module_utils/fix/cpu.py", "from .base import Host"),
     ("module_utils/_helpers.py", "import os"),
+    # plugin_utils sub-layers
+    ("plugin_utils/catalogue_load.py", "from " + PU + ".evaluation import evaluate"),
+    ("plugin_utils/catalogue_model.py", "def f():\n    from " + PU + " import judge"),
+    ("plugin_utils/catalogue_params.py", "from " + PU + ".report import build_report"),
+    ("plugin_utils/waivers.py", "from " + PU + ".report_dir import write_reports"),
+    ("plugin_utils/history.py", "from " + PU + " import views"),
+    ("plugin_utils/history.py", "from " + PU + ".report_dir import MANIFEST"),
+    ("plugin_utils/views.py", "from " + PU + ".evaluation import evaluate"),
+    ("plugin_utils/report_dir.py", "from " + PU + ".judge import judge_host"),
+    ("plugin_utils/metrics.py", "import " + PU + ".judge"),
+    ("plugin_utils/findings.py", "from " + PU + ".catalogue_load import load_catalogue"),
+    ("plugin_utils/findings.py", "def f():\n    from " + PU + " import evaluation"),
+    ("plugin_utils/findings.py", "from " + PU + ".report import expand_document"),
 ])
 def test_an_import_against_the_direction_is_caught(rel, source):
     assert violations(rel, source)
@@ -133,6 +215,19 @@ def test_an_import_against_the_direction_is_caught(rel, source):
     ("plugin_utils/derive.py", "from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import x"),
     ("action/baseline_report.py", "import yaml\nfrom ansible_collections.gpuhost.baseline.plugins.plugin_utils import report"),
     ("modules/kernel_sysctl.py", "from ansible.module_utils.basic import AnsibleModule\nimport os, re, json"),
+    ("plugin_utils/findings.py", "import json\ndef f():\n    from " + PU + ".catalogue_load import load_catalogue"),
+    ("plugin_utils/findings.py", "from " + PU + ".files import clip\nfrom " + PU + ".console import escape"),
+    ("plugin_utils/catalogue_load.py", "from " + PU + ".derive import REQUIRED_PARAMS"),
+    ("plugin_utils/views_machine.py", "from " + PU + " import metrics\nfrom " + PU + ".views import _text"),
+    ("plugin_utils/history.py", "from " + PU + ".report import ReportError"),
 ])
 def test_imports_along_the_direction_pass(rel, source):
     assert violations(rel, source) == []
+
+
+def test_the_sub_layers_name_modules_that_exist():
+    # a renamed module would silently drop out of its rule
+    base = os.path.join(REPO, "plugins", "plugin_utils")
+    named = set(FORBIDDEN) | JUDGE | REPORT_WRITERS | VIEWS | CATALOGUE | FINDINGS_NESTED | {"history", "findings"}
+    missing = sorted(stem for stem in named if not os.path.isfile(os.path.join(base, stem + ".py")))
+    assert not missing, missing
