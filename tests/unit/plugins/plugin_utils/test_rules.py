@@ -12,7 +12,7 @@ import pytest
 from helpers.baseline_facts import GPU0, GPU1, device, healthy_facts
 from helpers.catalogue_tree import copy_catalogue, edit
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load, catalogue_model, catalogue_params, schema
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load, catalogue_model, catalogue_params
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
