@@ -575,6 +575,15 @@ def static_assignments(text, names):
             else:
                 break
             k += 1
+        if not header and stack and stack[-1][1] == "case":
+            # a case item, PATTERN) COMMAND: the command (return, exit, an assignment...) follows the
+            # pattern's ); reserved words after it are not tracked, so a block opened there shows up
+            # as a problem later (its closer without a start), never as a plain assignment
+            j = k
+            while j < len(tokens) and tokens[j][0] == "word":
+                j += 1
+            if k < j < len(tokens) and tokens[j][0] == ")":
+                k = j + 1
         simple = [] if header else tokens[k:]
         words = [token[1] for token in simple if token[0] == "word"]
         command = words[1] if words[:1] in (["command"], ["builtin"]) and len(words) > 1 else (words[:1] or [""])[0]

@@ -117,6 +117,11 @@ def test_reads_are_allowed_anywhere_writes_only_plainly():
     (")\n", 1, "has ) without its ("),
     ("while true; do\n  break\n", 1, "opens a while loop that is never closed"),
     ("gpu() {\n  :\n", 1, "opens a function that is never closed"),
+    # a case item's command follows its pattern: return there stops sourcing the file (found by
+    # hypothesis: the assignment after the case block never runs in bash)
+    ("case x in\n  x) return 0 ;;\nesac\nGRUB_CMDLINE_LINUX=\"root=/dev/sda1 ro\"\n", 2, "runs return"),
+    ("case $1 in\n  a|b) exit ;;\nesac\n", 2, "runs exit"),
+    ("case x in\n  x) GRUB_CMDLINE_LINUX=y ;;\nesac\n", 2, "assigns GRUB_CMDLINE_LINUX inside a case block"),
 ])
 def test_what_stops_the_shell_is_a_problem(text, line, reason):
     _found, problems = static_assignments(text, GRUB_CMDLINE_VARS)
