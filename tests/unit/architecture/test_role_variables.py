@@ -60,3 +60,18 @@ def test_the_check_catches_a_changed_type_and_a_changed_default():
     worded = copy.deepcopy(spec("remediate"))
     worded["gpuhost_params"]["description"] = "what the fixes read"
     assert drift(spec(SOURCE), defaults(SOURCE), worded, defaults("remediate")) == []
+
+
+def test_every_role_states_the_ansible_version_the_collection_requires():
+    """meta/runtime.yml's requires_ansible and each role's min_ansible_version say the same release
+    (the roles said 2.16 while the collection required 2.19)."""
+    import re  # pylint: disable=import-outside-toplevel
+
+    with open(os.path.join(REPO, "meta", "runtime.yml")) as handle:
+        required = yaml.safe_load(handle)["requires_ansible"]
+    match = re.match(r"^>=\s*(\d+\.\d+)", required)
+    assert match, required
+    for role in (SOURCE,) + OTHERS:
+        with open(os.path.join(REPO, "roles", role, "meta", "main.yml")) as handle:
+            meta = yaml.safe_load(handle)["galaxy_info"]
+        assert str(meta["min_ansible_version"]) == match.group(1), role
