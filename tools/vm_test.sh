@@ -47,7 +47,9 @@ phase() {
     local label=$1 start=$SECONDS rc=0 rows outer=${GPUHOST_VM_TIMINGS:-}
     shift
     echo "== $label" >&"$progress_out"
-    rows=$(mktemp)
+    # beside the phase table, so whoever removes the table (the guard, a test's directory) removes it
+    # too, also when the script is killed before the rm below
+    rows=$(mktemp "$timings.rows.XXXXXX")
     export GPUHOST_VM_TIMINGS=$rows
     ticker "$label" &
     ticker_pid=$!
@@ -83,7 +85,7 @@ guard() {
     echo
     echo "== VM test phases"
     cat "$timings"
-    rm -f "$timings"
+    rm -f "$timings" "$timings".rows.*
     exit $rc
 }
 

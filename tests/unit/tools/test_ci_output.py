@@ -116,8 +116,9 @@ def test_a_failed_phase_is_marked_and_its_status_returned(tmp_path):
 
 def test_the_ticker_ends_when_the_script_is_killed(tmp_path):
     marker = tmp_path / "started"
-    proc = subprocess.Popen(["bash", "-c", 'source "$0"\ntimings=$(mktemp)\nphase "QEMU build" bash -c "touch %s; exec sleep 30"'
-                             % marker, VM_TEST], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+    # the phase table in the test's own directory: a killed script never removes a mktemp file
+    proc = subprocess.Popen(["bash", "-c", 'source "$0"\ntimings="%s"\nphase "QEMU build" bash -c "touch %s; exec sleep 30"'
+                             % (tmp_path / "timings", marker), VM_TEST], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                             start_new_session=True, env=dict(os.environ, VENV=NOWHERE, GPUHOST_PROGRESS_SECONDS="0.3"))
     try:
         deadline = time.time() + 10
@@ -215,10 +216,10 @@ def test_run_scenario_gives_molecule_no_reason_to_complain(tmp_path):
     env = {"ANSIBLE_HOME": str(home), "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
            "NO_COLOR": "1", "ANSIBLE_NOCOLOR": "1", "PY_COLORS": "0",
            "PATH": os.path.dirname(molecule) + os.pathsep + os.environ.get("PATH", "")}
-    proc, out = run_sourced('unset ANSIBLE_CONFIG; cd "%s"; repo=$PWD; venv="%s"; timings=$(mktemp)\n'
+    proc, out = run_sourced('unset ANSIBLE_CONFIG; cd "%s"; repo=$PWD; venv="%s"; timings="%s"\n'
                             'phase "molecule standin" run_scenario standin; rc=$?\n'
-                            'echo "== VM test phases"; cat "$timings"; rm -f "$timings"; exit $rc\n'
-                            % (project, os.path.join(REPO, ".venv")), env=env, timeout=300)
+                            'echo "== VM test phases"; cat "$timings"; exit $rc\n'
+                            % (project, os.path.join(REPO, ".venv"), tmp_path / "timings"), env=env, timeout=300)
     assert proc.returncode == 0, out
     assert "glob failed" not in out and "should migrate" not in out, out
     assert "Molecule executed 1 scenario (1 successful)" in out
