@@ -102,13 +102,18 @@ def atomic_write(path, text, sync=True):
 
 
 def write_temporary(path, text, sync=True):
-    """Write ``text`` to a new temporary file beside ``path`` and return its name (the first half
-    of :func:`atomic_write`, for a writer that renames a whole set only when every file exists)."""
+    """Write ``text`` (a string, or an iterable of strings written one by one) to a new temporary
+    file beside ``path`` and return its name (the first half of :func:`atomic_write`, for a writer
+    that renames a whole set only when every file exists)."""
     directory = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
     try:
         with os.fdopen(fd, "w", encoding="utf-8", newline="\n") as handle:
-            handle.write(text)
+            if isinstance(text, str):
+                handle.write(text)
+            else:
+                for chunk in text:
+                    handle.write(chunk)
             handle.flush()
             if sync:
                 os.fsync(handle.fileno())

@@ -28,7 +28,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import (
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import (
     HOST_PAGES_DIR, TEMPLATES, render_host_pages, render_html, render_markdown, report_view,
 )
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views_machine import render_junit, render_prometheus
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views_machine import iter_junit, render_junit, render_prometheus
 
 __metaclass__ = type
 
@@ -180,11 +180,21 @@ class _Staged:
         self.made_pages_dir = False
 
     def add(self, relative, text, sync=True):
+        """Stage ``text``: a string, or an iterable of strings written as they come (a streamed view)."""
         path = os.path.join(self.directory, relative)
-        tmp = files.write_temporary(path, text, sync)
+        digest = hashlib.sha256()
+        size = [0]
+
+        def counted(chunks):
+            for chunk in chunks:
+                data = chunk.encode("utf-8")
+                digest.update(data)
+                size[0] += len(data)
+                yield chunk
+
+        tmp = files.write_temporary(path, counted([text] if isinstance(text, str) else text), sync)
         self.files.append((tmp, path, relative))
-        data = text.encode("utf-8")
-        self.entries[relative] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
+        self.entries[relative] = {"bytes": size[0], "sha256": digest.hexdigest()}
 
     def pages_dir(self):
         path = os.path.join(self.directory, HOST_PAGES_DIR)
@@ -273,12 +283,18 @@ def _write_set(report, directory, formats, template_dir):
     try:
         staged.add(files_named["json"], text)
         # Views render from the document as stored, so they can never show more than report.json.
-        stored = expand_document(json.loads(text))
+        compact = json.loads(text)
         del text
+        if "junit" in formats:
+            # streamed host by host from the stored form (views_machine.iter_junit)
+            paths["junit"] = os.path.join(directory, files_named["junit"])
+            staged.add(files_named["junit"], iter_junit(compact))
+        stored = expand_document(compact)
+        del compact
         # one view model for report.html, report.md and the host pages
         view = report_view(stored) if any(name in formats for name in TEMPLATES) else None
         for name in FORMATS:
-            if name == "json" or name not in formats:
+            if name in ("json", "junit") or name not in formats:
                 continue
             paths[name] = os.path.join(directory, files_named[name])
             if name == "prom":

@@ -24,7 +24,7 @@ import re
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.console import escape_controls
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import COLLECTION_ROOT  # templates/ beside plugins/
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import (
-    SEVERITY_RANK, STATUS_LABELS, STATUS_WORST_FIRST, STATUSES,
+    SEVERITY_RANK, STATUS_LABELS, STATUS_WORST_FIRST, STATUSES, STORED_SCHEMA,
 )
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ReportError, expand_document
 
@@ -268,8 +268,10 @@ def expected_view(finding):
 #: Conditions of ``applies_when`` (split at top-level ``&&``) in words: "applies only to hosts ...".
 APPLIES_WORDS = {
     "nvidia.present": "with the NVIDIA driver and GPUs present",
+    "derived.nvidia.expected": "with the NVIDIA driver loaded or NVIDIA GPUs on the PCI bus",
     "derived.nvidia.has_blackwell": "with a Blackwell GPU",
     "length(nvidia.gpus || `[]`) > `1`": "with more than one NVIDIA GPU",
+    "length(derived.nvidia.gpus || `[]`) > `1`": "with more than one NVIDIA GPU",
     "derived.nvidia.bus_gpus || (derived.nvidia.bus_gpus == null && nvidia.present)":
         "with NVIDIA GPUs on the PCI bus",
     "lxc.proxmox": "running Proxmox VE",
@@ -492,7 +494,9 @@ def _template_environment(template_dir=None):
     env.filters.update(text=_text, md=md_escape, md_text=md_text, pending_text=_pending_text,
                        waiver_text=_waiver_text, safe_url=_safe_url_filter, kib=_kib, sort_findings=_sort_findings,
                        human=human_inline, humanise=humanise, na_reason=na_reason)
-    env.globals.update(statuses=STATUSES, statuses_worst_first=STATUS_WORST_FIRST, status_labels=STATUS_LABELS,
+    # report_schema: the schema report.json is stored in (the stamp), not the expanded document's
+    env.globals.update(report_schema=STORED_SCHEMA,
+                       statuses=STATUSES, statuses_worst_first=STATUS_WORST_FIRST, status_labels=STATUS_LABELS,
                        cell_marks=CELL_MARKS, changes=_changes, observed_view=observed_view,
                        expected_view=expected_view, hosts_worst_first=hosts_worst_first, memo=_memo)
     return env

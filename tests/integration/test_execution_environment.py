@@ -24,7 +24,8 @@ SAMPLE = os.path.join(REPO, "docs", "execution-environment.yml")
 
 RUNTIME = {"jmespath", "jsonschema"}
 TEST_ONLY = {"pytest", "hypothesis", "molecule", "ansible-lint", "antsibull-changelog", "antsibull-docs",
-             "ansible-builder", "junitparser", "testinfra", "pytest-testinfra", "ansible-runner", "ansible-core"}
+             "ansible-builder", "junitparser", "xunitparser", "testinfra", "pytest-testinfra", "ansible-runner",
+             "ansible-core"}
 
 
 def names(lines):

@@ -425,8 +425,80 @@ def test_junit_names_and_hostile_values(report):
     down = [s for s in root.findall("testsuite") if s.get("name") == "gpu-down-04"][0]
     assert "No route to host" in down.find("testcase/error").get("message")
     props = dict((p.get("name"), p.get("value")) for p in incident.findall("properties/property"))
-    assert props == {"collection_version": "0.1.0", "profile": "amd-epyc-nvidia", "state": "audited",
-                     "facts_errors": "3"}
+    assert props == {"collection_version[gpu-incident-01]": "0.1.0", "profile[gpu-incident-01]": "amd-epyc-nvidia",
+                     "state[gpu-incident-01]": "audited", "facts_errors[gpu-incident-01]": "3"}
+
+
+def test_junit_property_names_are_unique_in_the_file(report):
+    """Readers that gather the properties of every suite into one mapping (xunitparser) refuse a
+    name twice: each property names its host."""
+    root = ET.fromstring(render_junit(report).encode("utf-8"))
+    names = [p.get("name") for p in root.iter("property")]
+    assert len(names) == 4 * len(report["hosts"]) and len(set(names)) == len(names)
+
+
+def test_junit_states_rule_text_once_per_suite(report):
+    """Rationale, source and fix are in the suite's system-out once per rule, not in each testcase."""
+    root = ET.fromstring(render_junit(report).encode("utf-8"))
+    incident = [s for s in root.findall("testsuite") if s.get("name") == "gpu-incident-01"][0]
+    host = report["hosts"]["gpu-incident-01"]
+    rationale = dict((f["id"], f["rationale"]) for f in host["findings"] if f.get("rationale"))
+    assert rationale
+    rules_text = incident.find("system-out").text
+    for rule_id, text in rationale.items():
+        assert rules_text.count(text) == 1, rule_id
+    for case in incident.findall("testcase"):
+        for el in case:
+            if el.text:
+                assert not [t for t in rationale.values() if t in el.text], case.get("name")
+    failing = [c for c in incident.findall("testcase") if c.find("failure") is not None][0]
+    rule_id = failing.get("name").split()[0]
+    assert "of %s: this suite's system-out" % rule_id in failing.find("failure").text
+
+
+def test_junit_is_written_host_by_host(report, monkeypatch):
+    """iter_junit yields the head, one piece per host, the tail, and expands one host at a time from
+    the stored document (never the whole fleet)."""
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils import views_machine
+
+    stored = report_doc.compact_document(report)
+    expanded = []
+    real = views_machine.expand_document
+
+    def one_at_a_time(document):
+        expanded.append(len(document["hosts"]))
+        return real(document)
+
+    monkeypatch.setattr(views_machine, "expand_document", one_at_a_time)
+    pieces = list(views_machine.iter_junit(stored))
+    assert len(pieces) == len(report["hosts"]) + 2
+    assert expanded == [1] * len(report["hosts"])
+    monkeypatch.undo()
+    assert "".join(pieces) == render_junit(report)
+
+
+def test_junit_read_by_two_independent_readers(tmp_path, report):
+    """junitparser and xunitparser (which crashes on a property name given twice) read the file with
+    the counts of the report."""
+    import junitparser  # pylint: disable=import-outside-toplevel  (requirements-test.txt)
+    import xunitparser  # pylint: disable=import-outside-toplevel
+    path = tmp_path / "junit.xml"
+    path.write_text(render_junit(report), encoding="utf-8")
+    totals = report["totals"]
+    extra = sum(1 for host in report["hosts"].values() if host["state"] != "audited")
+    tests = sum(len(host["findings"]) for host in report["hosts"].values()) + extra
+    xml = junitparser.JUnitXml.fromfile(str(path))
+    cases = [case for suite in xml for case in suite]
+    assert len(cases) == tests
+    assert sorted(suite.name for suite in xml) == sorted(report["hosts"])
+    assert sum(1 for c in cases for r in c.result if isinstance(r, junitparser.Failure)) == totals["fail"]
+    with open(str(path), "rb") as handle:
+        suite, result = xunitparser.parse(handle)  # asserts the root's totals itself
+    assert len(list(suite)) == tests
+    assert len(result.failures) == totals["fail"]
+    assert len(result.errors) == totals["unknown"] + extra
+    assert len(result.skipped) == totals["waived"] + totals["not_applicable"]
+    assert len(suite.properties) == 4 * len(report["hosts"])
 
 
 def test_junit_control_characters_stay_parseable():
@@ -452,6 +524,19 @@ def test_write_reports_all_formats(tmp_path, report):
     with open(paths["html"]) as handle:
         assert handle.read() == render_html(report)
     assert oct(os.stat(paths["prom"]).st_mode & 0o777) == "0o644"
+
+
+def test_html_stamp_names_the_schema_report_json_is_stored_in(tmp_path, report):
+    """The HTML stamp and footer say the schema of the report.json beside them (findings.STORED_SCHEMA),
+    not the expanded in-memory document's (report.SCHEMA)."""
+    paths = write_reports(report, str(tmp_path), ["html"])
+    with open(paths["json"]) as handle:
+        stored = json.load(handle)["schema"]
+    assert stored == findings.STORED_SCHEMA != report_doc.SCHEMA
+    with open(paths["html"]) as handle:
+        text = "".join(parse_html(handle.read()).text)
+    assert re.findall(r"report schema (\d+)", text) == [str(stored)]
+    assert re.findall(r"a view of report\.json \(schema (\d+)\)", text) == [str(stored)]
 
 
 def test_write_reports_subset_always_writes_json(tmp_path, report):
