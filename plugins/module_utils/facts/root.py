@@ -40,6 +40,8 @@ COMMAND_CAPTURES = {
     "kernel-log": "commands/journalctl-k-b.txt",
     "kernel-log-dmesg": "commands/dmesg.txt",
     "nvidia-smi-nvlink": "commands/nvidia-smi-nvlink-s.txt",
+    # error counters (facts/counters.py), run only when nvlink -s lists links
+    "nvidia-smi-nvlink-errors": "commands/nvidia-smi-nvlink-e.txt",
     "fabricmanager-state": "commands/systemctl-show-nvidia-fabricmanager.txt",
 }
 
@@ -50,6 +52,7 @@ COMMAND_ARGV = {
     "kernel-log": ["journalctl", "-k", "-b", "-o", "short-monotonic", "--no-pager", "-q", "-n", "100000"],
     "kernel-log-dmesg": ["dmesg"],
     "nvidia-smi-nvlink": ["nvidia-smi", "nvlink", "-s"],
+    "nvidia-smi-nvlink-errors": ["nvidia-smi", "nvlink", "-e"],
     "fabricmanager-state": ["systemctl", "show", "nvidia-fabricmanager.service",
                             "--property=LoadState,ActiveState,SubState,UnitFileState", "--no-pager"],
 }
@@ -92,27 +95,36 @@ def resolve_in_root(root, path, follow_last=True):
     refuse one before writing). Components that do not exist are taken as they are.
     """
     pending = [part for part in reversed(path.split("/")) if part not in ("", ".")]
-    resolved = []
+    # the real path of each resolved prefix, so that a component costs one join, not a join of all
+    # the components before it (``..`` pops one)
+    base = root.rstrip("/")
+    stack = [root]
     links = 0
     while pending:
         part = pending.pop()
         if part == "..":
-            if not resolved:
+            if len(stack) == 1:
                 raise OutsideRoot(path, "leaves the snapshot root %s" % root)
-            resolved.pop()
+            stack.pop()
             continue
-        candidate = os.path.join(root, *(resolved + [part]))
+        candidate = (stack[-1] if len(stack) > 1 else base) + "/" + part
         if (pending or follow_last) and os.path.islink(candidate):
             links += 1
             if links > MAX_LINKS:
                 raise OutsideRoot(path, "has more than %d levels of symbolic links" % MAX_LINKS)
             target = os.readlink(candidate)
             if target.startswith("/"):
-                resolved = []
+                del stack[1:]
             pending.extend(part for part in reversed(target.split("/")) if part not in ("", "."))
             continue
-        resolved.append(part)
-    return os.path.join(root, *resolved) if resolved else root
+        stack.append(candidate)
+    return stack[-1]
+
+
+#: Flags of every read: never blocking on a FIFO, never taking a terminal (and, for snapshot
+#: reads, never following a link at the last component).
+_OPEN = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
+_OPEN_NOFOLLOW = _OPEN | getattr(os, "O_NOFOLLOW", 0)
 
 
 def read_regular(real, display, cap=MAX_FILE_BYTES, limit=None, nofollow=False):
@@ -122,27 +134,29 @@ def read_regular(real, display, cap=MAX_FILE_BYTES, limit=None, nofollow=False):
     when it is not a regular file or holds more than ``cap`` bytes. ``display`` names the
     file in messages (the host path, not the snapshot path).
     """
-    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
-    if nofollow:
-        flags |= getattr(os, "O_NOFOLLOW", 0)
-    fd = os.open(real, flags)
+    fd = os.open(real, _OPEN_NOFOLLOW if nofollow else _OPEN)
     try:
-        mode = os.fstat(fd).st_mode
+        status = os.fstat(fd)
+        mode = status.st_mode
         if not stat.S_ISREG(mode):
             kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
                 "a device" if (stat.S_ISCHR(mode) or stat.S_ISBLK(mode)) else "a socket" if stat.S_ISSOCK(mode) \
                 else "not a regular file"
             raise Refused(display, "is %s, not a regular file" % kind)
         want = cap + 1 if limit is None else min(limit, cap + 1)
-        chunks = []
-        got = 0
-        while got < want:
-            chunk = os.read(fd, min(65536, want - got))
-            if not chunk:
-                break
-            chunks.append(chunk)
-            got += len(chunk)
-        data = b"".join(chunks)
+        data = os.read(fd, min(65536, want))
+        # one read holds a file of the size it says it has (a snapshot's files); else more reads until
+        # the end or the cap (sysfs says 4096 for every attribute, procfs 0, and gives a page a read)
+        if data and len(data) < want and len(data) != status.st_size:
+            chunks = [data]
+            got = len(data)
+            while got < want:
+                chunk = os.read(fd, min(65536, want - got))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                got += len(chunk)
+            data = b"".join(chunks)
     finally:
         os.close(fd)
     if len(data) > cap:
@@ -160,6 +174,13 @@ def _reason(exc):
             return "permission denied (run with become: true)"
         return os.strerror(exc.errno) if exc.errno else str(exc)
     return str(exc)
+
+
+def _normal(path):
+    """Whether ``path`` is absolute and already normal (no empty, ``.`` or ``..`` component, no
+    trailing slash): what the gatherers build, and what needs no ``normpath``. Conservative: a
+    name starting with a dot is taken for not normal."""
+    return path[:1] == "/" and "//" not in path and "/." not in path and (path == "/" or path[-1:] != "/")
 
 
 class Root:
@@ -196,18 +217,39 @@ class Root:
             return path
         if self.dir_cache is None:
             return resolve_in_root(self.root, path, follow_last=follow_last)
-        if ".." in path.split("/"):
+        if _normal(path) and path != "/":
+            parent, unused_sep, name = path.rpartition("/")  # already normal: the common case
+            parent = parent or "/"
+        elif ".." in path.split("/"):
             return resolve_in_root(self.root, path, follow_last=follow_last)  # never collapsed lexically
-        parent, name = posixpath.split(posixpath.normpath("/" + path.lstrip("/")))
-        if name in ("", "."):
-            return resolve_in_root(self.root, path, follow_last=follow_last)
+        else:
+            parent, name = posixpath.split(posixpath.normpath("/" + path.lstrip("/")))
+            if name in ("", "."):
+                return resolve_in_root(self.root, path, follow_last=follow_last)
         real_parent = self.dir_cache.get(parent)
-        if real_parent is None:
-            real_parent = self.dir_cache[parent] = resolve_in_root(self.root, parent)
-        candidate = os.path.join(real_parent, name)
+        candidate = (real_parent if real_parent is not None else self._real_dir(parent)) + "/" + name
         if follow_last and os.path.islink(candidate):
             return resolve_in_root(self.root, path)  # rare for a file: the full walk from the root
         return candidate
+
+    def _real_dir(self, directory):
+        """Real path of the normal absolute host directory ``directory`` under a snapshot root, from
+        :attr:`dir_cache`: a directory not seen yet is its parent's real path (cached in turn) plus
+        one component, one ``lstat`` to see whether that component is a link; a link is resolved
+        by :func:`resolve_in_root` from the root, as every path once was. Containment is the
+        same: each component is checked once per gather instead of once per path under it."""
+        real = self.dir_cache.get(directory)
+        if real is not None:
+            return real
+        if directory == "/":
+            real = self.root
+        else:
+            parent, unused_sep, name = directory.rpartition("/")
+            real_parent = self._real_dir(parent or "/")
+            candidate = real_parent.rstrip("/") + "/" + name
+            real = resolve_in_root(self.root, directory) if os.path.islink(candidate) else candidate
+        self.dir_cache[directory] = real
+        return real
 
     def _inside(self, path, follow_last=True):
         """:meth:`host_path`, or ``None`` (with an error recorded) when it leaves the root."""
@@ -315,7 +357,7 @@ class Root:
     def listdir(self, path, subsystem=None, pattern=None):
         """Sorted entries of a directory (``[]`` when missing; an error when ``subsystem``)."""
         try:
-            names = os.listdir(self.host_path(path))
+            names = self._listdir(path)
         except EnvironmentError as exc:
             if subsystem is not None or isinstance(exc, OutsideRoot):
                 self.error(subsystem or "root", path, _reason(exc))
@@ -327,6 +369,22 @@ class Root:
             for name in names:
                 self.recorder.entry(posixpath.join(path, name), os.path.join(self.host_path(path), name))
         return sorted(names)
+
+    def _listdir(self, path):
+        """Names in a directory; under a snapshot root its subdirectories that are not links go
+        into :attr:`dir_cache` as they are listed (the entry's type comes with the listing), so
+        that reading under them costs no ``lstat`` per directory."""
+        real = self.host_path(path)
+        if self.live or self.dir_cache is None or not _normal(path):
+            return os.listdir(real)
+        names = []
+        prefix = path.rstrip("/") + "/"
+        with os.scandir(real) as entries:
+            for entry in entries:
+                names.append(entry.name)
+                if entry.is_dir(follow_symlinks=False):
+                    self.dir_cache.setdefault(prefix + entry.name, real + "/" + entry.name)
+        return names
 
     def readlink(self, path, subsystem=None):
         """Target of a symlink as stored (host-relative), or ``None``.
