@@ -113,7 +113,7 @@ def main():
     )
     root_dir = module.params["root"]
     if root_dir != "/" and not os.path.isdir(root_dir):
-        module.fail_json(msg="snapshot root %s is not a directory: capture one with playbooks/snapshot.yml" % root_dir)
+        module.fail_json(msg="snapshot root %s is not a directory: capture one with the gpuhost.baseline.snapshot playbook" % root_dir)
 
     def run(argv):
         return module.run_command(argv, environ_update={"LC_ALL": "C"})

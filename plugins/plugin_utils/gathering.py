@@ -9,11 +9,29 @@ and the outcome as a dict, because action plugins may not import each other.
 
 from __future__ import absolute_import, division, print_function
 
+import os
+
 from ansible.errors import AnsibleConnectionFailure
 
 __metaclass__ = type
 
 FACTS_MODULE = "gpuhost.baseline.host_facts"
+#: the collection's own directory (plugins/plugin_utils/ is two levels below it)
+_COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+def missing_root_hint(root):
+    """What to do about a snapshot root that is not a directory, when ``root`` lies inside the collection's
+    own directory: only the demo inventory (``inventory/demo``) points there, at snapshots a checkout
+    generates (``make fixtures``) and an installed collection does not ship. ``None`` for any other root."""
+    if not root or root == "/":
+        return None
+    real, top = os.path.realpath(root), os.path.realpath(_COLLECTION)
+    if not real.startswith(top + os.sep) or os.path.isdir(real):
+        return None
+    return ("snapshot root %s is not a directory: the demo snapshots are not shipped with the collection. "
+            "Run `ansible-playbook gpuhost.baseline.demo`: it writes them into ./gpuhost-demo/ and audits them "
+            "(in a checkout, `make fixtures` writes them where inventory/demo looks)" % root)
 
 
 def gather_host(action, task_vars, root, gather=None):
@@ -35,5 +53,8 @@ def gather_host(action, task_vars, root, gather=None):
         return {"unreachable": True, "msg": result.get("msg") or "host unreachable"}
     facts = (result.get("ansible_facts") or {}).get("gpuhost")
     if result.get("failed") or not isinstance(facts, dict):
-        return {"failed": True, "msg": "%s failed: %s" % (FACTS_MODULE, result.get("msg") or "no facts returned")}
+        msg = result.get("msg") or "no facts returned"
+        if str(msg).startswith("snapshot root "):
+            msg = missing_root_hint(root) or msg
+        return {"failed": True, "msg": "%s failed: %s" % (FACTS_MODULE, msg)}
     return {"facts": facts}

@@ -146,3 +146,33 @@ def test_planted_clutter_ships_without_build_ignore(tmp_path):
     for rel in ("reports/report.html", "gpuhost-reports/report.json", ".ruff_cache/CACHEDIR.TAG",
                 ".mypy_cache/3.11/cache.db", "molecule/audit/.molecule/state.yml", "ansible.log"):
         assert rel in members, rel
+
+
+def documented_contents():
+    """``(ships, left out)``: the paths of docs/development.md's "What the collection tarball holds" table."""
+    with open(os.path.join(REPO, "docs", "development.md")) as handle:
+        text = handle.read()
+    section = text.split("### What the collection tarball holds", 1)[1].split("\n#", 1)[0]
+    ships, left_out = set(), set()
+    for line in section.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) != 3 or cells[1] not in ("ships", "left out"):
+            continue
+        paths = set(p.rstrip("/") for p in re.findall(r"`([^`]+)`", cells[0]))
+        (ships if cells[1] == "ships" else left_out).update(paths)
+    return ships, left_out
+
+
+def test_tarball_contents_are_the_documented_ones(built):
+    """Every top-level entry of the tarball is a documented 'ships' row, every 'ships' row the checkout has is
+    in it, and no 'left out' path (the tests, tools, benchmarks, molecule, the Makefile, ...) is."""
+    files, members = built
+    ships, left_out = documented_contents()
+    assert {"plugins", "roles", "playbooks", "docs", "tests", "tools", "benchmarks", "molecule", "Makefile"} <= ships | left_out
+    top = set(m.split("/")[0] for m in members)
+    assert sorted(top - ships) == [], "shipped but not documented in docs/development.md"
+    present = set(rel.split("/")[0] for rel in files) | {"MANIFEST.json", "FILES.json"}
+    assert sorted((ships & present) - top) == [], "documented as shipped but left out"
+    nested = [m for m in members for path in left_out if m == path or m.startswith(path + "/")]
+    assert nested == [], "documented as left out but shipped"
+    assert "playbooks/demo.yml" in members and "plugins/plugin_utils/snapgen/scenarios.py" in members

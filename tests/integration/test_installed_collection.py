@@ -13,6 +13,7 @@ its caller (docs/callers.md, through the example docs/examples/audit_totals.py).
 import importlib.util
 import json
 import os
+import re
 import stat
 import subprocess
 import sys
@@ -249,3 +250,41 @@ def test_runner_caller_reads_the_totals_of_the_installed_copy(installed, snapsho
     assert example.totals_from_artifacts(runner.config.artifact_dir) == totals
     assert "\n".join(example.summary_lines(totals)).startswith("fleet: 2 host(s), 2 audited")
     assert_installed_tree_untouched(installed)
+
+
+def test_demo_playbook_of_the_installed_copy_in_an_empty_directory(installed, tmp_path):
+    """README's demo command: in an empty directory, ``ansible-playbook gpuhost.baseline.demo`` writes the
+    demo snapshots into ./gpuhost-demo/snapshots/ with the generator the collection ships, audits them and
+    writes the reports into ./gpuhost-demo/reports/; a second run leaves the snapshots as they are.
+    (About 25 s for both runs here; the first alone about 15 s: docs/development.md.)"""
+    work = tmp_path / "empty"
+    work.mkdir()
+    command = [os.path.join(BIN, "ansible-playbook"), "gpuhost.baseline.demo"]
+    result = run(command, work, installed.env())
+    assert result.returncode == 0, result.stdout[-6000:]
+    assert sorted(os.listdir(str(work))) == ["gpuhost-demo"]
+    demo = work / "gpuhost-demo"
+    assert sorted(os.listdir(str(demo / "snapshots"))) == ["healthy", "hostile", "incident", "intel"]
+    assert sorted(os.listdir(str(demo / "reports"))) == sorted(REPORT_FILES + (".gpuhost-report.json",))
+    report = load_report(demo / "reports" / "report.json")
+    assert sorted(report["hosts"]) == ["cpu-intel", "gpu-healthy", "gpu-incident", "hostile"]
+    assert all(host["state"] == "audited" for host in report["hosts"].values())
+    assert report["hosts"]["gpu-incident"]["summary"]["fail"] > 0
+    assert str(demo / "reports" / "report.json") in result.stdout
+    again = run(command, work, installed.env())
+    assert again.returncode == 0, again.stdout[-6000:]
+    assert re.search(r"^localhost\s+: ok=2\s+changed=0 ", again.stdout, re.M), again.stdout[-3000:]
+    assert_installed_tree_untouched(installed)
+
+
+def test_shipped_demo_inventory_points_at_the_demo_playbook(installed, tmp_path):
+    """inventory/demo of an installed collection names snapshots a checkout generates: its snapshot hosts
+    fail with a message that says to run the demo playbook, not to capture a snapshot."""
+    work = tmp_path / "work"
+    work.mkdir()
+    inventory = os.path.join(installed.path, "inventory", "demo")
+    result = run([os.path.join(BIN, "ansible-playbook"), "-i", inventory, "gpuhost.baseline.audit", "--check",
+                  "--limit", "gpu-incident"], work, installed.env())
+    assert result.returncode == 2, result.stdout[-6000:]
+    assert "ansible-playbook gpuhost.baseline.demo" in result.stdout, result.stdout[-6000:]
+    assert "snapshot.yml" not in result.stdout and "Traceback" not in result.stdout

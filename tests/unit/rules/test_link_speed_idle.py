@@ -5,9 +5,6 @@ nvidia-smi's ``gpu_idle`` clocks event reason): a GPU captured idle at 2.5 GT/s 
 its link. A busy GPU (P0) at 2.5 GT/s against a 16 or 32 GT/s capability does, and fails. A GPU
 without a known performance state is judged as before. The width (PCI-004) is judged either way.
 """
-import os
-import sys
-
 import pytest
 
 from helpers.baseline_facts import GPU0, GPU1, NIC, device, healthy_facts
@@ -16,13 +13,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.nvidia impo
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import derive
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_pcie import gpu_link_states
-
-REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-TOOLS = os.path.join(REPO, "tools")
-if TOOLS not in sys.path:
-    sys.path.insert(0, TOOLS)
-
-from snapgen import nvsmi  # noqa: E402
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen import nvsmi
 
 GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 
@@ -151,7 +142,7 @@ def test_odd_nvidia_facts_never_raise(gpus):
     assert all(s["idle_reason"] is None for s in states.values())
 
 
-# -- the demo generator expresses the state (tools/snapgen/nvsmi.py) ---------------------------
+# -- the demo generator expresses the state (plugins/plugin_utils/snapgen/nvsmi.py) ---------------------------
 
 def _gpu(index, **kwargs):
     return nvsmi.Gpu(index, "0000:%02x:00.0" % (0x43 + index), GPU_NAME, "GPU-%d" % index, "1", **kwargs)

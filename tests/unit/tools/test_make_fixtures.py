@@ -1,4 +1,5 @@
-"""tools/make_fixtures.py and its snapgen package: deterministic, complete, decodable trees."""
+"""tools/make_fixtures.py and the generator it runs (plugins/plugin_utils/snapgen): deterministic, complete,
+decodable trees."""
 import json
 import os
 import re
@@ -11,15 +12,13 @@ import pytest
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TOOLS = os.path.join(REPO, "tools")
-if TOOLS not in sys.path:
-    sys.path.insert(0, TOOLS)
 
-from snapgen import pciconfig, scenarios  # noqa: E402
-from snapgen.host import build_host, cpulist, node_memory  # noqa: E402
-from snapgen.tree import Tree, replace_tree  # noqa: E402
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen import pciconfig, scenarios
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen.host import build_host, cpulist, node_memory
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen.tree import Tree, replace_tree
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts  # noqa: E402
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root  # noqa: E402
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
 
 DEVICES = "sys/bus/pci/devices"
 

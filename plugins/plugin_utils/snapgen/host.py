@@ -10,9 +10,9 @@ paths are the ones listed in docs/facts.md and docs/snapshot-format.md.
 import hashlib
 import json
 
-from . import nvsmi
-from .pciconfig import ACS_BITS, LINK_SPEEDS, Function, Pcie, encode, lspci_dump
-from .tree import Tree, replace_tree
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen import nvsmi
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen.pciconfig import ACS_BITS, LINK_SPEEDS, Function, Pcie, encode, lspci_dump
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen.tree import Tree, replace_tree
 
 CPU = "/sys/devices/system/cpu"
 NODE = "/sys/devices/system/node"

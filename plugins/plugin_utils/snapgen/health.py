@@ -13,7 +13,7 @@ log, and a pending row remapping with one uncorrectable remap in ``nvidia-smi -q
 hostile capture gets damaged versions of all of them.
 """
 
-from .host import gpu_uuid
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen.host import gpu_uuid
 
 HEADER = "# gpuhost.baseline kernel log: %d lines read from journalctl -k -b, %d kept\n"
 

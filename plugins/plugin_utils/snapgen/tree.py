@@ -108,6 +108,44 @@ class Tree:
         os.utime(outdir, (FIXED_MTIME, FIXED_MTIME))
 
 
+def same_tree(tree, outdir):
+    """True when ``outdir`` holds exactly ``tree``: the same files (bytes and mode), links (targets) and
+    directories, nothing more (an earlier run of the generator left it; rewriting it changes nothing)."""
+    if os.path.islink(outdir) or not os.path.isdir(outdir):
+        return False
+    want_dirs = set()
+    for path in list(tree.files) + list(tree.links) + list(tree.dirs):
+        parent = posixpath.dirname(path)
+        while parent not in ("/", ""):
+            want_dirs.add(parent)
+            parent = posixpath.dirname(parent)
+    want_dirs.update(tree.dirs)
+    seen = 0
+    for dirpath, dirnames, filenames in os.walk(outdir):
+        for name in dirnames + filenames:
+            local = os.path.join(dirpath, name)
+            path = "/" + os.path.relpath(local, outdir).replace(os.sep, "/")
+            seen += 1
+            if os.path.islink(local):
+                if tree.links.get(path) != os.readlink(local):
+                    return False
+                if name in dirnames:
+                    dirnames.remove(name)  # os.walk does not follow it anyway
+            elif os.path.isdir(local):
+                if path not in want_dirs:
+                    return False
+            elif path in tree.files:
+                mode = 0o755 if path in tree.executables else 0o644
+                if os.stat(local).st_mode & 0o777 != mode:
+                    return False
+                with open(local, "rb") as handle:
+                    if handle.read() != tree.files[path]:
+                        return False
+            else:
+                return False
+    return seen == len(tree.files) + len(tree.links) + len(want_dirs)
+
+
 def replace_tree(tree, outdir):
     """Write ``tree`` to ``outdir``, replacing an earlier generated snapshot there.
 

@@ -5,10 +5,10 @@ Each scenario states only what differs from :class:`snapgen.host.HostSpec`'s def
 (which describe a healthy host), so a reviewer sees the incident in a few lines.
 """
 
-from . import health
-from .host import build_host, cpulist
-from .persisted import cpu_power_files, pcie_files
-from .tree import replace_tree
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen import health
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen.host import build_host, cpulist
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen.persisted import cpu_power_files, pcie_files
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen.tree import replace_tree
 
 GIB_KB = 1024 * 1024
 

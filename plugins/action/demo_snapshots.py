@@ -1,0 +1,44 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Write the demo hosts' snapshots on the controller (documentation: plugins/modules/demo_snapshots.py)."""
+
+from __future__ import absolute_import, division, print_function
+
+import os
+
+from ansible.plugins.action import ActionBase
+
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import clip
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen.demo import DemoError, write_demo
+
+__metaclass__ = type
+
+ARGUMENT_SPEC = dict(dest=dict(type="path", default="gpuhost-demo/snapshots"))
+
+
+class ActionModule(ActionBase):
+    TRANSFERS_FILES = False
+    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+    # In check mode nothing is written; changed says whether a snapshot would be.
+    _supports_check_mode = True
+
+    def run(self, tmp=None, task_vars=None):
+        result = super(ActionModule, self).run(tmp, task_vars)
+        del tmp
+        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+        dest = os.path.expanduser(args["dest"])
+        try:
+            # relative: from the working directory of ansible-playbook, never the collection's directory
+            dest = os.path.normpath(dest if os.path.isabs(dest) else os.path.join(os.getcwd(), dest))
+            written = write_demo(dest, check_only=bool(self._task.check_mode))
+        except DemoError as exc:
+            result.update(failed=True, msg="demo_snapshots: %s" % clip(exc))
+            return result
+        except (IOError, OSError) as exc:
+            result.update(failed=True, msg="demo_snapshots: cannot write the demo snapshots under %s: %s; give dest "
+                          "(demo_dir for the demo playbook) a directory the controller user may write"
+                          % (clip(dest), clip(exc)))
+            return result
+        result.update(dest=dest, **written)
+        return result

@@ -1,0 +1,113 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: demo_snapshots
+short_description: Write the demo hosts' snapshots on the controller
+version_added: 0.1.0
+description:
+  - Writes the snapshot directories of the four demo hosts (C(gpu-incident), C(gpu-healthy), C(cpu-intel),
+    C(hostile)) under O(dest) on the controller, one directory each, laid out as
+    M(gpuhost.baseline.host_snapshot) captures a host (C(docs/snapshot-format.md) of the collection), so that
+    O(gpuhost.baseline.host_facts#module:root) and the audit read them like live hosts.
+  - The snapshots are generated, byte for byte the same on every run, by the generator the collection
+    ships (C(plugins/plugin_utils/snapgen)); a checkout's C(tools/make_fixtures.py) runs the same one.
+  - The C(gpuhost.baseline.demo) playbook calls it, adds the demo hosts to the inventory and audits them.
+  - This is an action plugin. It runs on the controller only; nothing is executed on any managed host.
+  - A snapshot directory that already holds exactly what the generator makes is left as it is (not changed);
+    an older one (a directory holding a C(snapshot.json)) is replaced as a whole; any other non-empty
+    directory in its place fails the task and is left alone.
+author:
+  - gpuhost.baseline maintainers (@gpuhost-baseline)
+options:
+  dest:
+    description:
+      - Directory on the controller that receives one sub-directory per demo snapshot (C(incident),
+        C(healthy), C(intel), C(hostile)); created when missing.
+      - A relative path is taken from the working directory of the C(ansible-playbook) process, never from
+        the playbook's or the collection's directory.
+    type: path
+    default: gpuhost-demo/snapshots
+attributes:
+  action:
+    description: Runs on the controller as an action plugin.
+    support: full
+  async:
+    description: Supports being used with the C(async) keyword.
+    support: none
+  check_mode:
+    description: In check mode nothing is written; RV(changed) says whether a snapshot would be.
+    support: full
+  diff_mode:
+    description: Not applicable.
+    support: none
+  platform:
+    description: Target OS/families that can be operated against.
+    support: full
+    platforms: posix
+seealso:
+  - module: gpuhost.baseline.host_facts
+  - module: gpuhost.baseline.host_snapshot
+"""
+
+EXAMPLES = r"""
+- name: Write the demo snapshots under ./gpuhost-demo/snapshots
+  gpuhost.baseline.demo_snapshots:
+  register: demo
+
+- name: Audit one of them as a host
+  gpuhost.baseline.host_facts:
+    root: "{{ demo.hosts[0].root }}"
+"""
+
+RETURN = r"""
+dest:
+  description: The absolute directory the snapshots are under.
+  type: str
+  returned: success
+  sample: /home/ops/gpuhost-demo/snapshots
+hosts:
+  description: One entry per demo host, in the order the demo inventory lists them.
+  type: list
+  elements: dict
+  returned: success
+  contains:
+    name:
+      description: The inventory name of the demo host.
+      type: str
+      sample: gpu-incident
+    root:
+      description: The absolute path of its snapshot directory, for C(gpuhost_root).
+      type: str
+      sample: /home/ops/gpuhost-demo/snapshots/incident
+    note:
+      description: A word shown with the host in the console summary (C(gpuhost_note)); empty for most.
+      type: str
+      sample: "hostile test capture: garbage, markup and control characters on purpose"
+    changed:
+      description: Whether its snapshot was written (or, in check mode, would be).
+      type: bool
+      sample: true
+"""
+
+from ansible.module_utils.basic import AnsibleModule
+
+ARGUMENT_SPEC = dict(dest=dict(type="path", default="gpuhost-demo/snapshots"))
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    module.fail_json(msg="gpuhost.baseline.demo_snapshots runs on the controller as an action plugin; it was "
+                         "executed as a module on a host, which means the action plugin was not found: run it "
+                         "from a playbook with the collection installed (ANSIBLE_COLLECTIONS_PATH)")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,58 @@
+# -*- coding: utf-8 -*-
+"""The demo hosts of an installed collection (snapgen/demo.py, the demo_snapshots action) and the hint a
+missing demo snapshot gives (gathering.missing_root_hint)."""
+import os
+
+import pytest
+import yaml
+
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import gathering
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen import demo
+
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
+
+
+def test_demo_hosts_are_those_of_inventory_demo():
+    """The demo playbook's hosts and a checkout's inventory/demo name the same hosts, snapshots and notes."""
+    with open(os.path.join(REPO, "inventory", "demo", "hosts.yml")) as handle:
+        hosts = yaml.safe_load(handle)["all"]["children"]["snapshots"]["hosts"]
+    listed = [(name, os.path.basename(h["gpuhost_root"]), h.get("gpuhost_note", "")) for name, h in hosts.items()]
+    assert listed == list(demo.DEMO_HOSTS)
+
+
+@pytest.fixture
+def hostile_only(monkeypatch):
+    """The smallest demo host alone, so that writing stays fast."""
+    monkeypatch.setattr(demo, "DEMO_HOSTS", tuple(h for h in demo.DEMO_HOSTS if h[1] == "hostile"))
+
+
+def test_write_demo_then_unchanged_then_replaced(tmp_path, hostile_only):
+    dest = str(tmp_path / "snapshots")
+    assert demo.write_demo(dest, check_only=True) == {"changed": True, "hosts": [
+        {"name": "hostile", "root": os.path.join(dest, "hostile"), "note": demo.DEMO_HOSTS[0][2], "changed": True}]}
+    assert not os.path.exists(dest)  # check mode wrote nothing
+    first = demo.write_demo(dest)
+    assert first["changed"] and os.path.isfile(os.path.join(dest, "hostile", "snapshot.json"))
+    assert demo.write_demo(dest)["changed"] is False  # exactly what the generator makes: left as it is
+    extra = tmp_path / "snapshots" / "hostile" / "proc" / "added"
+    extra.write_text("x")
+    assert demo.write_demo(dest, check_only=True)["changed"] is True and extra.exists()
+    assert demo.write_demo(dest)["changed"] is True and not extra.exists()  # an older snapshot: replaced
+
+
+def test_write_demo_leaves_a_foreign_directory_alone(tmp_path, hostile_only):
+    foreign = tmp_path / "hostile"
+    foreign.mkdir()
+    (foreign / "notes.txt").write_text("mine")
+    with pytest.raises(demo.DemoError, match="holds no snapshot.json"):
+        demo.write_demo(str(tmp_path))
+    assert (foreign / "notes.txt").read_text() == "mine"
+
+
+def test_missing_root_hint_only_inside_the_collection(tmp_path):
+    inside = os.path.join(REPO, "build", "no-such-demo-snapshots", "incident")
+    hint = gathering.missing_root_hint(inside)
+    assert "ansible-playbook gpuhost.baseline.demo" in hint and "snapshot.yml" not in hint
+    assert gathering.missing_root_hint(str(tmp_path / "gone")) is None  # a site's own snapshot: the module's message
+    assert gathering.missing_root_hint("/") is None
+    assert gathering.missing_root_hint(os.path.join(REPO, "plugins")) is None  # a directory: not missing
