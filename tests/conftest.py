@@ -10,9 +10,9 @@ REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 COLLECTIONS = os.path.join(REPO, "build", "collections")
 LINK = os.path.join(COLLECTIONS, "ansible_collections", "gpuhost", "baseline")
 
-if not os.path.lexists(LINK):
+if not os.path.lexists(LINK):  # committed, relative (as `make link` makes it); put back where missing
     os.makedirs(os.path.dirname(LINK), exist_ok=True)
-    os.symlink(REPO, LINK)
+    os.symlink(os.path.join("..", "..", "..", ".."), LINK)
 if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
 os.environ.setdefault("ANSIBLE_COLLECTIONS_PATH", COLLECTIONS)

@@ -73,8 +73,10 @@ dest=$repo/build/sanity/ansible_collections/gpuhost/baseline
 rm -rf "$dest"
 mkdir -p "$dest"
 # Files git would commit: tracked (and still present) plus untracked-but-not-ignored.
+# Not build/: its one committed entry is the link build/collections/.../baseline -> the checkout (a
+# directory link, which ansible-test's symlinks test refuses, and the copy needs none).
 git ls-files -z --cached --others --exclude-standard \
-  | while IFS= read -r -d '' f; do [ -e "$f" ] && printf '%s\0' "$f"; done \
+  | while IFS= read -r -d '' f; do case $f in build/*) continue ;; esac; [ -e "$f" ] && printf '%s\0' "$f"; done \
   | tar --null -T - -cf - | tar -xf - -C "$dest"
 # ansible-test asks git for the file list when it finds a repository; give the copy its own
 # so that exactly the copied files are tested (and nothing under build/ or .venv/).
