@@ -62,16 +62,35 @@ options:
         driver module loads (C(udevadm control --reload) when it changed). acpi-cpufreq is a module in most
         distribution kernels and udev may load it after the unit ran; its policies would then start with the
         kernel's default governor.
-      - V(none) changes runtime state only and leaves any unit as it is.
+      - V(tuned) (RHEL family, where tuned owns the CPU power settings) writes a tuned child profile,
+        C(/etc/tuned/profiles/gpuhost-baseline/tuned.conf) (tuned 2.23 and later, which ship their profiles in
+        C(/usr/lib/tuned/profiles)) or C(/etc/tuned/gpuhost-baseline/tuned.conf) (earlier releases), and selects it
+        with C(tuned-adm profile gpuhost-baseline) when it changed or another profile is active. Its C([main]
+        include=) is the active profile when that is a performance profile (C(accelerator-performance),
+        C(latency-performance), C(network-latency), C(throughput-performance), C(hpc-compute)), else the first of
+        C(accelerator-performance), C(latency-performance), C(throughput-performance) the host ships (a
+        C(balanced) or C(powersave) profile is replaced, with a warning). The settings become C([cpu] governor=),
+        C([cpu] energy_performance_preference=) (left out for EPP V(performance) under governor V(performance),
+        which holds it there) and C([sysfs]) lines for boost and for the disable flag of each idle state above
+        O(idle_latency_max_us) on this host. After tuned applied the profile, the module writes what tuned left
+        (an option an older tuned lacks) and reads the state back.
+      - With V(tuned), a C(gpuhost-cpu-power.service) unit installed earlier would compete with tuned at boot: its
+        C(multi-user.target.wants) link and its udev rule are removed (C(systemctl daemon-reload),
+        C(udevadm control --reload)); its script and unit file stay, inert. Fails, changing nothing, where tuned
+        does not run.
+      - V(auto) is V(tuned) where the tuned daemon runs (C(/run/tuned/tuned.pid) names a live C(tuned) process),
+        else V(systemd).
+      - V(none) changes runtime state only and leaves any unit or profile as it is.
     type: str
-    choices: [systemd, none]
-    default: systemd
+    choices: [auto, systemd, tuned, none]
+    default: auto
 extends_documentation_fragment:
   - gpuhost.baseline.fix
 notes:
   - Settings apply to the CPUs present when the task runs; the unit applies them again at every boot. Tools that
-    manage the governor themselves (tuned, power-profiles-daemon, cpupower.service) run before the unit, whose
-    values then win; disable them to avoid flapping.
+    manage the governor themselves (power-profiles-daemon, cpupower.service, tuned with O(persist=systemd)) run
+    before the unit, whose values then win; disable them to avoid flapping. Where tuned runs, O(persist=auto)
+    works with it instead (a child profile).
   - The script is written to a file and run by systemd; nothing is run through a shell by Ansible.
 seealso:
   - name: amd-pstate CPU performance scaling driver
@@ -90,6 +109,15 @@ EXAMPLES = r"""
     boost: true
     idle_latency_max_us: 10
     backup: true
+  become: true
+
+- name: On a RHEL-family host running tuned, the same settings as a tuned child profile (what auto picks there)
+  gpuhost.baseline.cpu_power:
+    governor: performance
+    epp: performance
+    boost: true
+    idle_latency_max_us: 10
+    persist: tuned
   become: true
 
 - name: Runtime only, on a writable snapshot copy (the daemon-reload is only listed)
@@ -172,10 +200,42 @@ runtime_changes:
   elements: str
   sample: ["/sys/devices/system/cpu/cpufreq/N/scaling_governor: ondemand -> performance on 0-127 (128 files)"]
 persist:
-  description: The persistence mode used.
+  description: The persistence mode used (V(auto) resolved to V(tuned) or V(systemd)).
   returned: success
   type: str
   sample: systemd
+tuned:
+  description: The tuned child profile (only when it was used).
+  returned: when tuned is used
+  type: dict
+
+  contains:
+    profile:
+      description: Name of the child profile.
+      type: str
+      sample: gpuhost-baseline
+    path:
+      description: Its tuned.conf.
+      type: str
+      sample: /etc/tuned/gpuhost-baseline/tuned.conf
+    include:
+      description: The parent profiles it includes.
+      type: list
+      elements: str
+      sample: [accelerator-performance]
+    active_before:
+      description: The active tuned profile before the task.
+      type: str
+      sample: balanced
+    active_after:
+      description: The active tuned profile after the task.
+      type: str
+      sample: gpuhost-baseline
+    disabled:
+      description: The boot link and udev rule of an earlier gpuhost-cpu-power.service removed (or that would be).
+      type: list
+      elements: str
+      sample: [/etc/systemd/system/multi-user.target.wants/gpuhost-cpu-power.service]
 persisted_before:
   description: The boot-time unit before the task.
   returned: success
@@ -284,7 +344,7 @@ def main():
             epp=dict(type="str"),
             boost=dict(type="bool"),
             idle_latency_max_us=dict(type="int"),
-            persist=dict(type="str", default="systemd", choices=["systemd", "none"]),
+            persist=dict(type="str", default="auto", choices=["auto", "systemd", "tuned", "none"]),
             **FIX_OPTIONS
         ),
         required_one_of=[["governor", "epp", "boost", "idle_latency_max_us"]],

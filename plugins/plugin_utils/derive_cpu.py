@@ -14,6 +14,32 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.docpath import ge
 __metaclass__ = type
 
 
+#: AMD family 0x19 model ranges of Zen 3 and Zen 4, as arch/x86/kernel/cpu/amd.c (bsp_init_amd, kernel
+#: 6.9+) sets X86_FEATURE_ZEN3 / X86_FEATURE_ZEN4: Milan 0x00-0x0f, Genoa 0x10-0x1f, Bergamo/Siena 0xa0-0xaf
+_ZEN_19H = ((0x00, 0x0f, "zen3"), (0x10, 0x1f, "zen4"), (0x20, 0x5f, "zen3"), (0x60, 0xaf, "zen4"))
+
+
+def cpu_generation(cpu):
+    """``zen3``, ``zen4`` (AMD family 0x19 by model), ``zen5`` (family 0x1a and later: the newest
+    generation known here), ``intel`` (GenuineIntel), or ``None`` (another vendor or family, or the
+    CPU facts unread)."""
+    if not isinstance(cpu, dict):
+        return None
+    vendor = cpu.get("vendor")
+    family, model = _int(cpu.get("family")), _int(cpu.get("model"))
+    if vendor == "GenuineIntel":
+        return "intel"
+    if vendor != "AuthenticAMD" or family is None:
+        return None
+    if family >= 0x1a:
+        return "zen5"
+    if family == 0x19 and model is not None:
+        for low, high, name in _ZEN_19H:
+            if low <= model <= high:
+                return name
+    return None
+
+
 def _cpu(facts, params):
     cpu = _get(facts, "cpu") or {}
     vendor = cpu.get("vendor") if isinstance(cpu, dict) else None
@@ -46,7 +72,7 @@ def _cpu(facts, params):
                 deep.append("%s (exit latency %d us) enabled on %d of %d CPUs" % (
                     state.get("name") or "state%s" % state.get("index"), latency, enabled, enabled + disabled))
     boot = _cpu_boot(facts, limit, deep)
-    return {"amd_zen": amd_zen, "smt": smt, "deep_idle_enabled": deep,
+    return {"amd_zen": amd_zen, "generation": cpu_generation(cpu), "smt": smt, "deep_idle_enabled": deep,
             "power_boot_problems": boot["problems"], "power_boot_reason": boot["reason"]}
 
 
@@ -94,6 +120,10 @@ def _cpu_boot(facts, limit, deep_now):
     settings = section.get("settings") if runs and isinstance(section.get("settings"), dict) else {}
     unit_name = "gpuhost-cpu-power.service"
     unit_state = _unit_state(section, unit_name)
+    tuned = _tuned_settings(cpu) if not runs else None
+    if tuned is not None:
+        # no unit of cpu_power runs at boot, tuned does: its active child profile holds the settings
+        settings, unit_name, unit_state = tuned[0], tuned[1], None
     problems = []
 
     policies = _int(_get(cpu, "cpufreq", "policies"))
@@ -111,7 +141,7 @@ def _cpu_boot(facts, limit, deep_now):
             problems.append("governor performance is not set at boot: %s, and the configured kernel command line has "
                             "no cpufreq.default_governor=performance%s" % (
                                 why, "; the running performance governor would be lost at reboot" if running_ok else ""))
-        elif not unit_state and cmdline_value(configured, "cpufreq.default_governor") != "performance":
+        elif not unit_state and tuned is None and cmdline_value(configured, "cpufreq.default_governor") != "performance":
             udev = section.get("udev") if isinstance(section.get("udev"), dict) else {}
             if not udev.get("modules"):
                 problems.append("governor performance may not survive a reboot: no udev rule runs %s when a cpufreq "
@@ -144,6 +174,21 @@ def _cpu_boot(facts, limit, deep_now):
                             "command line has no idle=poll, cpuidle.off=1, processor.max_cstate= or "
                             "intel_idle.max_cstate= that excludes them%s" % (limit, names, why, lost))
     return {"problems": problems, "reason": None}
+
+
+def _tuned_settings(cpu):
+    """``(settings, name)`` of the tuned child profile cpu_power wrote when tuned applies it at boot
+    (enabled, the single active profile, the settings line readable), else ``None``."""
+    tuned = cpu.get("tuned")
+    if not isinstance(tuned, dict) or tuned.get("enabled") is not True:
+        return None
+    profile = tuned.get("profile")
+    if not isinstance(profile, dict) or profile.get("name") != tuned.get("active_profile"):
+        return None
+    settings = profile.get("settings")
+    if not isinstance(settings, dict):
+        return None
+    return settings, "tuned profile %s (%s)" % (profile.get("name"), profile.get("path"))
 
 
 def _default_governor_text(facts):

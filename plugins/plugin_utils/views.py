@@ -280,6 +280,7 @@ APPLIES_WORDS = {
     "cpu.cpufreq.policies != `0`": "where the kernel exposes CPU frequency scaling (cpufreq)",
     "cpu.cpufreq.epp != `{}`": "where the CPU exposes an energy-performance preference (EPP)",
     "params.smt != 'any'": "whose profile requires SMT on or off (this profile accepts either)",
+    "cpu.tuned.running": "where the tuned daemon runs (it applies its own CPU power profile)",
     "numa.node_count != `1`": "with more than one NUMA node",
     "params.iommu_passthrough": "whose profile asks for IOMMU passthrough",
 }

@@ -50,6 +50,9 @@ def _gpu(index, bus_id):
         "ecc": {"current": "Enabled", "pending": "Enabled"},
         "power": {"limit_w": 600.0, "default_w": 600.0, "max_w": 600.0, "min_w": 150.0},
         "clocks_event_reasons": {"active": [], "raw": {}},
+        "temperature": {"gpu_c": 34, "slowdown_c": 92, "shutdown_c": 95, "max_operating_c": 88, "target_c": None,
+                        "memory_c": 40, "memory_max_c": 95},
+        "vbios_version": "98.02.52.00.02",
         "pcie": {"gen_current": 5, "gen_max": 5, "gen_host_max": 5, "width_current": 16, "width_max": 16},
         "retired_pages": None, "remapped_rows": None, "processes": [],
         "topology": {"cpu_affinity": "0-31", "numa_affinity": "0"},
@@ -102,6 +105,8 @@ _HEALTHY = {
              "enabled_cpus": 64, "disabled_cpus": 0},
             {"index": 2, "name": "C2", "desc": "ACPI IOPORT 0x814", "latency_us": 400, "residency_us": 800,
              "enabled_cpus": 0, "disabled_cpus": 64}]},
+        "tuned": {"installed": True, "running": True, "enabled": True, "active_profile": "accelerator-performance",
+                  "profiles": ["accelerator-performance"], "profile_mode": "manual", "profile": None},
     },
     "numa": {
         "nodes": [

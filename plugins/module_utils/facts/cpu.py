@@ -17,6 +17,8 @@ from __future__ import absolute_import, division, print_function
 
 import re
 
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import tuned
+
 __metaclass__ = type
 
 SUBSYSTEM = "cpu"
@@ -283,5 +285,6 @@ def gather(root):
         "intel_pstate": {"status": intel_status, "no_turbo": no_turbo},
         "boost": boost_state(global_boost, no_turbo, policy_boosts),
         "cpuidle": _cpuidle(root, cpu_dirs),
+        "tuned": tuned.gather(root),
     }
     return result

@@ -24,6 +24,8 @@ import io
 import re
 import zlib
 
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.tuned import ACTIVE_PROFILE_PATH
+
 __metaclass__ = type
 
 SUBSYSTEM = "kernel"
@@ -1221,7 +1223,7 @@ def gather(root):
     if os_text is None:
         os_text = root.read_text("/usr/lib/os-release", SUBSYSTEM)
     os_values = parse_os_release(os_text) if os_text is not None else {}
-    tuned_text = root.read_text("/etc/tuned/active_profile", SUBSYSTEM, optional=True)
+    tuned_text = root.read_text(ACTIVE_PROFILE_PATH, SUBSYSTEM, optional=True)
     tuned = (tuned_text.strip() or None) if tuned_text is not None else None
 
     return {

@@ -266,6 +266,25 @@ class Host:
             raise FixError("cannot create the link %s: %s" % (host_path, errno_hint(exc)), path=host_path)
         self._journal.append(("link", host_path, old))
 
+    def remove(self, host_path):
+        """Remove a file or link (never a directory); nothing when it does not exist. Journalled:
+        a rollback puts the file's content or the link's target back."""
+        try:
+            real = self.path(host_path, follow_last=False)
+        except OutsideRoot as exc:
+            raise FixError("refusing to remove %s: %s" % (host_path, exc.why), path=host_path)
+        if not os.path.lexists(real):
+            return
+        if os.path.islink(real):
+            kind, old = "link", os.readlink(real)
+        else:
+            kind, old = "file", self.read_file(host_path)
+        try:
+            os.unlink(real)
+        except EnvironmentError as exc:
+            raise FixError("cannot remove %s: %s" % (host_path, errno_hint(exc)), path=host_path)
+        self._journal.append((kind, host_path, old))
+
     # -- commands ----------------------------------------------------------------------------
     def run(self, argv, why):
         """Run ``argv`` on the live host (outside check mode); always list it in ``commands``.

@@ -32,6 +32,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.persist imp
     CPU_SCRIPT_PATH as SCRIPT_PATH, CPU_SETTINGS_MARK as SETTINGS_MARK, CPU_UDEV_PATH as UDEV_PATH,
     CPU_UNIT_NAME as UNIT_NAME, CPU_UNIT_PATH as UNIT_PATH, CPU_WANTS_LINK as WANTS_LINK,
     cpu_script_settings as script_settings)
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import tuned as tuned_facts
 
 __metaclass__ = type
 
@@ -430,14 +431,213 @@ def persisted_view(script, unit, link, udev=None):
     }
 
 
+# -- tuned ----------------------------------------------------------------------------------------------
+# Where tuned runs (RHEL family: its profile sets governor, EPP and C-state limits at every start) the
+# settings go into a child profile of a tuned performance profile, selected with tuned-adm, instead of a
+# boot unit that would compete with tuned (docs/remediation.md, "CPU power and tuned").
+
+TUNED_PROFILE = tuned_facts.MANAGED_PROFILE
+#: distribution profiles whose [cpu] already asks for the performance governor: kept as the parent
+#: when one of them is the active profile
+PERFORMANCE_PARENTS = ("accelerator-performance", "latency-performance", "network-latency",
+                       "throughput-performance", "hpc-compute")
+#: the parent otherwise (a powersave or balanced profile, none): the first one the host ships
+DEFAULT_PARENTS = ("accelerator-performance", "latency-performance", "throughput-performance")
+
+TUNED_BOOST_LINES = {
+    "cpufreq": CPUFREQ_DIR + "/boost=%d",
+    "no_turbo": CPU_DIR + "/intel_pstate/no_turbo=%d",
+    "policy": CPUFREQ_DIR + "/policy*/boost=%d",
+}
+
+
+def choose_parents(active, current_include, shipped):
+    """The profiles the child includes.
+
+    ``active``: the names of ``/etc/tuned/active_profile`` (``[]`` or ``None`` when none);
+    ``current_include``: the ``include`` of the child profile already written (``None`` when
+    absent); ``shipped``: ``callable(name) -> bool``, whether the host has that profile.
+    Kept, in this order: the child's current parents while the child is active (a second run
+    changes nothing); the active profiles when every one is in :data:`PERFORMANCE_PARENTS`;
+    else the first of :data:`DEFAULT_PARENTS` the host ships; ``[]`` when it ships none.
+    """
+    active = list(active or [])
+
+    def usable(names):
+        return bool(names) and all(name in PERFORMANCE_PARENTS and shipped(name) for name in names)
+
+    if active == [TUNED_PROFILE] and usable(current_include):
+        return list(current_include)
+    if usable(active):
+        return active
+    for name in DEFAULT_PARENTS:
+        if shipped(name):
+            return [name]
+    return []
+
+
+def idle_indices_above(state, bound):
+    """Indices of the idle states whose exit latency is above ``bound`` (on any CPU)."""
+    if bound is None:
+        return []
+    return sorted(set(entry["index"] for entry in state["idle"]
+                      if _int(entry["latency"]) is not None and _int(entry["latency"]) > bound))
+
+
+def render_tuned_conf(settings, parents, boost_kind=None, idle_indices=()):
+    """``tuned.conf`` of the child profile: ``include=`` the parents, then the settings as tuned
+    plugin options. The governor through ``[cpu] governor=``; EPP through ``[cpu]
+    energy_performance_preference=`` (tuned 2.21 and later), left out when it is ``performance``
+    with governor ``performance`` (amd-pstate-epp and intel_pstate hold EPP at performance under
+    that governor and refuse EPP writes); boost and the idle states above the bound through
+    ``[sysfs]`` (every tuned release; the idle states are this host's, ``idle_indices``)."""
+    lines = [
+        "# Managed by Ansible (gpuhost.baseline.cpu_power): the CPU power settings of the GPU host baseline as a",
+        "# tuned child profile, selected with tuned-adm profile %s. Edits are overwritten on the next run."
+        % TUNED_PROFILE,
+        SETTINGS_MARK + json.dumps(settings, sort_keys=True),
+        "",
+        "[main]",
+        "summary=gpuhost.baseline: %s with the GPU host baseline's CPU power settings"
+        % (", ".join(parents) if parents else "no parent profile"),
+    ]
+    if parents:
+        lines.append("include=" + ",".join(parents))
+    cpu = []
+    if "governor" in settings:
+        cpu.append("governor=%s" % settings["governor"])
+    if "epp" in settings:
+        if settings.get("governor") == "performance" and settings["epp"] == "performance":
+            cpu.append("# EPP performance: the performance governor holds it there (amd-pstate-epp, intel_pstate)")
+        else:
+            cpu.append("energy_performance_preference=%s" % settings["epp"])
+    if cpu:
+        lines += ["", "[cpu]"] + cpu
+    sysfs = []
+    if "boost" in settings and boost_kind in TUNED_BOOST_LINES:
+        on = settings["boost"]
+        sysfs.append(TUNED_BOOST_LINES[boost_kind] % ((0 if on else 1) if boost_kind == "no_turbo" else (1 if on else 0)))
+    if "idle_latency_max_us" in settings:
+        sysfs.append("# idle states with an exit latency above %d us, on every CPU" % settings["idle_latency_max_us"])
+        sysfs += ["%s/cpu*/cpuidle/state%d/disable=1" % (CPU_DIR, index) for index in idle_indices]
+    if sysfs:
+        lines += ["", "[sysfs]"] + sysfs
+    return "\n".join(lines) + "\n"
+
+
+def tuned_profile_path(host):
+    """Where the child profile goes: tuned 2.23 and later read user profiles from
+    ``/etc/tuned/profiles`` (and ship theirs in ``/usr/lib/tuned/profiles``), earlier releases
+    from ``/etc/tuned``."""
+    base = tuned_facts.USER_PROFILES_DIR if host.reader.isdir(tuned_facts.SYSTEM_PROFILES_DIR) \
+        else tuned_facts.TUNED_ETC
+    return base + "/" + TUNED_PROFILE + "/" + tuned_facts.PROFILE_FILE
+
+
+def _apply_tuned(host, state, settings, decided, tuned_state, args, diff):
+    """The tuned half of :func:`apply`: child profile, competing unit disabled, tuned-adm, runtime."""
+    conf_path = tuned_profile_path(host)
+    conf_before = to_text(host.read_file(conf_path))
+    existing = tuned_facts.parse_tuned_conf(conf_before)
+    active_before = tuned_state["profiles"] or []
+    parents = choose_parents(active_before, existing["include"] if existing else None,
+                             lambda name: tuned_facts.system_profile_exists(host.reader, name))
+    boost_kind = state["boost"]["kind"] if state["boost"] else None
+    conf_after = render_tuned_conf(settings, parents, boost_kind,
+                                   idle_indices_above(state, settings.get("idle_latency_max_us")))
+
+    script_before = to_text(host.read_file(SCRIPT_PATH))
+    unit_before = to_text(host.read_file(UNIT_PATH))
+    link_before = host.readlink(WANTS_LINK)
+    udev_before = to_text(host.read_file(UDEV_PATH))
+    # the competing unit: no longer started at boot nor by udev (the script and unit file stay, inert)
+    removals = [(path, before) for path, before in ((WANTS_LINK, link_before), (UDEV_PATH, udev_before))
+                if before is not None or host.exists(path)]
+    conf_changed = conf_after != conf_before
+    select = conf_changed or active_before != [TUNED_PROFILE]
+    warnings = list(decided["warnings"])
+    if parents and parents != active_before and active_before and active_before != [TUNED_PROFILE]:
+        warnings.append("tuned profile %s is replaced by %s (include=%s): it is not a performance profile"
+                        % (" ".join(active_before), TUNED_PROFILE, ",".join(parents)))
+    if not parents:
+        warnings.append("no tuned performance profile (%s) on this host: %s includes none"
+                        % (", ".join(DEFAULT_PARENTS), TUNED_PROFILE))
+
+    runtime_before = summarize(state)
+    overrides = dict((path, new) for path, _old, new in decided["writes"])
+    result = {
+        "changed": bool(decided["writes"] or conf_changed or removals or select),
+        "runtime_before": runtime_before,
+        "runtime_after": summarize(state, overrides),
+        "runtime_changes": group_writes(decided["writes"]),
+        "persist": "tuned",
+        "persisted_before": persisted_view(script_before, unit_before, link_before, udev_before),
+        "persisted_after": persisted_view(script_before, unit_before, None, None),
+        "tuned": {"profile": TUNED_PROFILE, "path": conf_path, "include": parents,
+                  "active_before": tuned_state["active_profile"], "active_after": TUNED_PROFILE,
+                  "disabled": [path for path, _before in removals]},
+        "unsupported": decided["unsupported"],
+        "warnings": warnings,
+        "unit": UNIT_PATH,
+        "script": SCRIPT_PATH,
+        "udev_rule": UDEV_PATH,
+    }
+    if diff:
+        entries = []
+        if decided["writes"]:
+            entries.append({"before_header": "runtime (sysfs)", "after_header": "runtime (sysfs)",
+                            "before": _summary_text(runtime_before), "after": _summary_text(result["runtime_after"])})
+        if conf_changed:
+            entries.append(file_diff(conf_path, conf_before, conf_after))
+        if select:
+            entries.append({"before_header": tuned_facts.ACTIVE_PROFILE_PATH,
+                            "after_header": tuned_facts.ACTIVE_PROFILE_PATH,
+                            "before": (tuned_state["active_profile"] or "") + "\n", "after": TUNED_PROFILE + "\n"})
+        for path, before in removals:
+            entries.append(file_diff(path, ("-> %s\n" % before) if path == WANTS_LINK else before, None))
+        result["diff"] = entries
+
+    if not host.check_mode:
+        if conf_changed:
+            host.write_file(conf_path, to_bytes(conf_after), mode=0o644)
+        for path, _before in removals:
+            host.remove(path)
+    if any(path == WANTS_LINK for path, _before in removals):
+        host.run(["systemctl", "daemon-reload"], "systemd still has %s enabled; run systemctl daemon-reload" % UNIT_NAME)
+    if any(path == UDEV_PATH for path, _before in removals):
+        host.run(["udevadm", "control", "--reload"], "udev still has %s; run udevadm control --reload" % UDEV_PATH)
+    if select:
+        host.run(["tuned-adm", "profile", TUNED_PROFILE], "tuned has not selected profile %s (%s)"
+                 % (TUNED_PROFILE, conf_path))
+    if not host.check_mode:
+        # tuned applied the profile: write what it left (settings an older tuned lacks), then read back
+        writes = plan(read_state(host), *args)["writes"] if host.live and select else decided["writes"]
+        for path, _old, new in writes:
+            host.write_attr(path, new)
+        if writes or select:
+            result["runtime_after"] = summarize(read_state(host))
+    return result
+
+
 # -- acting ---------------------------------------------------------------------------------------------
 
-def apply(host, governor=None, epp=None, boost=None, idle_latency_max_us=None, persist="systemd", diff=False):
-    """Decide and (outside check mode) write runtime attributes, then the boot unit; returns the result."""
+def apply(host, governor=None, epp=None, boost=None, idle_latency_max_us=None, persist="auto", diff=False):
+    """Decide and (outside check mode) write runtime attributes, then the boot unit or, where tuned
+    runs (``persist`` ``auto`` or ``tuned``), the tuned child profile; returns the result."""
     state = read_state(host)
     decided = plan(state, governor, epp, boost, idle_latency_max_us)
     writes = decided["writes"]
     settings = settings_of(governor, epp, boost, idle_latency_max_us)
+    if persist in ("auto", "tuned"):
+        tuned_state = tuned_facts.gather(host.reader)
+        if tuned_state["running"]:
+            return _apply_tuned(host, state, settings, decided, tuned_state,
+                                (governor, epp, boost, idle_latency_max_us), diff)
+        if persist == "tuned":
+            raise FixError("persist tuned: tuned is not running (no %s naming a live tuned process); start it "
+                           "(systemctl enable --now tuned) or use persist systemd; nothing was changed"
+                           % tuned_facts.PID_PATH)
+        persist = "systemd"
 
     script_before = to_text(host.read_file(SCRIPT_PATH))
     unit_before = to_text(host.read_file(UNIT_PATH))
