@@ -60,6 +60,11 @@ VENDOR_NAMES = {"0x10de": "NVIDIA", "0x15b3": "Mellanox", "0x8086": "Intel", "0x
 
 SPEEDS = {1: "2.5GT/s", 2: "5GT/s", 3: "8GT/s", 4: "16GT/s", 5: "32GT/s", 6: "64GT/s"}
 
+#: Payload bits per transferred bit of each generation's link encoding: 8b/10b (1.0, 2.0), 128b/130b
+#: (3.0 to 5.0), FLIT mode (6.0: 236 payload bytes of each 256-byte FLIT; the rest is CRC, FEC and the
+#: FLIT header). With :data:`SPEEDS` (GT/s per lane) this gives the link's data rate per direction.
+ENCODING = {1: 8 / 10, 2: 8 / 10, 3: 128 / 130, 4: 128 / 130, 5: 128 / 130, 6: 236 / 256}
+
 #: Device/Port Type field of the PCI Express Capabilities register.
 PORT_TYPES = {
     0x0: "endpoint",
@@ -387,6 +392,28 @@ def kind(vendor_id, class_id):
     if base_sub == 0x0108:
         return "nvme"
     return "other"
+
+
+def link_rate_gbs(speed, width):
+    """Theoretical data rate of a PCIe link per direction, in GB/s (10^9 bytes): GT/s per lane x the
+    encoding's payload share / 8 bits x lanes. ``speed`` is a generation (``5``) or a speed as the facts
+    give it (``"32GT/s"``), ``width`` the lanes (``16`` or ``"x16"``). Gen5 x16 is 63.015, Gen4 x16 31.508.
+    Transaction-layer overhead (TLP headers, flow control) is not subtracted: a measured copy reaches
+    a fraction of this, which is what a profile's fractions say. ``None`` for anything else."""
+    generation = None
+    if isinstance(speed, int) and not isinstance(speed, bool):
+        generation = speed if speed in SPEEDS else None
+    elif isinstance(speed, str):
+        text = speed.strip().replace(" ", "")
+        generation = dict((value, gen) for gen, value in SPEEDS.items()).get(text)
+        if generation is None and re.match(r"^(?:gen)?[1-6]$", text, re.I):
+            generation = int(text[-1])
+    if isinstance(width, str) and re.match(r"^x?\d{1,2}$", width.strip(), re.I):
+        width = int(width.strip().lstrip("xX"))
+    if generation is None or not isinstance(width, int) or isinstance(width, bool) or not 1 <= width <= 32:
+        return None
+    gts = float(SPEEDS[generation][:-len("GT/s")])
+    return round(gts * ENCODING[generation] / 8 * width, 3)
 
 
 def _to_int(value):

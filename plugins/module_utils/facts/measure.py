@@ -1,0 +1,503 @@
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+"""Parsers of the GPU measurement tools' outputs: nvbandwidth, ``dcgmi diag -j``, ``dcgmi health -c -j``
+and nccl-tests (``all_reduce_perf`` and the other ``*_perf`` programs).
+
+Pure functions over text (or bytes) that never raise: each returns ``(result, None)`` with plain data,
+figures in one unit (``GB/s`` for bandwidth, ``us`` for time, bytes for sizes), or ``(None, reason)``
+for output that is empty, garbage, truncated or says the tool could not run. A reason is one line that
+names what was missing, so a caller reports the measurement ``unknown`` with it, never a pass.
+
+Running the tools (a GPU, timeouts, exit codes) and judging the figures (against the PCIe link rate of
+``facts/pci.py``'s :func:`link_rate_gbs` with a profile's fractions) belong to their callers.
+
+Formats (real outputs and where they come from: tests/fixtures/measure/README.md):
+
+* nvbandwidth (https://github.com/NVIDIA/nvbandwidth, ``output.cpp`` and ``json_output.cpp``): text with
+  ``Running <testcase>.``, a description line ``memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)``, a
+  header of column indices, one row per source, ``SUM <testcase> <value>``; or with ``-j`` a JSON
+  document ``{"nvbandwidth": {"testcases": [{"name", "status", "bandwidth_description",
+  "bandwidth_matrix": [["12.3", "N/A", ...]], "sum"}], ...}}``.
+* ``dcgmi diag -r N -j`` (https://github.com/NVIDIA/DCGM): ``{"DCGM GPU Diagnostic": {"test_categories":
+  [{"category", "tests": [{"name", "results": [{"gpu_id", "status", "warnings"}]}]}]}}`` up to DCGM 3, and
+  ``{"DCGM Diagnostic": {"test_categories": [... {"results": [{"entity_group", "entity_id", "status",
+  "warnings"}], "test_summary": {"status"}}]}}`` from DCGM 4 (``testing/python3/dcgm_diag_schema.json``).
+* ``dcgmi health -c -j`` (DCGM ``dcgmi/Health.cpp``, ``DcgmiOutput.cpp``): ``{"header": ["Health Monitor
+  Report"], "body": {"Overall Health": {"value": "Healthy"}, "GPU": {"children": {"0": {"value":
+  "Warning", "children": {"Errors": {"children": {"PCIe system": {"value": "Warning", "overflow":
+  [message parts]}}}}}}}}}``.
+* nccl-tests (https://github.com/NVIDIA/nccl-tests, ``src/util.cu``): a ``#`` header naming the columns
+  (``size count type redop root time algbw busbw #wrong time algbw busbw #wrong``, out-of-place then
+  in-place), one row per message size, then ``# Out of bounds values : 0 OK`` and
+  ``# Avg bus bandwidth    : 72.7724``.
+"""
+
+from __future__ import absolute_import, division, print_function
+
+import json
+import math
+import re
+
+__metaclass__ = type
+
+#: bound on the text parsed (a full nvbandwidth run on 8 GPUs is about 20 KiB)
+MAX_TEXT = 4 << 20
+#: bound on the GPUs (columns, rows) of one matrix
+MAX_GPUS = 1024
+
+_NUMBER_RE = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$")
+
+
+def _text(data):
+    """``(text, None)`` or ``(None, reason)``: decoded, bounded, not empty."""
+    if isinstance(data, bytes):
+        data = data[:MAX_TEXT].decode("utf-8", "replace")
+    if not isinstance(data, str):
+        return None, "no output"
+    data = data[:MAX_TEXT]
+    if not data.strip():
+        return None, "empty output"
+    if "\x00" in data:
+        return None, "binary output (NUL bytes), not the tool's text"
+    return data, None
+
+
+def _number(token):
+    """``float`` of a plain decimal token; ``None`` for anything else (``N/A``, ``nan``, ``inf``)."""
+    if isinstance(token, (int, float)) and not isinstance(token, bool):
+        value = float(token)
+        return value if math.isfinite(value) else None
+    if isinstance(token, str) and _NUMBER_RE.match(token.strip()):
+        return float(token.strip())
+    return None
+
+
+def _json_object(text, what):
+    """The first JSON object in ``text`` (a tool may print a line before it): ``(obj, None)`` or ``(None, reason)``."""
+    start = text.find("{")
+    if start < 0:
+        first = text.strip().splitlines()[0][:120]
+        return None, "%s printed no JSON (first line: %r)" % (what, first)
+    try:
+        obj, dummy = json.JSONDecoder().raw_decode(text[start:])
+    except ValueError as exc:
+        return None, "%s printed JSON that does not parse (%s): truncated or not JSON" % (what, str(exc)[:80])
+    except RecursionError:
+        return None, "%s printed JSON nested too deeply to read" % what
+    if not isinstance(obj, dict):
+        return None, "%s printed JSON that is not an object" % what
+    return obj, None
+
+
+# -- nvbandwidth ------------------------------------------------------------------------------------
+_NVB_RUNNING_RE = re.compile(r"^(Running|Waived|Not Found|Error)\s+([A-Za-z0-9_]+)\.\s*$")
+_NVB_STATUS_RE = re.compile(r"^(Waived|Error|ERROR|Not Found)\s*:\s*(.*)$")
+_NVB_UNIT_RE = re.compile(r"\(([^()]{1,16})\)\s*$")
+_NVB_SUM_RE = re.compile(r"^SUM\s+([A-Za-z0-9_]+)\s+(\S+)\s*$")
+_NVB_VERSION_RE = re.compile(r"^nvbandwidth Version:\s*(\S+)")
+_NVB_DRIVER_RE = re.compile(r"^Driver Version:\s*(\S+)")
+_NVB_RUNTIME_RE = re.compile(r"^CUDA Runtime Version:\s*(\S+)")
+_NVB_DEVICE_RE = re.compile(r"^Device (\d{1,4}):\s*(.+?)\s*$")
+_NVB_STATUSES = {"running": "passed", "passed": "passed", "waived": "waived", "not found": "not_found",
+                 "error": "error"}
+
+
+def _nvb_shape(description):
+    """``(rows_are, direction)`` from a description: ``cpu``/``gpu`` rows; ``->``, ``<-`` or ``<->``."""
+    rows_are = "cpu" if re.search(r"\bCPU\s*\(row\)", description or "") else "gpu"
+    for arrow in ("<->", "->", "<-"):
+        if arrow in (description or ""):
+            return rows_are, arrow
+    return rows_are, None
+
+
+def _nvb_finish(case):
+    """Per GPU (CPU rows) or per pair (GPU rows) figures of a complete matrix; an error otherwise."""
+    matrix = case.pop("_rows", None)
+    header = case.pop("_header", None)
+    if case["status"] != "passed":
+        return case
+    if not header or not matrix:
+        case.update(status="error", error=case.get("error") or "no bandwidth matrix (truncated output?)")
+        return case
+    if any(len(row) != len(header) + 1 for row in matrix):
+        case.update(status="error", error="a matrix row has not one value per column (truncated output?)")
+        return case
+    unit = case.get("unit")
+    case["matrix"] = [[_number(value) for value in row[1:]] for row in matrix]
+    rows_are, arrow = _nvb_shape(case.get("description"))
+    case["rows_are"], case["direction"] = rows_are, arrow
+    if rows_are == "cpu":
+        values = case["matrix"][0] if len(case["matrix"]) == 1 else None
+        if values is None:
+            case.update(status="error", error="a CPU row matrix with %d rows" % len(case["matrix"]))
+            return case
+        case["per_gpu"] = dict((str(column), value) for column, value in zip(header, values))
+    else:
+        pairs = []
+        for row, values in zip(matrix, case["matrix"]):
+            for column, value in zip(header, values):
+                if str(row[0]) == str(column) or value is None:
+                    continue
+                src, dst = (str(row[0]), str(column)) if arrow != "<-" else (str(column), str(row[0]))
+                pairs.append({"src": src, "dst": dst, "value": value})
+        case["pairs"] = pairs
+    case["unit"] = unit
+    return case
+
+
+def _nvb_text(text):
+    info = {"format": "text", "version": None, "driver_version": None, "cuda_runtime_version": None,
+            "devices": {}}
+    cases = []
+    case = None
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line:
+            continue
+        for key, regex in (("version", _NVB_VERSION_RE), ("driver_version", _NVB_DRIVER_RE),
+                           ("cuda_runtime_version", _NVB_RUNTIME_RE)):
+            match = regex.match(line)
+            if match and info[key] is None:
+                info[key] = match.group(1)
+        match = _NVB_DEVICE_RE.match(line)
+        if match and case is None and len(info["devices"]) < MAX_GPUS:
+            info["devices"][match.group(1)] = match.group(2)
+            continue
+        match = _NVB_RUNNING_RE.match(line)
+        if match:
+            case = {"name": match.group(2), "status": _NVB_STATUSES[match.group(1).lower()],
+                    "description": None, "unit": None, "sum": None, "error": None, "_rows": [], "_header": None}
+            cases.append(case)
+            continue
+        if case is None:
+            continue
+        match = _NVB_STATUS_RE.match(line)
+        if match:
+            case["status"] = _NVB_STATUSES.get(match.group(1).lower(), "error")
+            case["error"] = match.group(2)[:300] or match.group(1)
+            continue
+        match = _NVB_SUM_RE.match(line)
+        if match:
+            case["sum"] = _number(match.group(2))
+            continue
+        tokens = line.split()
+        if case["description"] is None and ("bandwidth" in line or "latency" in line):
+            case["description"] = line[:200]
+            unit = _NVB_UNIT_RE.search(line)
+            case["unit"] = unit.group(1) if unit else None
+        elif case["_header"] is None and all(token.isdigit() for token in tokens) and len(tokens) <= MAX_GPUS:
+            case["_header"] = tokens
+        elif case["_header"] is not None and tokens[0].isdigit() and len(case["_rows"]) < MAX_GPUS:
+            case["_rows"].append(tokens)
+    return info, cases
+
+
+def _nvb_json(obj):
+    root = obj.get("nvbandwidth")
+    if not isinstance(root, dict):
+        return None, None, "JSON without an \"nvbandwidth\" object: not nvbandwidth -j output"
+    info = {"format": "json", "version": _str(root.get("version")), "driver_version": _str(root.get("Driver Version")),
+            "cuda_runtime_version": _str(root.get("CUDA Runtime Version")), "devices": {}}
+    devices = root.get("GPU Device list")
+    for entry in devices if isinstance(devices, list) else []:
+        match = re.match(r"^(\d{1,4}):\s*(.+?)\s*$", entry if isinstance(entry, str) else "")
+        if match:
+            info["devices"][match.group(1)] = match.group(2)
+    cases = []
+    testcases = root.get("testcases")
+    for item in testcases if isinstance(testcases, list) else []:
+        if not isinstance(item, dict) or not isinstance(item.get("name"), str):
+            continue
+        status = _NVB_STATUSES.get(str(item.get("status", "")).lower(), "error")
+        description = _str(item.get("bandwidth_description"))
+        unit = _NVB_UNIT_RE.search(description or "")
+        rows = item.get("bandwidth_matrix")
+        rows = rows if isinstance(rows, list) and all(isinstance(row, list) for row in rows) else []
+        width = max([len(row) for row in rows] or [0])
+        case = {"name": item["name"][:100], "status": status, "description": description,
+                "unit": unit.group(1) if unit else None, "sum": _number(item.get("sum")),
+                "error": _str(item.get("error")),
+                "_header": [str(column) for column in range(width)] if rows else None,
+                "_rows": [[str(index)] + [str(value) for value in row] for index, row in enumerate(rows[:MAX_GPUS])]}
+        cases.append(case)
+    if root.get("error") and not cases:
+        return None, None, "nvbandwidth reported an error: %s" % _str(root.get("error"))
+    return info, cases, None
+
+
+def _str(value):
+    return value[:300] if isinstance(value, str) else (None if value is None else str(value)[:300])
+
+
+def parse_nvbandwidth(data):
+    """nvbandwidth's text or ``-j`` output -> ``(result, None)`` or ``(None, reason)``.
+
+    ``result``: ``format`` (``text``/``json``), ``version``, ``driver_version``, ``cuda_runtime_version``,
+    ``devices`` (``{"0": "NVIDIA A100 ... (00000000:99:00)"}``) and ``testcases`` ``{name: case}``; a case has
+    ``status`` (``passed``, ``waived``, ``not_found``, ``error``), ``error``, ``description``, ``unit``
+    (``GB/s``), ``sum``, and when passed ``matrix`` (``None`` for ``N/A``), ``rows_are`` (``cpu``/``gpu``),
+    ``direction`` (``->``, ``<-``, ``<->``), ``per_gpu`` (CPU rows: ``{gpu: value}``) or ``pairs`` (GPU rows:
+    ``[{"src", "dst", "value"}]``, the diagonal left out). A case whose matrix is cut short is ``error``.
+    """
+    text, error = _text(data)
+    if error:
+        return None, "nvbandwidth: %s" % error
+    if text.lstrip().startswith("{"):
+        obj, error = _json_object(text, "nvbandwidth")
+        if error:
+            return None, error
+        info, cases, error = _nvb_json(obj)
+        if error:
+            return None, error
+    else:
+        info, cases = _nvb_text(text)
+    if not cases:
+        first = text.strip().splitlines()[0][:120]
+        return None, "not nvbandwidth output: no testcase ran (first line: %r)" % first
+    info["testcases"] = dict((case["name"], _nvb_finish(case)) for case in cases)
+    return info, None
+
+
+# -- dcgmi diag -j --------------------------------------------------------------------------------
+#: worst first; a status dcgmi writes that is none of these is "unknown"
+DIAG_STATUS_ORDER = ("fail", "warn", "unknown", "pass", "skip")
+_DIAG_STATUSES = {"pass": "pass", "fail": "fail", "warn": "warn", "warning": "warn", "skip": "skip",
+                  "not run": "skip", "notrun": "skip"}
+
+
+def _worst(statuses, order=DIAG_STATUS_ORDER):
+    found = [status for status in order if status in statuses]
+    return found[0] if found else None
+
+
+def _diag_messages(result):
+    out = []
+    for key in ("warnings", "errors"):
+        items = result.get(key)
+        for item in items if isinstance(items, list) else []:
+            if isinstance(item, dict):
+                item = item.get("warning") or item.get("error") or item.get("message")
+            if isinstance(item, str) and item.strip():
+                out.append(item.strip()[:500])
+    return out
+
+
+def parse_dcgm_diag(data):
+    """``dcgmi diag -r N -j`` -> ``(result, None)`` or ``(None, reason)`` (DCGM 2/3 and 4 layouts).
+
+    ``result``: ``dcgm_format`` (3 or 4), ``overall`` (the worst of ``fail``, ``warn``, ``unknown``,
+    ``pass``, ``skip``), ``tests`` ``[{"category", "name", "status", "results": [{"entity", "status",
+    "messages"}]}]`` (``entity`` is ``GPU 0``), ``entities`` ``{"GPU 0": worst status}`` and ``failed``
+    (``"<test> on GPU 0: <message>"`` for each fail or warn). A ``runtime_error`` (the diagnostic could not
+    run) is a reason, not a result.
+    """
+    text, error = _text(data)
+    if error:
+        return None, "dcgmi diag: %s" % error
+    obj, error = _json_object(text, "dcgmi diag")
+    if error:
+        return None, error
+    if isinstance(obj.get("DCGM Diagnostic"), dict):
+        root, version = obj["DCGM Diagnostic"], 4
+    elif isinstance(obj.get("DCGM GPU Diagnostic"), dict):
+        root, version = obj["DCGM GPU Diagnostic"], 3
+    else:
+        return None, "JSON without a \"DCGM Diagnostic\" object: not dcgmi diag -j output"
+    runtime = obj.get("runtime_error") or root.get("runtime_error")
+    if runtime:
+        return None, "dcgmi diag could not run: %s" % _str(runtime)
+    categories = root.get("test_categories")
+    if not isinstance(categories, list) or not categories:
+        return None, "dcgmi diag -j output without test_categories (truncated?)"
+    tests, entities, failed = [], {}, []
+    for category in categories:
+        items = category.get("tests") if isinstance(category, dict) else None
+        for test in items if isinstance(items, list) else []:
+            if not isinstance(test, dict) or not isinstance(test.get("name"), str):
+                continue
+            results = []
+            for result in test.get("results") if isinstance(test.get("results"), list) else []:
+                if not isinstance(result, dict):
+                    continue
+                status = _DIAG_STATUSES.get(str(result.get("status", "")).strip().lower(), "unknown")
+                if "gpu_id" in result:
+                    entity = "GPU %s" % _str(result.get("gpu_id"))
+                elif "entity_id" in result:
+                    entity = "%s %s" % (_str(result.get("entity_group")) or "GPU", _str(result.get("entity_id")))
+                else:
+                    entity = None  # a result of the whole host (DCGM 2/3 software tests)
+                messages = _diag_messages(result)
+                results.append({"entity": entity, "status": status, "messages": messages})
+                if entity is not None:
+                    entities[entity] = _worst({entities.get(entity), status})
+                if status in ("fail", "warn"):
+                    failed.append("%s%s: %s" % (test["name"][:80], " on %s" % entity if entity else "",
+                                                "; ".join(messages) or status))
+            summary = test.get("test_summary")
+            summary_status = _DIAG_STATUSES.get(str(summary.get("status", "")).strip().lower(), "unknown") \
+                if isinstance(summary, dict) else None
+            statuses = set(result["status"] for result in results)
+            if summary_status:
+                statuses.add(summary_status)
+            tests.append({"category": _str(category.get("category")), "name": test["name"][:100],
+                          "status": _worst(statuses) or "unknown", "results": results})
+    if not tests:
+        return None, "dcgmi diag -j output with no test in its test_categories (truncated?)"
+    return {"dcgm_format": version, "overall": _worst(set(test["status"] for test in tests)),
+            "tests": tests, "entities": entities, "failed": failed}, None
+
+
+# -- dcgmi health -c -j ---------------------------------------------------------------------------
+_HEALTH = {"healthy": "healthy", "warning": "warning", "failure": "failure"}
+
+
+def _health(value):
+    return _HEALTH.get(str(value or "").strip().lower(), "unknown")
+
+
+def parse_dcgm_health(data):
+    """``dcgmi health -c -j`` -> ``(result, None)`` or ``(None, reason)``.
+
+    ``result``: ``overall`` (``healthy``, ``warning``, ``failure``, ``unknown`` for DCGM's "Internal error" or
+    anything else) and ``entities`` ``{"GPU 0": {"health", "systems": {"PCIe system": {"health",
+    "message"}}}}``: only the entities with incidents are listed (DCGM lists no others).
+    """
+    text, error = _text(data)
+    if error:
+        return None, "dcgmi health: %s" % error
+    if not text.lstrip().startswith("{") and "Error:" in text:
+        line = [line for line in text.splitlines() if "Error:" in line][0].strip()
+        return None, "dcgmi health: %s" % line[:300]
+    obj, error = _json_object(text, "dcgmi health")
+    if error:
+        return None, error
+    body = obj.get("body")
+    overall = body.get("Overall Health") if isinstance(body, dict) else None
+    if not isinstance(overall, dict) or "value" not in overall:
+        return None, "JSON without body.\"Overall Health\": not dcgmi health -c -j output (truncated?)"
+    entities = {}
+    for group, section in body.items():
+        if group == "Overall Health" or not isinstance(section, dict):
+            continue
+        children = section.get("children")
+        for entity_id, entity in (children.items() if isinstance(children, dict) else []):
+            if not isinstance(entity, dict):
+                continue
+            systems = {}
+            errors = (entity.get("children") or {}).get("Errors") if isinstance(entity.get("children"), dict) else None
+            listed = errors.get("children") if isinstance(errors, dict) else None
+            for system, detail in (listed.items() if isinstance(listed, dict) else []):
+                if not isinstance(detail, dict):
+                    continue
+                parts = detail.get("overflow")
+                message = " ".join(part.strip() for part in parts if isinstance(part, str)) \
+                    if isinstance(parts, list) else ""
+                systems[str(system)[:60]] = {"health": _health(detail.get("value")), "message": message[:1000]}
+            entities["%s %s" % (str(group)[:30], str(entity_id)[:20])] = {
+                "health": _health(entity.get("value")), "systems": systems}
+    return {"overall": _health(overall.get("value")), "entities": entities}, None
+
+
+# -- nccl-tests -----------------------------------------------------------------------------------
+_NCCL_AVG_RE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
+_NCCL_OOB_RE = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s*(\w*)")
+_NCCL_COLLECTIVE_RE = re.compile(r"^#\s*Collective test (?:starting|concluded):\s*(\S+)")
+_NCCL_RANK_RE = re.compile(r"^#\s*Rank\s+(\d+)\b.*?\bdevice\s+(\d+)\s+\[([^\]]*)\]\s+(.+?)\s*$")
+#: mpirun --tag-output puts "[job,rank]<stdout>:" before each line
+_NCCL_TAG_RE = re.compile(r"^\[\d{1,6},\d{1,6}\]<std(?:out|err)>:")
+_NCCL_TIMES = ("time", "cputime")
+_NCCL_WRONG = ("#wrong", "error")
+
+
+def _nccl_columns(tokens):
+    """Indices of the columns of a header line's tokens (without its ``#``): ``{name: [index, ...]}``."""
+    columns = {}
+    for index, token in enumerate(tokens):
+        columns.setdefault(token, []).append(index)
+    return columns
+
+
+def _nccl_row(tokens, columns):
+    def at(name, which):
+        indices = [index for key in name for index in columns.get(key, [])]
+        indices.sort()
+        return tokens[indices[which]] if len(indices) > which and indices[which] < len(tokens) else None
+
+    size, count = _number(tokens[0]), _number(tokens[1])
+    if size is None or count is None:
+        return None
+    row = {"size_bytes": int(size), "count": int(count), "type": at(("type",), 0), "redop": at(("redop",), 0)}
+    for which, place in ((0, "out_of_place"), (1, "in_place")):
+        time_us, algbw, busbw = (_number(at(_NCCL_TIMES, which)), _number(at(("algbw",), which)),
+                                 _number(at(("busbw",), which)))
+        if time_us is None or algbw is None or busbw is None:
+            return None
+        wrong = at(_NCCL_WRONG, which)
+        row[place] = {"time_us": time_us, "algbw_gbs": algbw, "busbw_gbs": busbw,
+                      "wrong": None if wrong in (None, "N/A") else _number(wrong)}
+    return row
+
+
+def parse_nccl_tests(data):
+    """nccl-tests stdout (``all_reduce_perf`` ...) -> ``(result, None)`` or ``(None, reason)``.
+
+    ``result``: ``collective`` (when the output names it), ``devices`` (``[{"rank", "device", "bus", "name"}]``
+    from ``# Rank`` lines), ``rows`` (``[{"size_bytes", "count", "type", "redop", "out_of_place",
+    "in_place"}]``, each with ``time_us``, ``algbw_gbs``, ``busbw_gbs``, ``wrong``), ``avg_busbw_gbs`` (the
+    ``# Avg bus bandwidth`` line), ``max_busbw_gbs`` (the highest of the rows), ``out_of_bounds`` and
+    ``out_of_bounds_ok``. Output without its table or its ``# Avg bus bandwidth`` line (cut short) is a reason.
+    """
+    text, error = _text(data)
+    if error:
+        return None, "nccl-tests: %s" % error
+    columns = None
+    rows, devices = [], []
+    result = {"collective": None, "avg_busbw_gbs": None, "out_of_bounds": None, "out_of_bounds_ok": None}
+    for raw in text.splitlines():
+        line = _NCCL_TAG_RE.sub("", raw.strip(), count=1).strip()
+        if not line:
+            continue
+        if line.startswith("#"):
+            match = _NCCL_AVG_RE.match(line)
+            if match:
+                result["avg_busbw_gbs"] = _number(match.group(1))
+                continue
+            match = _NCCL_OOB_RE.match(line)
+            if match:
+                result["out_of_bounds"] = int(match.group(1))
+                result["out_of_bounds_ok"] = match.group(1) == "0" and match.group(2) != "FAILED"
+                continue
+            match = _NCCL_COLLECTIVE_RE.match(line)
+            if match:
+                result["collective"] = match.group(1)[:60]
+                continue
+            match = _NCCL_RANK_RE.match(line)
+            if match and len(devices) < MAX_GPUS:
+                devices.append({"rank": int(match.group(1)), "device": int(match.group(2)),
+                                "bus": match.group(3)[:20], "name": match.group(4)[:100]})
+                continue
+            tokens = line.lstrip("#").split()
+            if "size" in tokens and "busbw" in tokens and "algbw" in tokens:
+                columns = _nccl_columns(tokens)
+            continue
+        if columns is None:
+            continue
+        tokens = line.split()
+        if len(tokens) < 8 or not tokens[0].isdigit():
+            continue  # MPI or NCCL messages between the rows
+        row = _nccl_row(tokens, columns)
+        if row is not None and len(rows) < 10000:
+            rows.append(row)
+    if columns is None:
+        first = text.strip().splitlines()[0][:120]
+        return None, "not nccl-tests output: no result table header (first line: %r)" % first
+    if not rows:
+        return None, "nccl-tests printed its table header but no result row (it failed or was cut short)"
+    if result["avg_busbw_gbs"] is None:
+        return None, "nccl-tests output ends before its '# Avg bus bandwidth' line (cut short: %d rows)" % len(rows)
+    result.update(rows=rows, devices=devices,
+                  max_busbw_gbs=max(max(row["out_of_place"]["busbw_gbs"], row["in_place"]["busbw_gbs"])
+                                    for row in rows))
+    return result, None

@@ -1,0 +1,270 @@
+#!/usr/bin/python
+# -*- coding: utf-8 -*-
+# Copyright: gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
+
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+DOCUMENTATION = r"""
+---
+module: slurm_node
+short_description: Drain a Slurm node naming the failing rules, and undrain it only when this tool drained it
+version_added: 0.1.0
+description:
+  - Acts on an audit's verdict through Slurm. Reads the node with C(scontrol show node -o NAME), then
+    drains it (O(state=drained)) or releases the drain (O(state=resumed)) with C(scontrol update).
+  - >-
+    B(Drain) - C(scontrol update NodeName=NAME State=DRAIN Reason="gpuhost: ID ID ..."). The reason
+    starts with the marker C(gpuhost:) and names the failing rule ids (sorted, at most 200 characters,
+    C(+N more) after that). A node already drained by this tool with the same reason is unchanged; with
+    other rule ids the reason is rewritten. A node drained by someone else (a reason without the marker)
+    is left as it is, reason included, and the result says so.
+  - B(Resume) - C(scontrol update NodeName=NAME State=UNDRAIN) only when the node is drained B(and) its
+    reason starts with the marker, that is when this tool drained it. C(UNDRAIN) clears the drain flag
+    and nothing else, so a node Slurm marked C(DOWN) stays down. A node an administrator drained, or one
+    that is not drained, is unchanged.
+  - After an update the node is read again; a node that does not show the new state fails the task.
+  - Missing C(scontrol), a node Slurm does not know, a non-zero exit, output that is not C(scontrol)'s
+    or a command that hangs past O(timeout) fails the task with the reason; nothing is guessed.
+author:
+  - gpuhost.baseline maintainers (@gpuhost-baseline)
+options:
+  name:
+    description:
+      - The node's name in Slurm (C(NodeName)), often the host's short name.
+    type: str
+    required: true
+  state:
+    description:
+      - V(drained) - the node should be drained with a reason naming O(rules).
+      - V(resumed) - the node should not be drained by this tool; a drain of this tool is released,
+        anybody else's is kept.
+    type: str
+    required: true
+    choices: [drained, resumed]
+  rules:
+    description:
+      - The failing rule ids the drain reason names. Required, and not empty, with O(state=drained).
+      - Each id is letters, digits, C(.), C(_) and C(-) (at most 64 characters); anything else fails the task.
+    type: list
+    elements: str
+    default: []
+  scontrol:
+    description:
+      - The C(scontrol) to run, a name looked up in PATH or a path.
+    type: str
+    default: scontrol
+  slurm_conf:
+    description:
+      - The C(slurm.conf) that C(scontrol) reads (set as E(SLURM_CONF)). Unset, Slurm's default applies.
+    type: path
+  timeout:
+    description:
+      - Seconds one C(scontrol) call may take; a call that takes longer is killed and fails the task.
+    type: int
+    default: 30
+attributes:
+  check_mode:
+    description:
+      - Reads the node with C(scontrol show node) and reports what it would do in RV(action) and RV(commands);
+        C(scontrol update) never runs.
+    support: full
+  diff_mode:
+    description: Returns the node's state and reason before and after (as they would be, in check mode).
+    support: full
+notes:
+  - C(scontrol update) needs a Slurm administrator (root or SlurmUser) where it runs. Run the task on a host
+    with Slurm's client and configuration, the node itself or a login or controller host (C(delegate_to)).
+  - The role C(gpuhost.baseline.on_fail) calls this module after an audit when C(gpuhost_on_fail) contains
+    V(slurm_drain) (docs/acting-on-the-verdict.md).
+seealso:
+  - name: scontrol
+    description: C(update NodeName= State=DRAIN|UNDRAIN Reason=).
+    link: https://slurm.schedmd.com/scontrol.html
+"""
+
+EXAMPLES = r"""
+- name: Drain this node, naming the rules that failed
+  gpuhost.baseline.slurm_node:
+    name: "{{ inventory_hostname_short }}"
+    state: drained
+    rules: [PCI-001, KERNEL-003]
+  become: true
+
+- name: A clean run releases the drain this tool set (an administrator's drain stays)
+  gpuhost.baseline.slurm_node:
+    name: "{{ inventory_hostname_short }}"
+    state: resumed
+  become: true
+
+- name: What would happen, asked on the Slurm controller (nothing changes)
+  gpuhost.baseline.slurm_node:
+    name: gpu07
+    state: drained
+    rules: [GPU-004]
+  delegate_to: slurm-ctl01
+  check_mode: true
+"""
+
+RETURN = r"""
+action:
+  description:
+    - What was done (in check mode, what would be done) - V(drain), V(update_reason), V(undrain) or V(none).
+  returned: success
+  type: str
+  sample: drain
+msg:
+  description: One sentence on the decision, naming an administrator's reason when the node was left alone.
+  returned: always
+  type: str
+  sample: "gpu07 drained: gpuhost: KERNEL-003 PCI-001"
+node:
+  description: The node as read before any change (name, base state, flags, drain, reason, reason_user).
+  returned: success
+  type: dict
+  sample: {"name": "gpu07", "state": "idle", "flags": [], "drain": false, "reason": null, "reason_user": null}
+reason:
+  description: The drain reason this tool writes (or would write); V(null) with O(state=resumed).
+  returned: success
+  type: str
+  sample: "gpuhost: KERNEL-003 PCI-001"
+drained_by_us:
+  description: Whether the node was drained by this tool (its reason has the C(gpuhost:) marker) before the task.
+  returned: success
+  type: bool
+  sample: false
+commands:
+  description: The C(scontrol update) commands run or, in check mode, that would run.
+  returned: always
+  type: list
+  elements: str
+  sample: ["scontrol update NodeName=gpu07 State=DRAIN 'Reason=gpuhost: KERNEL-003 PCI-001'"]
+"""
+
+import os
+import subprocess
+from shlex import quote
+
+from ansible.module_utils.basic import AnsibleModule
+
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.slurm import (
+    drain_reason, drained_by_us, parse_show_node)
+
+
+class SlurmError(Exception):
+    pass
+
+
+def _line(argv):
+    return " ".join(quote(part) for part in argv)
+
+
+def _runner(module, binary, timeout):
+    env = dict(os.environ, LC_ALL="C")
+    if module.params["slurm_conf"]:
+        env["SLURM_CONF"] = module.params["slurm_conf"]
+
+    def run(args):
+        argv = [binary] + list(args)
+        try:
+            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                  env=env, timeout=timeout, check=False)
+        except subprocess.TimeoutExpired:
+            raise SlurmError("%s did not answer within %d s (killed); is slurmctld reachable?" % (_line(argv), timeout))
+        except OSError as exc:
+            raise SlurmError("cannot run %s: %s" % (_line(argv), exc.strerror or exc))
+        out = proc.stdout.decode("utf-8", "replace")
+        err = proc.stderr.decode("utf-8", "replace")
+        if proc.returncode != 0:
+            lines = (err or out).strip().splitlines()
+            raise SlurmError("%s exited %d: %s" % (_line(argv), proc.returncode,
+                                                   lines[-1][:300] if lines else "no output"))
+        return out
+    return run
+
+
+def _read(run, name):
+    node, error = parse_show_node(run(["show", "node", "-o", name]), name)
+    if error:
+        raise SlurmError("scontrol show node -o %s: %s" % (name, error))
+    return node
+
+
+def decide(node, state, reason):
+    """``(action, args, message)``: what to do with ``node`` (from :func:`parse_show_node`)."""
+    name = node["name"]
+    ours = drained_by_us(node)
+    if state == "drained":
+        if ours and node["reason"] == reason:
+            return "none", None, "%s already drained by gpuhost with this reason" % name
+        if node["drain"] and not ours:
+            return "none", None, "%s is drained by someone else (reason: %s); left as it is" % (
+                name, node["reason"] or "none given")
+        action = "update_reason" if ours else "drain"
+        return action, ["update", "NodeName=" + name, "State=DRAIN", "Reason=" + reason], \
+            "%s drained: %s" % (name, reason)
+    if ours:
+        return "undrain", ["update", "NodeName=" + name, "State=UNDRAIN"], \
+            "%s undrained: its drain (%s) was this tool's and the run is clean" % (name, node["reason"])
+    if node["drain"]:
+        return "none", None, "%s is drained by someone else (reason: %s); not resumed" % (
+            name, node["reason"] or "none given")
+    return "none", None, "%s is not drained" % name
+
+
+def main():
+    module = AnsibleModule(
+        argument_spec=dict(
+            name=dict(type="str", required=True),
+            state=dict(type="str", required=True, choices=["drained", "resumed"]),
+            rules=dict(type="list", elements="str", default=[]),
+            scontrol=dict(type="str", default="scontrol"),
+            slurm_conf=dict(type="path"),
+            timeout=dict(type="int", default=30),
+        ),
+        supports_check_mode=True,
+    )
+    params = module.params
+    name, state = params["name"], params["state"]
+    commands = []
+    reason = None
+    if state == "drained":
+        reason, error = drain_reason(params["rules"])
+        if error:
+            module.fail_json(msg="cannot drain %s: %s" % (name, error), commands=commands)
+    binary = module.get_bin_path(params["scontrol"])
+    if not binary:
+        module.fail_json(msg="%s not found in PATH: Slurm's client (scontrol) is needed to act on the verdict"
+                         % params["scontrol"], commands=commands)
+    run = _runner(module, binary, max(1, params["timeout"]))
+    try:
+        node = _read(run, name)
+        action, args, msg = decide(node, state, reason)
+        after = dict(node)
+        if args:
+            commands.append(_line([params["scontrol"]] + args))
+            if not module.check_mode:
+                run(args)
+                after = _read(run, name)
+                if state == "drained" and not (after["drain"] and after["reason"] == reason):
+                    raise SlurmError("%s was drained but reads back State=%s Reason=%s" % (
+                        name, "+".join([after["state"]] + after["flags"]), after["reason"]))
+                if state == "resumed" and after["drain"]:
+                    raise SlurmError("%s was undrained but is still drained (reason: %s)" % (name, after["reason"]))
+            else:
+                after = dict(node, drain=state == "drained", reason=reason if state == "drained" else None)
+    except SlurmError as exc:
+        module.fail_json(msg=str(exc), commands=commands)
+    result = dict(changed=bool(args), action=action, msg=msg, node=node, reason=reason,
+                  drained_by_us=drained_by_us(node), commands=commands)
+    if module._diff:
+        result["diff"] = dict(
+            before="drain: %s\nreason: %s\n" % (node["drain"], node["reason"]),
+            after="drain: %s\nreason: %s\n" % (after["drain"], after["reason"]))
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,277 @@
+"""Parsers of the GPU measurement tools (plugins/module_utils/facts/measure.py) and the PCIe link rate
+(facts/pci.py link_rate_gbs), on the real-format fixtures of tests/fixtures/measure/ (provenance in its
+README.md) and hostile variants: empty, garbage, truncated, non-UTF-8, NUL bytes. No parser raises; a
+bad input is a reason, never a result. About 0.3 s."""
+import json
+import os
+
+import pytest
+
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import measure
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pci import ENCODING, SPEEDS, link_rate_gbs
+
+FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "fixtures", "measure")
+
+
+def fixture(name, mode="r"):
+    with open(os.path.join(FIXTURES, name), mode) as handle:
+        return handle.read()
+
+
+PARSERS = (measure.parse_nvbandwidth, measure.parse_dcgm_diag, measure.parse_dcgm_health, measure.parse_nccl_tests)
+
+
+# -- nvbandwidth ----------------------------------------------------------------------------------
+def test_nvbandwidth_text_host_device_per_gpu():
+    result, error = measure.parse_nvbandwidth(fixture("nvbandwidth-v0.2-8x4090-ce.txt"))
+    assert error is None
+    assert result["version"] == "v0.2" and result["driver_version"] == "545.29.06"
+    assert result["cuda_runtime_version"] == "12030" and len(result["devices"]) == 8
+    h2d = result["testcases"]["host_to_device_memcpy_ce"]
+    assert h2d["status"] == "passed" and h2d["unit"] == "GB/s" and h2d["rows_are"] == "cpu"
+    assert h2d["direction"] == "->" and h2d["sum"] == 205.04
+    assert h2d["per_gpu"]["0"] == 25.50 and h2d["per_gpu"]["7"] == 26.31 and len(h2d["per_gpu"]) == 8
+    d2h = result["testcases"]["device_to_host_memcpy_ce"]
+    assert d2h["direction"] == "<-" and d2h["per_gpu"]["5"] == 27.11
+    assert abs(sum(d2h["per_gpu"].values()) - d2h["sum"]) < 0.05  # the matrix is printed rounded
+
+
+def test_nvbandwidth_text_one_gpu_with_bus_id_and_note():
+    result, error = measure.parse_nvbandwidth(fixture("nvbandwidth-v0.8-a100-h2d-sm.txt"))
+    assert error is None
+    assert result["devices"] == {"0": "NVIDIA A100-SXM4-40GB (00000000:99:00)"}
+    assert result["testcases"]["host_to_device_memcpy_sm"]["per_gpu"] == {"0": 25.13}
+
+
+def test_nvbandwidth_text_peer_pairs_skip_the_diagonal():
+    result, error = measure.parse_nvbandwidth(fixture("nvbandwidth-v0.8-6xa6000-d2d-read.txt"))
+    assert error is None
+    case = result["testcases"]["device_to_device_memcpy_read_ce"]
+    assert case["rows_are"] == "gpu" and len(case["pairs"]) == 30
+    assert {"src": "0", "dst": "3", "value": 21.95} in case["pairs"]
+    assert case["matrix"][0][0] is None and case["sum"] == 715.53
+    # the README's example writes 0.00 on the diagonal (older versions) and "<-": column to row
+    result, error = measure.parse_nvbandwidth(fixture("nvbandwidth-readme-d2d-write.txt"))
+    case = result["testcases"]["device_to_device_memcpy_write_ce"]
+    assert error is None and len(case["pairs"]) == 56 and case["direction"] == "<-"
+    assert {"src": "1", "dst": "0", "value": 276.07} in case["pairs"]
+
+
+def test_nvbandwidth_json():
+    result, error = measure.parse_nvbandwidth(fixture("nvbandwidth-json-2gpu.json"))
+    assert error is None and result["format"] == "json" and result["version"] == "v0.8"
+    assert result["devices"]["1"].startswith("NVIDIA H100 80GB HBM3 (00000000:2a:00)")
+    cases = result["testcases"]
+    assert cases["host_to_device_memcpy_ce"]["per_gpu"] == {"0": 55.6, "1": 55.4}
+    assert cases["device_to_device_memcpy_read_ce"]["pairs"] == [
+        {"src": "0", "dst": "1", "value": 389.1}, {"src": "1", "dst": "0", "value": 389.4}]
+    assert cases["host_to_all_memcpy_ce"]["status"] == "waived"
+
+
+def test_nvbandwidth_truncated_matrix_is_an_error_of_that_testcase():
+    text = fixture("nvbandwidth-v0.8-6xa6000-d2d-read.txt")
+    cut = text[:text.index(" 3     21.82") + 20]
+    result, error = measure.parse_nvbandwidth(cut)
+    assert error is None
+    case = result["testcases"]["device_to_device_memcpy_read_ce"]
+    assert case["status"] == "error" and "truncated" in case["error"]
+    result, error = measure.parse_nvbandwidth(text[:text.index("memcpy CE")])
+    assert result["testcases"]["device_to_device_memcpy_read_ce"]["status"] == "error"
+
+
+def test_nvbandwidth_error_and_waived_lines():
+    text = "Running host_to_device_memcpy_ce.\nERROR: cuMemAlloc failed: out of memory\n"
+    result, error = measure.parse_nvbandwidth(text)
+    assert result["testcases"]["host_to_device_memcpy_ce"]["status"] == "error"
+    assert "out of memory" in result["testcases"]["host_to_device_memcpy_ce"]["error"]
+    text = "Running device_to_device_memcpy_read_ce.\nWaived: not enough GPUs\n"
+    result, error = measure.parse_nvbandwidth(text)
+    assert result["testcases"]["device_to_device_memcpy_read_ce"]["status"] == "waived"
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("", "empty output"),
+    ("   \n", "empty output"),
+    ("bash: nvbandwidth: command not found\n", "no testcase ran"),
+    ('{"nvbandwidth": {"testca', "does not parse"),
+    ('{"other": 1}', "not nvbandwidth -j output"),
+    ('{"nvbandwidth": {"error": "cuInit failed: no CUDA-capable device is detected"}}', "no CUDA-capable device"),
+])
+def test_nvbandwidth_bad_input_is_a_reason(text, reason):
+    result, error = measure.parse_nvbandwidth(text)
+    assert result is None and reason in error
+
+
+# -- dcgmi diag -----------------------------------------------------------------------------------
+def test_dcgm_diag_v3_all_skipped():
+    result, error = measure.parse_dcgm_diag(fixture("dcgm-diag-v3-r3-t400-skip.json"))
+    assert error is None and result["dcgm_format"] == 3
+    assert result["overall"] == "skip" and result["entities"] == {"GPU 0": "skip"} and result["failed"] == []
+    assert [t["name"] for t in result["tests"]] == ["PCIe", "GPU Memory", "Diagnostic", "EUD Test", "Targeted Stress"]
+
+
+def test_dcgm_diag_v3_fail_and_warn_of_the_host():
+    result, error = measure.parse_dcgm_diag(fixture("dcgm-diag-v3-r1-fail.json"))
+    assert error is None and result["overall"] == "fail" and result["entities"] == {}
+    assert result["failed"] == ["Persistence Mode: fail", "Environment Variables: warn"]
+
+
+def test_dcgm_diag_v4_per_gpu_with_message():
+    result, error = measure.parse_dcgm_diag(fixture("dcgm-diag-v4-r2-memory-fail.json"))
+    assert error is None and result["dcgm_format"] == 4 and result["overall"] == "fail"
+    assert result["entities"] == {"GPU 0": "pass", "GPU 1": "fail"}
+    assert result["failed"] == ["memory on GPU 1: Couldn't allocate at least 75.0% of GPU memory on GPU 1"]
+    pcie = [t for t in result["tests"] if t["name"] == "pcie"][0]
+    assert pcie["status"] == "pass" and pcie["results"][1]["status"] == "skip"
+
+
+@pytest.mark.parametrize("text, reason", [
+    (None, "no output"),
+    ("Error: unable to establish a connection to the specified host: localhost\n", "printed no JSON"),
+    ('{"DCGM GPU Diagnostic": {"test_categories": [{"category": "Deployment", "tests": [{"na', "does not parse"),
+    ('{"DCGM Diagnostic": {"test_categories": []}}', "without test_categories"),
+    ('{"DCGM Diagnostic": {"test_categories": [{"category": "x", "tests": ["garbage"]}]}}', "no test"),
+    ("[1, 2]", "printed no JSON"),
+])
+def test_dcgm_diag_bad_input_is_a_reason(text, reason):
+    result, error = measure.parse_dcgm_diag(text)
+    assert result is None and reason in error, error
+
+
+def test_dcgm_diag_runtime_error_is_a_reason():
+    result, error = measure.parse_dcgm_diag(fixture("dcgm-diag-v4-runtime-error.json"))
+    assert result is None and error == "dcgmi diag could not run: The GPU is busy: one or more processes are using it"
+
+
+def test_dcgm_diag_unknown_status_is_unknown_not_pass():
+    text = '{"DCGM Diagnostic": {"test_categories": [{"category": "x", "tests": [{"name": "t", "results": ' \
+           '[{"entity_group": "GPU", "entity_id": 0, "status": "Weird"}], "test_summary": {"status": "Pass"}}]}]}}'
+    result, error = measure.parse_dcgm_diag(text)
+    assert result["overall"] == "unknown" and result["entities"] == {"GPU 0": "unknown"}
+
+
+# -- dcgmi health ---------------------------------------------------------------------------------
+def test_dcgm_health_healthy_and_warning():
+    result, error = measure.parse_dcgm_health(fixture("dcgm-health-healthy.json"))
+    assert error is None and result == {"overall": "healthy", "entities": {}}
+    result, error = measure.parse_dcgm_health(fixture("dcgm-health-pcie-warning.json"))
+    assert error is None and result["overall"] == "warning"
+    assert result["entities"] == {"GPU 0": {"health": "warning", "systems": {"PCIe system": {
+        "health": "warning", "message": "Detected more than 8 PCIe replays per minute for GPU 0 : 13"}}}}
+
+
+@pytest.mark.parametrize("text, reason", [
+    (fixture("dcgm-health-watches-off.txt"), "Health watches not enabled"),
+    ('{"body": {"GPU": {}}, "header": ["Health Monitor Report"]}', "Overall Health"),
+    ('{"body": {"Overall Health": {"val', "does not parse"),
+    (b"\xff\xfe\x00garbage", "NUL"),
+])
+def test_dcgm_health_bad_input_is_a_reason(text, reason):
+    result, error = measure.parse_dcgm_health(text)
+    assert result is None and reason in error, error
+
+
+def test_dcgm_health_internal_error_is_unknown():
+    result, error = measure.parse_dcgm_health('{"body": {"Overall Health": {"value": "Internal error"}}}')
+    assert result["overall"] == "unknown"
+
+
+# -- nccl-tests -----------------------------------------------------------------------------------
+def test_nccl_all_reduce():
+    result, error = measure.parse_nccl_tests(fixture("nccl-all-reduce-gb10-2rank.txt"))
+    assert error is None
+    assert result["collective"] == "all_reduce_perf" and result["avg_busbw_gbs"] == 0.65375
+    assert result["out_of_bounds"] == 0 and result["out_of_bounds_ok"] is True
+    assert result["max_busbw_gbs"] == 1.01 and len(result["rows"]) == 4
+    assert result["rows"][0] == {"size_bytes": 8192, "count": 2048, "type": "float", "redop": "sum",
+                                 "out_of_place": {"time_us": 35.15, "algbw_gbs": 0.23, "busbw_gbs": 0.23, "wrong": 0.0},
+                                 "in_place": {"time_us": 30.33, "algbw_gbs": 0.27, "busbw_gbs": 0.27, "wrong": 0.0}}
+    assert result["devices"] == [{"rank": 0, "device": 0, "bus": "000f:01:00", "name": "NVIDIA GB10"},
+                                 {"rank": 1, "device": 0, "bus": "000f:01:00", "name": "NVIDIA GB10"}]
+
+
+def test_nccl_cut_short_is_a_reason():
+    result, error = measure.parse_nccl_tests(fixture("nccl-all-reduce-gb10-2rank-cut.txt"))
+    assert result is None and "cut short: 4 rows" in error
+    # mpirun --tag-output prefixes are read through
+    result, error = measure.parse_nccl_tests(fixture("nccl-all-reduce-tagged-output-cut.txt"))
+    assert result is None and "cut short: 3 rows" in error
+
+
+def test_nccl_out_of_bounds_failed_and_unvalidated_rows():
+    text = fixture("nccl-all-reduce-gb10-2rank.txt").replace("Out of bounds values : 0 OK",
+                                                             "Out of bounds values : 50 FAILED")
+    text = text.replace("0.23       0    30.33", "0.23     N/A    30.33")
+    result, error = measure.parse_nccl_tests(text)
+    assert error is None and result["out_of_bounds"] == 50 and result["out_of_bounds_ok"] is False
+    assert result["rows"][0]["out_of_place"]["wrong"] is None
+
+
+def test_nccl_messages_between_rows_are_skipped():
+    text = fixture("nccl-all-reduce-gb10-2rank.txt")
+    noise = "\n8 more processes have sent help message help-mtl-ofi.txt / OFI call fail"
+    text = text.replace("\n       16384 ", noise + "\n       16384 ")
+    result, error = measure.parse_nccl_tests(text)
+    assert error is None and len(result["rows"]) == 4
+
+
+@pytest.mark.parametrize("text, reason", [
+    ("", "empty output"),
+    ("all_reduce_perf: error while loading shared libraries: libnccl.so.2\n", "no result table header"),
+    (fixture("nccl-all-reduce-gb10-2rank.txt").split("        8192")[0], "no result row"),
+])
+def test_nccl_bad_input_is_a_reason(text, reason):
+    result, error = measure.parse_nccl_tests(text)
+    assert result is None and reason in error, error
+
+
+# -- every parser, hostile input ------------------------------------------------------------------
+HOSTILE = [None, 42, b"", b"\x00" * 64, b"\xff\xfe\xfd garbage \xc3\x28", "{", "}", "[]", "{}", "null",
+           '{"nvbandwidth": [], "DCGM Diagnostic": 5, "body": "x"}', "\n" * 1000, "# " * 10000,
+           "Running x.\n" + "0 " * 5000, '{"a": ' * 2000]
+
+
+@pytest.mark.parametrize("parser", PARSERS, ids=[p.__name__ for p in PARSERS])
+@pytest.mark.parametrize("data", HOSTILE, ids=range(len(HOSTILE)))
+def test_hostile_input_never_raises_and_never_passes(parser, data):
+    result, error = parser(data)
+    if result is None:
+        assert isinstance(error, str) and error
+    else:  # a parse that finds something reports no pass it did not see
+        assert error is None
+        assert json.dumps(result)  # plain data
+        for case in (result.get("testcases") or {}).values():
+            assert case["status"] != "passed" or case.get("per_gpu") or case.get("pairs") is not None
+
+
+@pytest.mark.parametrize("parser, name", [
+    (measure.parse_nvbandwidth, "nvbandwidth-v0.2-8x4090-ce.txt"),
+    (measure.parse_dcgm_diag, "dcgm-diag-v4-r2-memory-fail.json"),
+    (measure.parse_dcgm_health, "dcgm-health-pcie-warning.json"),
+    (measure.parse_nccl_tests, "nccl-all-reduce-gb10-2rank.txt"),
+])
+def test_every_truncation_of_a_real_output_is_handled(parser, name):
+    data = fixture(name, "rb")
+    for end in range(0, len(data), max(1, len(data) // 97)):
+        result, error = parser(data[:end])
+        assert (result is None) != (error is None)
+
+
+# -- PCIe link rate -------------------------------------------------------------------------------
+@pytest.mark.parametrize("speed, width, expected", [
+    (5, 16, 63.015), ("32GT/s", "x16", 63.015), (4, 16, 31.508), ("16GT/s", 8, 15.754), (3, 16, 15.754),
+    (1, 1, 0.25), (2, 4, 2.0), (6, 16, 118.0), ("Gen5", 16, 63.015),
+])
+def test_link_rate(speed, width, expected):
+    assert link_rate_gbs(speed, width) == expected
+
+
+@pytest.mark.parametrize("speed, width", [
+    (None, 16), (7, 16), ("unknown", 16), (5, 0), (5, 64), (5, None), (True, 16), (5, "wide"), ("", 16),
+])
+def test_link_rate_of_nonsense_is_none(speed, width):
+    assert link_rate_gbs(speed, width) is None
+
+
+def test_encoding_covers_every_speed():
+    assert set(ENCODING) == set(SPEEDS)
