@@ -74,7 +74,7 @@ options:
         which holds it there) and C([sysfs]) lines for boost and for the disable flag of each idle state above
         O(idle_latency_max_us) on this host. After tuned applied the profile, the module writes what tuned left
         (an option an older tuned lacks) and reads the state back.
-      - With V(tuned), a C(gpuhost-cpu-power.service) unit installed earlier would compete with tuned at boot: its
+      - With V(tuned), a C(gpuhost-cpu-power.service) unit installed earlier would compete with tuned at boot, so its
         C(multi-user.target.wants) link and its udev rule are removed (C(systemctl daemon-reload),
         C(udevadm control --reload)); its script and unit file stay, inert. Fails, changing nothing, where tuned
         does not run.
