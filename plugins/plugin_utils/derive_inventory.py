@@ -23,7 +23,10 @@ _SECTIONS = ("cpu", "memory", "gpus", "nics", "topology", "versions")
 _CPU_FIELDS = (("model_name", "model"), ("vendor", "vendor"), ("sockets", "sockets"), ("cores", "cores"),
                ("threads", "threads"), ("smt", "SMT active"))
 _VERSION_FIELDS = (("kernel", "kernel release"), ("driver", "NVIDIA driver"), ("cuda", "CUDA (driver API)"))
-_LISTS = ("cpu", "memory", "gpus", "nics", "links", "speeds", "topology", "numa", "versions", "power")
+_LISTS = ("cpu", "memory", "gpus", "nics", "links", "speeds", "topology", "numa", "versions", "power", "firmware")
+#: per device kind: (inventory key, what it is, where it is read) of the firmware INV-012 compares
+_FIRMWARE = {"gpus": ("vbios", "VBIOS", "nvidia-smi -q -x <vbios_version>"),
+             "nics": ("firmware", "firmware", "/sys/class/infiniband/<dev>/fw_ver")}
 
 
 def _empty(present, reason=None, learned_from=None):
@@ -253,6 +256,34 @@ def _speed_item(address, label, kind, want, have, gpu, why):
     return item
 
 
+def _firmware(goldens, seen_by_addr):
+    """INV-012: the VBIOS of every golden GPU and the firmware of every golden NIC that is on this
+    host, compared only on a device of the same model (and, for a NIC, the same board id when both are
+    known: a firmware image is built for one board); another model is INV-003/INV-004's finding."""
+    items = []
+    for kind, golden in goldens:
+        key, what, where = _FIRMWARE[kind]
+        for address in sorted(golden):
+            want, have = golden[address], seen_by_addr.get(address)
+            if have is None or key not in want or (want.get(key) is None and have.get(key) is None):
+                # missing (INV-003/INV-004), a golden host learned before firmware was recorded, or nothing to
+                # compare on either host (a NIC without an RDMA device has no fw_ver)
+                continue
+            label = _label(have, kind)
+            item = _item(address, "%s %s" % (label, what), observed=have.get(key), expected=want.get(key))
+            other = [k for k in ("model", "board_id") if want.get(k) and have.get(k) and want[k] != have[k]]
+            if other:
+                item["not_applicable"] = "not judged: %s %s, golden host %s (another %s)" % (
+                    other[0].replace("_", " "), have[other[0]], want[other[0]], "model" if other[0] == "model" else
+                    "board")
+            elif want.get(key) is None:
+                item["not_applicable"] = "not judged: the golden host's %s of %s was unknown" % (what, address)
+            elif item["observed"] is None:
+                item["reason"] = "%s of %s: not read (%s)" % (what, address, where)
+            items.append(item)
+    return items
+
+
 # -- topology --------------------------------------------------------------------------------
 
 def _topology(golden, seen, present):
@@ -316,6 +347,7 @@ def derive_inventory(facts, params):
         goldens.append((kind, devices))
         seen_by_addr.update((d["address"], d) for d in seen[kind] or [])
     out["links"], out["speeds"], out["numa"], out["power"] = _link_items(goldens, seen_by_addr, facts)
+    out["firmware"] = _firmware(goldens, seen_by_addr)
     if "topology" in golden:
         present = set(seen_by_addr) if seen["gpus"] is not None else set()
         if seen["gpus"] is None:

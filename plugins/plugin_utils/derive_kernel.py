@@ -9,6 +9,7 @@ from __future__ import absolute_import, division, print_function
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import cmdline_value, compare_kernel_release
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_common import _int
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_cpu import cpu_generation
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.docpath import get as _get
 
 __metaclass__ = type
@@ -21,7 +22,35 @@ def _fmt_param(key, value):
     return key if value is True else "%s=%s" % (key, value)
 
 
+#: how KERNEL-001 names a CPU generation of ``kernel_min_cpu``
+GENERATION_LABELS = {"zen3": "AMD Zen 3 (family 0x19)", "zen4": "AMD Zen 4 (family 0x19)",
+                     "zen5": "AMD Zen 5 (family 0x1a)", "intel": "Intel"}
+
+
+def kernel_minimum(facts, params):
+    """``(minimum, source)``: the oldest accepted running kernel, the newer of ``kernel_min`` (the site
+    floor) and ``kernel_min_cpu[<generation of this CPU>]``; ``source`` says which. ``(None, reason)``
+    when neither is a version string."""
+    floor = params.get("kernel_min") if isinstance(params.get("kernel_min"), str) else None
+    table = params.get("kernel_min_cpu") if isinstance(params.get("kernel_min_cpu"), dict) else {}
+    generation = cpu_generation(_get(facts, "cpu"))
+    specific = table.get(generation) if generation else None
+    specific = specific if isinstance(specific, str) else None
+    if specific is not None and (floor is None or (compare_kernel_release(specific, floor) or 0) > 0):
+        return specific, "kernel_min_cpu.%s: %s" % (generation, GENERATION_LABELS.get(generation, generation))
+    if floor is not None:
+        if generation is None:
+            why = "CPU generation unknown from vendor, family and model"
+        elif specific is None:
+            why = "no kernel_min_cpu entry for %s" % GENERATION_LABELS.get(generation, generation)
+        else:
+            why = "kernel_min_cpu.%s %s is not newer" % (generation, specific)
+        return floor, "kernel_min (%s)" % why
+    return None, "parameters kernel_min and kernel_min_cpu give no minimum"
+
+
 def _kernel(facts, params):
+    minimum, minimum_source = kernel_minimum(facts, params)
     kernel = _get(facts, "kernel") or {}
     release = kernel.get("release") if isinstance(kernel, dict) else None
     installed = kernel.get("installed") if isinstance(kernel, dict) else None
@@ -29,7 +58,6 @@ def _kernel(facts, params):
     pending_upgrade = None
     if isinstance(release, str) and isinstance(installed, list):
         newer = [r for r in installed if isinstance(r, str) and compare_kernel_release(r, release) == 1]
-        minimum = params.get("kernel_min")
         meeting = [r for r in newer if isinstance(minimum, str) and (compare_kernel_release(r, minimum) or -1) >= 0]
         if meeting:
             pending_upgrade = "%s is installed, reboot into it" % meeting[-1]
@@ -55,7 +83,7 @@ def _kernel(facts, params):
                 diff.append("%s only in the configured cmdline" % _fmt_param(key, configured[key]))
                 only_configured.append(_fmt_param(key, configured[key]))
     cmdline_pending = ("%s configured, reboot to apply" % ", ".join(only_configured)) if only_configured else None
-    return {"newer_installed": newer, "newer_installed_note": newer_note, "pending_upgrade": pending_upgrade,
+    return {"kernel_min": minimum, "kernel_min_source": minimum_source, "newer_installed": newer, "newer_installed_note": newer_note, "pending_upgrade": pending_upgrade,
             "cmdline_diff": diff, "cmdline_pending": cmdline_pending, "sysctl_boot": _sysctl_boot(facts, params)}
 
 

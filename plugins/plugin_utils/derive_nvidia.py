@@ -114,14 +114,32 @@ def _unreported_reason(facts, nvidia, device, reported, on_bus):
     return text + _module_note(nvidia)
 
 
+def _temperature(gpu):
+    """NVIDIA-011's values: the GPU's temperature, its own slowdown threshold (nvidia-smi's
+    ``gpu_temp_slow_threshold``, where the GPU starts to lower its clocks) and the headroom between
+    them; ``temp_reason`` says why the headroom is unknown."""
+    temps = gpu.get("temperature") if isinstance(gpu.get("temperature"), dict) else None
+    current = _int(temps.get("gpu_c")) if temps else None
+    slowdown = _int(temps.get("slowdown_c")) if temps else None
+    reason = None
+    if temps is None:
+        reason = "nvidia-smi -q -x gives no <temperature> section for this GPU"
+    elif current is None:
+        reason = "nvidia-smi -q -x gives no GPU temperature (<gpu_temp>) for this GPU"
+    elif slowdown is None:
+        reason = "nvidia-smi -q -x gives no slowdown threshold (<gpu_temp_slow_threshold>) for this GPU"
+    return {"temperature_c": current, "temp_slowdown_c": slowdown,
+            "temp_headroom_c": slowdown - current if reason is None else None, "temp_reason": reason}
+
+
 def _nvidia(facts, params, by_addr, pci_known):
     devices = list(by_addr.values())
     bus = _bus_gpus(devices) if pci_known else None
     bus_ids = [d["address"] for d in bus] if bus is not None else None
     nvidia = _get(facts, "nvidia")
     if not isinstance(nvidia, dict):
-        return {"present": None, "gpus": None, "has_blackwell": None, "ecc_modes": None,
-                "bus_gpus": bus_ids, "unreported": None, "smi_problems": None}
+        return {"present": None, "expected": bool(bus_ids), "gpus": None, "has_blackwell": None, "ecc_modes": None,
+                "ecc_reason": None, "bus_gpus": bus_ids, "unreported": None, "smi_problems": None}
     driver = nvidia.get("driver_version") or _get(nvidia, "module", "version")
     minimums = params.get("nvidia_driver_min") if isinstance(params.get("nvidia_driver_min"), dict) else {}
     policy = params.get("power_limit_policy")
@@ -142,6 +160,7 @@ def _nvidia(facts, params, by_addr, pci_known):
         gpus.append({
             "index": gpu.get("index"),
             "bus_id": bus_id,
+            "uuid": gpu.get("uuid") if isinstance(gpu.get("uuid"), str) and gpu.get("uuid") else None,
             "name": gpu.get("name"),
             "label": "GPU%s %s" % (gpu.get("index"), gpu.get("name") or ""),
             "generation": generation,
@@ -155,6 +174,7 @@ def _nvidia(facts, params, by_addr, pci_known):
             "power_limit_w": power.get("limit_w"),
             "power_target_w": target,
             "throttle_active": None if not isinstance(reasons, list) else [r for r in reasons if r in THROTTLE_REASONS],
+            **_temperature(gpu),
             "width_current": _get(gpu, "pcie", "width_current"),
             "width_max": _get(gpu, "pcie", "width_max"),
             "numa_node": node,
@@ -192,11 +212,12 @@ def _nvidia(facts, params, by_addr, pci_known):
             generation = gpu_generation(None, dev.get("device_id"))
             node = dev.get("numa_node")
             gpus.append({
-                "index": None, "bus_id": dev["address"], "name": None, "label": _label(dev, {}),
+                "index": None, "bus_id": dev["address"], "uuid": None, "name": None, "label": _label(dev, {}),
                 "generation": generation, "driver_version": driver,
                 "driver_min": minimums.get(generation or "default", minimums.get("default")),
                 "persistence": None, "ecc_current": None, "ecc_pending": None, "ecc_pending_matches": None,
                 "power_limit_w": None, "power_target_w": None, "throttle_active": None,
+                "temperature_c": None, "temp_slowdown_c": None, "temp_headroom_c": None, "temp_reason": None,
                 "width_current": None, "width_max": None,
                 "numa_node": node if isinstance(node, int) and not isinstance(node, bool) and node >= 0 else None,
                 "reported": False,
@@ -205,5 +226,14 @@ def _nvidia(facts, params, by_addr, pci_known):
         if missing and all(isinstance(g["bus_id"], str) for g in gpus):
             gpus.sort(key=lambda g: g["bus_id"].lower())
         has_bw = has_bw or any(g["generation"] == "blackwell" for g in gpus)
-    return {"present": present, "gpus": gpus, "has_blackwell": has_bw, "ecc_modes": modes,
-            "bus_gpus": bus_ids, "unreported": unreported, "smi_problems": problems}
+    # the per-GPU rules apply where the driver is loaded or NVIDIA GPUs are on the bus: a driver
+    # that is not loaded makes their findings unknown (each GPU's reason), not not_applicable
+    expected = bool(present) or bool(bus_ids)
+    ecc_reason = None
+    if modes is None and expected:
+        unheard = [g for g in gpus if not g["reported"]]
+        ecc_reason = unheard[0]["reason"] if unheard else \
+            "nvidia-smi -q -x gives no current ECC mode for every GPU" if gpus else \
+            "nvidia-smi reports no GPU: %s" % (_smi_reason(facts, nvidia) or "nvidia-smi -q -x lists no GPU")
+    return {"present": present, "expected": expected, "gpus": gpus, "has_blackwell": has_bw, "ecc_modes": modes,
+            "ecc_reason": ecc_reason, "bus_gpus": bus_ids, "unreported": unreported, "smi_problems": problems}

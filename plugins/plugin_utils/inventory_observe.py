@@ -127,6 +127,15 @@ def _pci_devices(facts):
     return [d for d in devices if isinstance(d, dict) and isinstance(d.get("address"), str)]
 
 
+def _rdma_by_address(facts):
+    """RDMA devices of ``health.rdma`` by PCI address (the NIC function each belongs to)."""
+    out = {}
+    for dev in _get(facts, "health", "rdma", "devices") or []:
+        if isinstance(dev, dict) and isinstance(dev.get("pci_address"), str):
+            out.setdefault(dev["pci_address"].lower(), dev)
+    return out
+
+
 def observe_devices(facts):
     """``(gpus, nics)``: the GPUs and NICs of ``pci.devices`` in the inventory shape, sorted by
     address; ``(None, None)`` without a readable device list."""
@@ -134,6 +143,7 @@ def observe_devices(facts):
     if devices is None:
         return None, None
     smi = _smi_gpus(facts)
+    rdma = _rdma_by_address(facts)
     gpus, nics = [], []
     for device in sorted(devices, key=lambda d: d["address"]):
         kind = device.get("kind")
@@ -148,8 +158,12 @@ def observe_devices(facts):
             item["name"] = _text(gpu.get("name")) if gpu else None
             item["power_limit_w"] = _number(_get(gpu, "power", "limit_w"))
             item["performance_state"] = performance_state(gpu)
+            item["vbios"] = _text(gpu.get("vbios_version")) if gpu else None
             gpus.append(item)
         else:
+            hca = rdma.get(address) or {}
+            item["firmware"] = _text(hca.get("fw_ver"))
+            item["board_id"] = _text(hca.get("board_id"))
             nics.append(item)
     return gpus, nics
 

@@ -67,7 +67,7 @@ def _unknowns(facts, inventory):
 #: device values read from sysfs and the config space, and from nvidia-smi
 _PCI_FIELDS = ("model", "numa_node", "link_width", "link_speed", "max_read_request", "max_payload")
 
-_SMI_FIELDS = ("name", "power_limit_w")
+_SMI_FIELDS = ("name", "power_limit_w", "vbios")
 
 
 def _device_error(facts, address):

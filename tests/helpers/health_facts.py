@@ -10,7 +10,7 @@ topo -m matrix with the GPUs at NV18 and the ConnectX behind the GPUs' switch (P
 """
 import copy
 
-from helpers.baseline_facts import NIC
+from helpers.baseline_facts import GPU0, GPU1, NIC
 from helpers.rule_examples import case_pairs
 
 XID_79 = {"count": 1, "first_s": 81234.4, "last_s": 81234.4, "message": "GPU has fallen off the bus."}
@@ -31,17 +31,44 @@ def _nvlink_gpu(index, active, speed="26.562", total=18):
 HEALTHY_HEALTH = {
     "nvidia_seen": True,
     "kernel_log": {"source": "journalctl -k -b", "lines": 2841, "truncated": False, "events": 0, "by_gpu": {},
+                   "faults": {}, "faults_no_address": {}, "nvswitch": {},
                    "unparsed": 0, "unparsed_example": None, "error": None},
     "nvlink": {"gpus": [_nvlink_gpu(0, 18), _nvlink_gpu(1, 18)], "note": None, "error": None},
     "fabric_manager": {"nvswitches": ["0000:4a:00.0", "0000:4b:00.0"], "checked": True, "load_state": "loaded",
                        "active_state": "active", "sub_state": "running", "unit_file_state": "enabled", "error": None},
     "peermem": {"nvidia_peermem": True, "nv_peer_mem": False},
-    "rdma": {"devices": [{"name": "mlx5_0", "pci_address": NIC, "ports": [_port()], "error": None}]},
+    "rdma": {"devices": [{"name": "mlx5_0", "pci_address": NIC, "ports": [_port()], "error": None,
+                          "fw_ver": "28.42.1000", "board_id": "MT_0000000838", "hca_type": "MT4129"}]},
     "edac": {"present": True, "controllers": [
         {"name": "mc%d" % n, "mc_name": "F1Ah", "ce_count": 0, "ue_count": 0, "ce_noinfo_count": 0,
          "ue_noinfo_count": 0, "dimms": [{"name": "dimm0", "label": "P%d_CH_A_DIMM_0" % n, "ce_count": 0,
                                           "ue_count": 0}]} for n in (0, 1)]},
+    # error counters (facts/counters.py): the same values an hour ago, in HISTORY
+    "counters": {
+        "ib": [{"device": "mlx5_0", "port": 1, "error": None,
+                "counters": {"link_downed": 1, "symbol_error": 0, "port_rcv_errors": 0, "link_error_recovery": 0}}],
+        "aer": [{"address": GPU0, "correctable": 0, "error": None}, {"address": GPU1, "correctable": 2, "error": None},
+                {"address": NIC, "correctable": 0, "error": None}],
+        "nvlink": {"gpus": [{"index": i, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition", "uuid": "GPU-%08d" % i,
+                             "links": 18, "totals": {"replay": 0, "recovery": 0, "crc": 0}, "note": None}
+                            for i in (0, 1)], "note": None, "error": None},
+    },
 }
+
+#: the counter values of HEALTHY_HEALTH as the history holds them (derive_counters.counter_values)
+COUNTERS_RECORDED = {
+    "ib|mlx5_0/1|link_downed": 1, "ib|mlx5_0/1|symbol_error": 0, "ib|mlx5_0/1|port_rcv_errors": 0,
+    "ib|mlx5_0/1|link_error_recovery": 0, "aer|%s|correctable" % GPU0: 0, "aer|%s|correctable" % GPU1: 2,
+    "aer|%s|correctable" % NIC: 0, "ecc|%s|corrected" % GPU0: 0, "ecc|%s|corrected" % GPU1: 0}
+for _gpu in (GPU0, GPU1):
+    COUNTERS_RECORDED.update(("nvlink|%s|%s" % (_gpu, name), 0) for name in ("replay", "recovery", "crc"))
+
+#: ``facts["history"]`` (history.with_history) of the healthy document: one audit an hour earlier in
+#: this boot, with the same counter values, so the counter rules (HEALTH-020..023) pass
+HISTORY = {"boot_id": None, "source": "/var/lib/gpuhost/history/gpu01.jsonl", "audits": 1,
+           "first": "2025-08-01T10:00:00+00:00", "last": "2025-08-01T10:00:00+00:00", "reason": None,
+           "earlier": {"max_read_request": {}}, "other_boot": None, "now": "2025-08-01T11:00:00+00:00",
+           "counters": dict((name, [["2025-08-01T10:00:00+00:00", value]]) for name, value in COUNTERS_RECORDED.items())}
 
 TOPOLOGY = {
     "devices": ["GPU0", "GPU1", "NIC0"],
@@ -61,7 +88,10 @@ def add_health(facts):
         facts["gathered"].append("health")
     for gpu in facts["nvidia"]["gpus"]:
         gpu["remapped_rows"] = {"correctable": 0, "uncorrectable": 0, "pending": False, "failure": False}
+        gpu.setdefault("ecc", {})["volatile_corrected"] = 0
     facts["nvidia"]["topology"] = copy.deepcopy(TOPOLOGY)
+    facts["history"] = copy.deepcopy(HISTORY)
+    facts["history"]["boot_id"] = facts["kernel"].get("boot_id")
     return facts
 
 

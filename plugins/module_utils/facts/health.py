@@ -13,6 +13,17 @@ Sources of the formats (real outputs are quoted in tests/fixtures/health/README.
 * ``NVRM: Xid (PCI:0000:41:00): 79, pid=..., name=..., GPU has fallen off the bus.``: the NVIDIA
   driver's kernel log line (https://docs.nvidia.com/deploy/xid-errors/index.html); older drivers
   write no ``pid=`` and ``(0000:41:00)`` without ``PCI:``.
+* Faults without an Xid number: ``NVRM: GPU 0000:2b:00.0: GPU has fallen off the bus.``; the
+  newer drivers' multi-line ``NVRM: The NVIDIA GPU 0000:b3:00.0`` / ``NVRM: (PCI ID: 10de:26b5)
+  installed in this system has`` / ``NVRM: fallen off the bus and is not responding to commands.``
+  (one kernel record: the lines after the first carry no timestamp and are indented); the
+  probe and initialisation failures ``NVRM: GPU 0000:01:00.0: RmInitAdapter failed! (0x22:0x56:894)``
+  and ``NVRM: GPU 0000:01:00.0: rm_init_adapter failed, device minor number 0`` (older drivers
+  name no GPU: ``NVRM: RmInitAdapter failed! (...)``).
+* NVSwitch events: ``nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 44 ...``
+  (or ``Fatal,``), with ``Data {...}`` and ``Severity 0 ...`` lines of the same code after it
+  (https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html, "NVSwitch SXid
+  errors").
 * ``nvidia-smi nvlink -s``: ``GPU 0: <name> (UUID: GPU-...)`` then ``\\t Link N: 26.562 GB/s`` or
   ``Link N: <inactive>``; a GPU without NVLink gets ``NVML: Unable to retrieve NVLink information:
   Not Supported``, one whose links are all down ``... as all links are inActive``.
@@ -28,6 +39,7 @@ from __future__ import absolute_import, division, print_function
 import posixpath
 import re
 
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.counters import gather as gather_counters
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import COMMAND_ARGV
 
 __metaclass__ = type
@@ -59,6 +71,24 @@ MAX_XID_LINES = KERNEL_LOG_LINES
 _PIECE = 1 << 20
 
 _XID_MARK = "NVRM: Xid"
+#: what makes a kernel log line one the audit keeps (and a snapshot stores): Xid and SXid events,
+#: a GPU fallen off the bus or failing to initialise, and the first line of the multi-line
+#: "The NVIDIA GPU <address> ... fallen off the bus" message
+_MARKS = (_XID_MARK, "SXid (", "fallen off the bus", "RmInitAdapter failed", "rm_init_adapter failed",
+          "NVRM: The NVIDIA GPU")
+_MARK_RE = re.compile("|".join(re.escape(m) for m in _MARKS))
+_ADDR = r"([0-9A-Fa-f]{1,8}):([0-9A-Fa-f]{1,2}):([0-9A-Fa-f]{1,2})(?:\.([0-7]))?"
+_STAMP = r"(?:\s*\[\s*(\d{1,12}\.\d{1,9})\])?"
+# NVRM: GPU 0000:2b:00.0: GPU has fallen off the bus. / NVRM: GPU 0000:01:00.0: RmInitAdapter failed! (...)
+# NVRM: The NVIDIA GPU 0000:b3:00.0 [(PCI ID: 10de:26b5) installed in this system has fallen off ...]
+_GPU_LINE_RE = re.compile(_STAMP + r".*?NVRM: (?:The NVIDIA )?GPU (?:at )?(?:PCI:)?" + _ADDR + r"\b:?\s*(.*)$")
+_STAMP_RE = re.compile(_STAMP)
+# nvidia-nvswitch3: SXid (PCI:0000:04:00.0): 22013, Non-fatal, Link 44 Minion Link DLREQ interrupt
+_SXID_RE = re.compile(_STAMP + r".*?(?:(nvidia-nvswitch\d{0,4}): )?SXid \((?:PCI:)?" + _ADDR +
+                      r"\):\s*(\d{1,6})\s*(?:,\s*(.*))?$")
+_SXID_SEVERITY_RE = re.compile(r"^(Fatal|Non-fatal|Nonfatal)\b,?\s*", re.I)
+#: kinds of GPU faults without an Xid number: key -> what the entry's message starts with
+FAULT_KINDS = ("fallen_off_bus", "init_failed")
 # NVRM: Xid (PCI:0000:41:00): 79, pid=1234, name=python3, GPU has fallen off the bus.
 _XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{1,8}):([0-9A-Fa-f]{1,2}):([0-9A-Fa-f]{1,2})(?:\.([0-7]))?\):"
                      r"\s*(\d{1,5})\s*(?:,\s*(.*))?$")
@@ -79,12 +109,13 @@ _ADDRESS_RE = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 # -- kernel log ---------------------------------------------------------------------
 def _scan(text, start=0):
-    """``(lines, xid_lines)`` per megabyte of ``text[start:]`` (cut after a newline): the number
-    of non-empty lines in it and its lines holding ``NVRM: Xid``, without carriage returns.
+    """``(lines, picked)`` per megabyte of ``text[start:]`` (cut after a newline): the number
+    of non-empty lines in it and its lines the audit keeps (:data:`_MARKS`), without carriage
+    returns.
 
     ``lines`` counts every line with a character (a carriage return alone does not count): the
-    kernel's messages are never empty. Splitting, counting and picking the Xid lines run in C; only
-    the Xid lines are handled one by one in Python.
+    kernel's messages are never empty. Splitting, counting and picking run in C; only the picked
+    lines are handled one by one in Python.
     """
     size = len(text)
     while start < size:
@@ -92,16 +123,17 @@ def _scan(text, start=0):
         end = size if end < 0 else end + 1
         piece = text[start:end]
         start = end
-        if _XID_MARK not in piece and not _has_empty_line(piece):
+        marked = _MARK_RE.search(piece) is not None
+        if not marked and not _has_empty_line(piece):
             # a kernel log as it comes: no line to pick and none to leave out, so no split
             yield piece.count("\n") + (0 if piece.endswith("\n") else 1), []
             continue
         lines = piece.split("\n")
         count = len(lines) - lines.count("") - lines.count("\r")
-        xids = [line for line in lines if _XID_MARK in line] if _XID_MARK in piece else []
-        if xids and "\r" in piece:
-            xids = [line.replace("\r", "") for line in xids]
-        yield count, xids
+        picked = [line for line in lines if _MARK_RE.search(line)] if marked else []
+        if picked and "\r" in piece:
+            picked = [line.replace("\r", "") for line in picked]
+        yield count, picked
 
 
 def _has_empty_line(piece):
@@ -112,35 +144,175 @@ def _has_empty_line(piece):
 
 
 def reduce_kernel_log(text, source):
-    """What a snapshot stores of a kernel log: a header with the line count, then the Xid lines.
+    """What a snapshot stores of a kernel log: a header with the line count, then the lines the
+    audit reads (Xid and SXid events, GPUs fallen off the bus or failing to initialise).
 
     The kernel log holds much more than the audit needs (other drivers' messages, addresses);
-    only the ``NVRM: Xid`` lines are kept, with their timestamps.
+    only those lines are kept, as written (timestamps and the indentation of a multi-line
+    message's continuation lines included), so the stored log parses to the same facts.
     """
     if not isinstance(text, str):
         text = ""
     total = 0
     kept = []
-    for count, xids in _scan(text):
+    for count, picked in _scan(text):
         total += count
-        kept.extend(xids)
+        kept.extend(picked)
     return _HEADER % (total, source, len(kept)) + "".join(line + "\n" for line in kept)
 
 
-def parse_kernel_log(text):
-    """Xid events of a kernel log (``journalctl -k -b -o short-monotonic`` or ``dmesg`` text,
-    whole or as :func:`reduce_kernel_log` stored it).
+def _address(groups):
+    domain, bus, dev, func = groups
+    return "%04x:%02x:%02x.%s" % (int(domain, 16), int(bus, 16), int(dev, 16), func or "0")
 
-    Returns ``{"lines", "source", "events", "by_gpu", "unparsed", "unparsed_example", "dropped",
-    "skipped"}``: ``lines`` the kernel messages read (non-empty lines; from the header of a stored
-    capture), ``by_gpu`` maps the PCI address of the NVRM line (``0000:41:00.0``; the line names
-    no function, so ``.0``) to ``{code (str): {"count", "first_s", "last_s", "message"}}``
-    (seconds since boot, the text after the code without ``pid=``/``name=``, at most 200
-    characters). ``events`` counts the Xid lines read; ``by_gpu`` keeps the first
-    :data:`MAX_XID_ENTRIES` (GPU, code) pairs and ``dropped`` counts the events of the pairs
-    beyond. ``unparsed`` counts ``NVRM: Xid`` lines of another shape. The first
-    :data:`MAX_XID_LINES` Xid lines are read; ``skipped`` counts those after. Never raises;
-    non-text gives ``None``. Memory is bounded by a megabyte of lines and the pairs kept.
+
+def _seconds(text):
+    return float(text) if text is not None else None
+
+
+def _count(entry, seconds):
+    entry["count"] += 1
+    if seconds is not None:
+        if entry["first_s"] is None or seconds < entry["first_s"]:
+            entry["first_s"] = seconds
+        if entry["last_s"] is None or seconds > entry["last_s"]:
+            entry["last_s"] = seconds
+
+
+def _is_continuation(line):
+    """A line of a multi-line kernel record after its first: indented, without a timestamp."""
+    return line[:1] in (" ", "\t") and _STAMP_RE.match(line).group(1) is None
+
+
+class _Log:
+    """The state of one :func:`parse_kernel_log` run: the entries kept and the bounds."""
+
+    def __init__(self):
+        self.by_gpu, self.faults, self.faults_no_address, self.nvswitch = {}, {}, {}, {}
+        self.events = self.unparsed = self.dropped = self.pairs = 0
+        self.example = None
+        self.header = None  # (address, seconds) of the last "The NVIDIA GPU <address>" line
+        self.init_lines = {}  # address -> [RmInitAdapter lines, rm_init_adapter lines]
+
+    def entry(self, table, key, sub, seconds, message, extra=None):
+        """The entry ``table[key][sub]``, made when the pair bound allows (else ``None``)."""
+        group = table.get(key)
+        entry = group.get(sub) if group is not None else None
+        if entry is None:
+            if self.pairs >= MAX_XID_ENTRIES:
+                self.dropped += 1
+                return None
+            self.pairs += 1
+            entry = table.setdefault(key, {})[sub] = {
+                "count": 0, "first_s": seconds, "last_s": seconds, "message": (message or "").strip()[:200] or None}
+            entry.update(extra or {})
+        return entry
+
+    def odd(self, line):
+        self.unparsed += 1
+        self.example = self.example or line.strip()[:200]
+
+    def xid(self, line):
+        match = _XID_EVENT_RE.match(line)
+        if match is None:
+            self.odd(line)
+            return
+        self.events += 1
+        seconds, domain, bus, dev, func, code, rest = match.groups()
+        entry = self.entry(self.by_gpu, _address((domain, bus, dev, func)), str(int(code)), _seconds(seconds),
+                           _PID_NAME_RE.sub("", (rest or "").strip()))
+        if entry is not None:
+            _count(entry, _seconds(seconds))
+
+    def sxid(self, line):
+        match = _SXID_RE.match(line)
+        if match is None:
+            self.odd(line)
+            return
+        seconds, name, domain, bus, dev, func, code, rest = match.groups()
+        rest = (rest or "").strip()
+        severity = _SXID_SEVERITY_RE.match(rest)
+        address = _address((domain, bus, dev, func))
+        switch = self.nvswitch.get(address)
+        if switch is None and self.pairs >= MAX_XID_ENTRIES:
+            self.dropped += 1
+            return
+        switch = self.nvswitch.setdefault(address, {"name": name, "codes": {}})
+        switch["name"] = switch["name"] or name
+        entry = self.entry(switch, "codes", str(int(code)), _seconds(seconds),
+                           rest[severity.end():] if severity else None, {"severity": None, "lines": 0})
+        if entry is None:
+            return
+        entry["lines"] += 1
+        if severity is None:
+            return  # "Data {...}", "Severity 0 Engine instance ...": more of the same event
+        self.events += 1
+        entry["severity"] = "fatal" if severity.group(1).lower() == "fatal" or entry["severity"] == "fatal" \
+            else "non-fatal"
+        if entry["message"] is None:
+            entry["message"] = rest[severity.end():][:200] or None
+        _count(entry, _seconds(seconds))
+
+    def fault(self, line):
+        """A GPU fallen off the bus or failing to initialise (no Xid number)."""
+        if "NVRM" not in line:
+            return  # another driver's words
+        match = _GPU_LINE_RE.match(line)
+        continuation = _is_continuation(line)
+        if match is not None:
+            seconds, address, rest = _seconds(match.group(1)), _address(match.group(2, 3, 4, 5)), match.group(6)
+            if "NVRM: The NVIDIA GPU" in line:
+                self.header = (address, seconds)
+        else:
+            rest = line.strip()
+            rest = rest[rest.index("NVRM:") + 5:].strip()
+            if continuation and self.header is not None:
+                address, seconds = self.header
+            else:
+                address, seconds = None, _seconds(_STAMP_RE.match(line).group(1))
+        if not continuation and "NVRM: The NVIDIA GPU" not in line:
+            self.header = None
+        if "fallen off the bus" in line:
+            kind = "fallen_off_bus"
+        elif "RmInitAdapter failed" in line or "rm_init_adapter failed" in line:
+            kind = "init_failed"
+        else:
+            return  # the first line of a multi-line message: its continuation says what happened
+        self.events += 1
+        table, key = (self.faults, address) if address else (self.faults_no_address, "no address")
+        if kind == "init_failed":
+            lines = self.init_lines.setdefault(key, [0, 0])
+            first = "RmInitAdapter failed" in line
+            lines[0 if first else 1] += 1
+            if lines[0 if first else 1] <= lines[1 if first else 0]:
+                self.events -= 1  # the second line of one failure (RmInitAdapter, then rm_init_adapter)
+                return
+        entry = self.entry(table, key, kind, seconds, rest)
+        if entry is not None:
+            _count(entry, seconds)
+
+
+def parse_kernel_log(text):
+    """GPU and NVSwitch events of a kernel log (``journalctl -k -b -o short-monotonic`` or
+    ``dmesg`` text, whole or as :func:`reduce_kernel_log` stored it).
+
+    Returns ``{"lines", "source", "events", "by_gpu", "faults", "faults_no_address", "nvswitch",
+    "unparsed", "unparsed_example", "dropped", "skipped"}``: ``lines`` the kernel messages read
+    (non-empty lines; from the header of a stored capture), ``by_gpu`` maps the PCI address of the
+    NVRM Xid line (``0000:41:00.0``; the line names no function, so ``.0``) to ``{code (str):
+    {"count", "first_s", "last_s", "message"}}`` (seconds since boot, the text after the code
+    without ``pid=``/``name=``, at most 200 characters). ``faults`` maps a GPU's PCI address to
+    ``{"fallen_off_bus"|"init_failed": {"count", "first_s", "last_s", "message"}}`` for the faults
+    the driver logs without an Xid number (one RmInitAdapter/rm_init_adapter pair is one failure);
+    ``faults_no_address`` holds those of lines naming no GPU under the key ``"no address"``.
+    ``nvswitch`` maps an NVSwitch's PCI address to ``{"name": "nvidia-nvswitch3", "codes": {code:
+    {"count" (events: lines saying Fatal or Non-fatal), "lines", "severity" ("fatal",
+    "non-fatal", None when no line said), "first_s", "last_s", "message"}}}``. ``events`` counts
+    the events read; the first :data:`MAX_XID_ENTRIES` (subject, code or kind) pairs are kept
+    and ``dropped`` counts the events of the pairs beyond. ``unparsed`` counts ``NVRM: Xid`` and
+    ``SXid`` lines of another shape. The first :data:`MAX_XID_LINES` picked lines are read;
+    ``skipped`` counts those after. Never raises; non-text gives ``None``. Memory is bounded by a
+    megabyte of lines and the pairs kept.
     """
     if not isinstance(text, str):
         return None
@@ -150,50 +322,28 @@ def parse_kernel_log(text):
     header = _HEADER_RE.match(text)
     if header:
         start, source = header.end(), header.group(2)
-    by_gpu = {}
-    events = 0
-    unparsed = 0
-    dropped = 0
+    log = _Log()
+    read = 0
     skipped = 0
-    pairs = 0
-    example = None
-    for count, xids in _scan(text, start):
+    for count, picked in _scan(text, start):
         total += count
-        room = MAX_XID_LINES - events - unparsed
-        if len(xids) > room:
-            skipped += len(xids) - max(room, 0)
-            xids = xids[:max(room, 0)]
-        for line in xids:
-            match = _XID_EVENT_RE.match(line)
-            if match is None:
-                unparsed += 1
-                example = example or line.strip()[:200]
-                continue
-            events += 1
-            seconds, domain, bus, dev, func, code, rest = match.groups()
-            address = "%04x:%02x:%02x.%s" % (int(domain, 16), int(bus, 16), int(dev, 16), func or "0")
-            code = str(int(code))
-            codes = by_gpu.get(address)
-            entry = codes.get(code) if codes is not None else None
-            seconds = float(seconds) if seconds is not None else None
-            if entry is None:
-                if pairs >= MAX_XID_ENTRIES:
-                    dropped += 1
-                    continue
-                pairs += 1
-                entry = by_gpu.setdefault(address, {})[code] = {
-                    "count": 0, "first_s": seconds, "last_s": seconds,
-                    "message": _PID_NAME_RE.sub("", (rest or "").strip())[:200] or None}
-            entry["count"] += 1
-            if seconds is not None:
-                if entry["first_s"] is None or seconds < entry["first_s"]:
-                    entry["first_s"] = seconds
-                if entry["last_s"] is None or seconds > entry["last_s"]:
-                    entry["last_s"] = seconds
+        room = MAX_XID_LINES - read
+        if len(picked) > room:
+            skipped += len(picked) - max(room, 0)
+            picked = picked[:max(room, 0)]
+        read += len(picked)
+        for line in picked:
+            if _XID_MARK in line:
+                log.xid(line)
+            elif "SXid (" in line:
+                log.sxid(line)
+            else:
+                log.fault(line)
     if header:
         total = int(header.group(1))
-    return {"lines": total, "source": source, "events": events, "by_gpu": by_gpu,
-            "unparsed": unparsed, "unparsed_example": example, "dropped": dropped, "skipped": skipped}
+    return {"lines": total, "source": source, "events": log.events, "by_gpu": log.by_gpu,
+            "faults": log.faults, "faults_no_address": log.faults_no_address, "nvswitch": log.nvswitch,
+            "unparsed": log.unparsed, "unparsed_example": log.example, "dropped": log.dropped, "skipped": skipped}
 
 
 # -- nvidia-smi nvlink -s -------------------------------------------------------------
@@ -301,6 +451,22 @@ def parse_ib_rate(text):
     return float(match.group(1)), match.group(2)
 
 
+#: ``/sys/class/infiniband/<dev>/{fw_ver,board_id,hca_type}``: ``28.42.1000`` (the HCA firmware),
+#: ``MT_0000000838`` (the board's PSID: the OEM board model a firmware image is built for), ``MT4129``
+_IB_IDENTITY = {"fw_ver": re.compile(r"^\d{1,5}(?:\.\d{1,6}){1,3}$"),
+                "board_id": re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$"),
+                "hca_type": re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,31}$")}
+
+
+def parse_ib_identity(name, text):
+    """The value of ``/sys/class/infiniband/<dev>/<name>`` (``fw_ver``, ``board_id``, ``hca_type``)
+    stripped, or ``None`` when it is not in the documented form."""
+    if name not in _IB_IDENTITY or not isinstance(text, str):
+        return None
+    value = text.strip()
+    return value if _IB_IDENTITY[name].match(value) else None
+
+
 # -- gather -------------------------------------------------------------------------------
 def _quietly(root, function, *args):
     """Call ``function``; drop the errors it records (another subsystem reports those reads)."""
@@ -341,8 +507,9 @@ def _record(root, capture, text):
 
 
 def _kernel_log(root):
-    section = {"source": None, "lines": None, "truncated": None, "events": None, "by_gpu": None,
-               "unparsed": None, "unparsed_example": None, "error": None}
+    section = {"source": None, "lines": None, "truncated": None, "events": None, "by_gpu": None, "faults": None,
+               "faults_no_address": None, "nvswitch": None, "unparsed": None, "unparsed_example": None,
+               "error": None}
     text, reason = root.command("kernel-log", SUBSYSTEM)
     source = "journalctl -k -b"
     if text is None and reason and "journalctl not found" in reason:
@@ -366,21 +533,22 @@ def _kernel_log(root):
     section.update(parsed)
     section["source"] = parsed["source"] or source
     if not parsed["lines"]:
-        section["events"] = section["by_gpu"] = None
+        section["events"] = section["by_gpu"] = section["faults"] = section["faults_no_address"] = None
+        section["nvswitch"] = None
         section["error"] = ("the kernel log of this boot is empty (%s printed nothing): the journal is not readable "
                             "by this user (run with become: true) or keeps no kernel messages" % section["source"])
         root.error(SUBSYSTEM, section["source"], section["error"])
         return section
     section["truncated"] = section["source"].startswith("journalctl") and parsed["lines"] >= KERNEL_LOG_LINES
     if parsed["unparsed"]:
-        root.error(SUBSYSTEM, section["source"], "%d NVRM Xid line(s) not in the known format, first: %r"
+        root.error(SUBSYSTEM, section["source"], "%d NVRM Xid or SXid line(s) not in the known format, first: %r"
                    % (parsed["unparsed"], parsed["unparsed_example"]))
     if skipped:
         root.error(SUBSYSTEM, section["source"], "%d NVRM Xid line(s) after the first %d not read (a journal read "
                    "returns at most %d lines)" % (skipped, MAX_XID_LINES, KERNEL_LOG_LINES))
     if dropped:
         root.error(SUBSYSTEM, section["source"], "%d Xid event(s) name more than %d GPU and code pairs: counted in "
-                   "events, not kept in by_gpu" % (dropped, MAX_XID_ENTRIES))
+                   "events, not kept in by_gpu, faults or nvswitch" % (dropped, MAX_XID_ENTRIES))
     return section
 
 
@@ -467,6 +635,11 @@ def _rdma(root):
         address = posixpath.basename(target).lower() if target else None
         entry = {"name": name, "pci_address": address if address and _ADDRESS_RE.match(address) else None,
                  "ports": [], "error": None}
+        for key in sorted(_IB_IDENTITY):   # firmware and board: absent on some providers (rxe), never an error
+            text = root.read_value("%s/%s" % (base, key), SUBSYSTEM, optional=True)
+            entry[key] = parse_ib_identity(key, text)
+            if text is not None and entry[key] is None:
+                root.error(SUBSYSTEM, "%s/%s" % (base, key), "not a %s value: %r" % (key, text[:40]))
         if target is not None and entry["pci_address"] is None:
             entry["error"] = "%s/device points to %s, not a PCI function" % (base, target)
             root.error(SUBSYSTEM, base + "/device", entry["error"])
@@ -516,4 +689,6 @@ def gather(root):
         "peermem": dict((name, root.exists("/sys/module/" + name)) for name in PEERMEM_MODULES),
         "rdma": _rdma(root),
         "edac": _edac(root),
+        # error counters judged over the audit history (facts/counters.py)
+        "counters": gather_counters(root, any(g.get("links_total") for g in (nvlink or {}).get("gpus") or [])),
     }

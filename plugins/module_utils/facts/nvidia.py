@@ -192,6 +192,37 @@ def _clock_reasons(gpu):
     return {"active": sorted(active), "raw": raw, "source": section.tag}
 
 
+#: ``<temperature>`` children -> keys of ``nvidia.gpus[].temperature`` (degrees C; nvidia-smi writes
+#: ``"27 C"``, or ``N/A`` where the GPU has no such sensor or threshold)
+_TEMPERATURES = (("gpu_temp", "gpu_c"), ("gpu_temp_slow_threshold", "slowdown_c"),
+                 ("gpu_temp_max_threshold", "shutdown_c"), ("gpu_temp_max_gpu_threshold", "max_operating_c"),
+                 ("gpu_target_temperature", "target_c"), ("memory_temp", "memory_c"),
+                 ("gpu_temp_max_mem_threshold", "memory_max_c"))
+
+
+def _temperature(gpu):
+    """The GPU's temperature and its own thresholds (``None`` without a ``<temperature>`` section).
+    A reading outside -50..200 C is not a temperature (a sensor that reports garbage): ``None``."""
+    section = gpu.find("temperature")
+    if section is None:
+        return None
+    out = {}
+    for tag, key in _TEMPERATURES:
+        value = _number(_text(section, tag))
+        out[key] = int(value) if value is not None and -50 <= value <= 200 else None
+    return out
+
+
+#: a VBIOS version as nvidia-smi writes it (``96.00.74.00.0D``, ``92.00.36.00.02``): anything else
+#: (a long or odd string from a hostile capture) is not kept
+_VBIOS_RE = re.compile(r"^[0-9A-Za-z][0-9A-Za-z._-]{0,63}$")
+
+
+def vbios_version(value):
+    """``<vbios_version>`` as written, or ``None`` when it is not a version."""
+    return value if isinstance(value, str) and _VBIOS_RE.match(value) else None
+
+
 _PSTATE_RE = re.compile(r"^P([0-9]{1,2})$")
 
 
@@ -241,6 +272,21 @@ def _retired_pages(gpu):
         "pending_blacklist": _yes_no(_text(section, "pending_blacklist")),
         "pending_retirement": _yes_no(_text(section, "pending_retirement")),
     }
+
+
+def _ecc_corrected(gpu):
+    """Corrected ECC errors since the driver loaded (``ecc_errors/volatile``): ``sram_correctable``
+    plus ``dram_correctable`` (Ampere and newer), or ``single_bit/total`` (older); ``None`` when
+    nvidia-smi gives none (ECC off: N/A, a GPU without ECC, a trimmed capture)."""
+    section = gpu.find("ecc_errors/volatile")
+    if section is None:
+        return None
+    older = _int(_text(section, "single_bit/total"))
+    if older is not None:
+        return older
+    values = [_int(_text(section, name)) for name in ("sram_correctable", "dram_correctable")]
+    values = [v for v in values if v is not None]
+    return sum(values) if values else None
 
 
 def _remapped_rows(gpu):
@@ -305,10 +351,13 @@ def _gpu(index, gpu):
         "ecc": {
             "current": _text(gpu, "ecc_mode/current_ecc"),
             "pending": _text(gpu, "ecc_mode/pending_ecc"),
+            "volatile_corrected": _ecc_corrected(gpu),
         },
         "power": _power(gpu),
         "performance_state": performance_state(_text(gpu, "performance_state")),
         "clocks_event_reasons": _clock_reasons(gpu),
+        "temperature": _temperature(gpu),
+        "vbios_version": vbios_version(_text(gpu, "vbios_version")),
         "pcie": _pcie(gpu),
         "mig": _mig(gpu),
         "retired_pages": _retired_pages(gpu),
@@ -642,12 +691,27 @@ def parse_topo(text):
 
 
 # -- gather --------------------------------------------------------------------------
+def topology_joins(attached, gpus, topology):
+    """Whether ``GPUn`` of ``nvidia-smi topo -m`` is the GPU at position n of ``nvidia-smi -q -x``.
+
+    topo -m numbers GPUs by the driver's index, -q -x lists the GPUs it can open: with a GPU lost
+    in the middle of the bus (``attached_gpus`` 8, seven ``<gpu>`` elements) the positions after it
+    are not those numbers, and neither output names a GPU otherwise in the matrix. Joined only
+    when -q -x lists every attached GPU and the matrix has as many GPU rows.
+    """
+    if topology is None or not gpus:
+        return False
+    rows = len([name for name in topology["matrix"] if name.startswith("GPU")])
+    return rows == len(gpus) and (attached is None or attached == len(gpus))
+
+
 def _topology_of(topology, index):
     entry = None
     if topology is not None:
         entry = topology["affinity"].get("GPU%d" % index)
     entry = entry or {}
     return {
+        "label": "GPU%d" % index if topology is not None else None,
         "cpu_affinity": entry.get("cpu"),
         "numa_affinity": entry.get("numa"),
         "gpu_numa_id": entry.get("gpu_numa"),
@@ -709,8 +773,15 @@ def gather(root):
                            "no topology matrix (header row with GPU0...) in nvidia-smi topo -m output")
 
     gpus = parsed["gpus"] if parsed else []
+    joined = topology_joins(parsed["attached_gpus"] if parsed else None, gpus, topology)
+    if topology is not None and gpus and not joined:
+        root.error(SUBSYSTEM, "nvidia-smi topo -m",
+                   "the matrix has %d GPU rows and nvidia-smi -q -x lists %d of %s attached GPUs: topo -m numbers "
+                   "GPUs by the driver's index, so with a GPU missing its rows cannot be told apart; not joined to "
+                   "the GPUs" % (len([n for n in topology["matrix"] if n.startswith("GPU")]), len(gpus),
+                                 parsed["attached_gpus"]))
     for gpu in gpus:
-        gpu["topology"] = _topology_of(topology, gpu["index"])
+        gpu["topology"] = _topology_of(topology if joined else None, gpu["index"])
 
     return {
         "present": bool(version_text is not None or gpus),

@@ -154,3 +154,14 @@ def test_snapgen_performance_state_reaches_the_facts():
     parsed = parse_smi_xml(nvsmi.smi_xml(gpus, "575.57.08", "12.9", "Wed Jan 15 03:12:00 2025"))
     # idle by default, the given state, and P1 for a GPU with a process
     assert [g["performance_state"] for g in parsed["gpus"]] == ["P8", "P0", "P1"]
+
+
+def test_busy_gen5_gpu_at_gen4_is_at_least_medium():
+    """Issue 21 item 5: a busy Gen5 GPU trained at Gen4 has half its host-to-device bandwidth; the
+    finding is at least medium (it was info). An idle one at Gen4 stays not judged."""
+    facts = healthy_facts()
+    _slow_gpu(facts, GPU0, 0, "P0", speed="16GT/s", cap="32GT/s")
+    f = _pci005(facts)[0][GPU0]
+    assert f["status"] == "fail" and f["severity"] in ("medium", "high", "critical")
+    _slow_gpu(facts, GPU0, 0, "P8", speed="16GT/s", cap="32GT/s")
+    assert _pci005(facts)[0][GPU0]["status"] == "not_applicable"

@@ -11,7 +11,9 @@ from helpers.baseline_facts import (DOWN0, DOWN1, DOWN2, GPU0, GPU1, MGMT_NIC, N
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import cpu as facts_cpu
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import REQUIRED_PARAMS, derive
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_common import parse_cpulist
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_cpu import cpu_generation
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_nvidia import gpu_generation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import profile_param_schemas
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
 
 PARAMS = dict(load_catalogue().profile("amd-epyc-nvidia").params)
@@ -66,10 +68,47 @@ def test_gpu_generation():
     assert gpu_generation(None, "garbage") is None
 
 
+@pytest.mark.parametrize("cpu, generation", [
+    ({"vendor": "AuthenticAMD", "family": 0x19, "model": 0x01}, "zen3"),    # EPYC 7003 Milan
+    ({"vendor": "AuthenticAMD", "family": 0x19, "model": 0x11}, "zen4"),    # EPYC 9004 Genoa
+    ({"vendor": "AuthenticAMD", "family": 0x19, "model": 0xa0}, "zen4"),    # EPYC 97x4 Bergamo
+    ({"vendor": "AuthenticAMD", "family": 0x1a, "model": 0x02}, "zen5"),    # EPYC 9005 Turin
+    ({"vendor": "AuthenticAMD", "family": 0x1b, "model": 0x00}, "zen5"),    # a later family: the newest known
+    ({"vendor": "GenuineIntel", "family": 6, "model": 143}, "intel"),       # Sapphire Rapids
+    ({"vendor": "AuthenticAMD", "family": 0x17, "model": 0x31}, None),      # Zen 2: no generation minimum
+    ({"vendor": "AuthenticAMD", "family": 0x19, "model": 0xf0}, None),      # a model outside the known ranges
+    ({"vendor": "AuthenticAMD", "family": "garbage", "model": None}, None),
+    ({"vendor": "HygonGenuine", "family": 0x18, "model": 0}, None),
+    (None, None), ("garbage", None),
+])
+def test_cpu_generation(cpu, generation):
+    assert cpu_generation(cpu) == generation
+    if generation is not None:   # every generation it names is a key the profile schema accepts
+        assert generation in profile_param_schemas()["kernel_min_cpu"]["propertyNames"]["enum"]
+
+
+def test_kernel_minimum_per_cpu_generation():
+    facts = healthy_facts()   # Zen 5
+    table = {"zen4": "6.3", "zen5": "6.14", "intel": "5.14"}
+    kernel = d(facts, kernel_min="5.14", kernel_min_cpu=table)["kernel"]
+    assert kernel["kernel_min"] == "6.14" and kernel["kernel_min_source"] == "kernel_min_cpu.zen5: AMD Zen 5 (family 0x1a)"
+    facts["cpu"].update(family=0x19, model=0x11)
+    assert d(facts, kernel_min="5.14", kernel_min_cpu=table)["kernel"]["kernel_min"] == "6.3"
+    # the site floor wins when it is newer
+    kernel = d(facts, kernel_min="6.15", kernel_min_cpu=table)["kernel"]
+    assert kernel["kernel_min"] == "6.15" and "kernel_min_cpu.zen4 6.3 is not newer" in kernel["kernel_min_source"]
+    facts["cpu"] = {"vendor": None}
+    kernel = d(facts, kernel_min="5.14", kernel_min_cpu=table)["kernel"]
+    assert kernel["kernel_min"] == "5.14" and "CPU generation unknown" in kernel["kernel_min_source"]
+    # garbage parameters: no minimum, and a reason instead of an exception
+    kernel = d(facts, kernel_min=None, kernel_min_cpu="garbage")["kernel"]
+    assert kernel["kernel_min"] is None and "give no minimum" in kernel["kernel_min_source"]
+
+
 def test_cpu_keys():
     facts = healthy_facts()
     cpu = d(facts)["cpu"]
-    assert cpu == {"amd_zen": True, "smt": "on", "deep_idle_enabled": [], "power_boot_problems": [],
+    assert cpu == {"amd_zen": True, "generation": "zen5", "smt": "on", "deep_idle_enabled": [], "power_boot_problems": [],
                    "power_boot_reason": None}
     facts["cpu"]["cpuidle"]["states"][2].update(enabled_cpus=60, disabled_cpus=4)
     assert d(facts)["cpu"]["deep_idle_enabled"] == ["C2 (exit latency 400 us) enabled on 60 of 64 CPUs"]

@@ -35,7 +35,7 @@ def test_learns_the_whole_inventory_of_a_host():
     assert inventory["gpus"][0] == {
         "address": GPU0, "model": "NVIDIA 0x2bb5", "numa_node": 0, "link_width": 16, "link_speed": "32GT/s",
         "max_read_request": 4096, "max_payload": 256, "name": "NVIDIA RTX PRO 6000 Blackwell Server Edition",
-        "power_limit_w": 600.0}
+        "power_limit_w": 600.0, "vbios": "98.02.52.00.02"}
     # every NIC, the 1 GbE management port too: a NIC missing is a NIC missing
     assert [(n["address"], n["model"], n["link_width"]) for n in inventory["nics"]] == [
         (MGMT_NIC, "Intel 0x1533", 1), (NIC, "Mellanox 0x1021", 16)]
@@ -98,8 +98,8 @@ def test_unreadable_values_are_null_with_the_file_or_command_named():
     assert inventory["unknown"] == [
         "cpu.model_name: /proc/cpuinfo: not reported",
         "memory of node1: /sys/devices/system/node/node1/meminfo: missing",
-        "GPU %s: name, power_limit_w unknown (nvidia-smi -q -x does not list it: nvidia-smi not found in PATH)" % GPU0,
-        "GPU %s: name, power_limit_w unknown (nvidia-smi -q -x does not list it: nvidia-smi not found in PATH)" % GPU1,
+        "GPU %s: name, power_limit_w, vbios unknown (nvidia-smi -q -x does not list it: nvidia-smi not found in PATH)" % GPU0,
+        "GPU %s: name, power_limit_w, vbios unknown (nvidia-smi -q -x does not list it: nvidia-smi not found in PATH)" % GPU1,
         "GPU/NIC topology: no topology: nvidia-smi not found in PATH",
         "cuda version: nvidia-smi -q -x: nvidia-smi not found in PATH",
         "driver version: nvidia-smi -q -x: nvidia-smi not found in PATH",

@@ -176,9 +176,10 @@ def test_summary_counts_every_status():
     assert sum(result["summary"].values()) == len(result["findings"])
     inventory = [f for f in result["findings"] if f["area"] == "inventory"]  # the profile holds no golden inventory
     assert inventory and all(f["status"] == "not_applicable" for f in inventory)
-    # HEALTH-006 (Fabric Manager: no NVSwitch here) and HEALTH-010 (nccl_nic_per_gpu off by default)
+    # HEALTH-006, HEALTH-014 and HEALTH-015 (Fabric Manager, SXid: no NVSwitch here) and HEALTH-010
+    # (nccl_nic_per_gpu off by default)
     health = [f["id"] for f in result["findings"] if f["area"] == "health" and f["status"] == "not_applicable"]
-    assert sorted(health) == ["HEALTH-006", "HEALTH-010"]
+    assert sorted(health) == ["HEALTH-006", "HEALTH-010", "HEALTH-014", "HEALTH-015"]
     assert result["summary"]["not_applicable"] == 1 + len(inventory) + len(health)  # CPU-007 with smt: any
 
 
@@ -320,7 +321,7 @@ def test_parameter_override_changes_the_outcome():
     result = evaluate(facts, params={"max_read_request_bytes_gpu": 512})
     assert set(f["status"] for f in of(result, "PCI-001")) == {"pass"}
     assert result["params"]["max_read_request_bytes_gpu"] == 512
-    assert result["params"]["kernel_min"] == "6.14"
+    assert result["params"]["kernel_min_cpu"]["zen5"] == "6.14"
 
 
 def test_mapping_parameter_merges_one_level():
@@ -379,7 +380,7 @@ def test_validate_returns_profiles_and_params():
     out = catalogue_load.validate()
     assert out["profiles"] == ["amd-epyc-nvidia", "generic-nvidia-inference"]
     assert out["rules"] == len(catalogue_load.load_catalogue().rules)
-    assert out["params"]["amd-epyc-nvidia"]["kernel_min"] == "6.14"
+    assert out["params"]["amd-epyc-nvidia"]["kernel_min_cpu"]["zen5"] == "6.14"
     assert catalogue_load.validate(profile="generic-nvidia-inference")["profiles"] == ["generic-nvidia-inference"]
 
 
@@ -422,7 +423,7 @@ def test_copied_catalogue_loads(tree):
      "  title: GPU MaxReadReq at least max_read_request_bytes_gpu\n  severty: high\n",
      r"rule PCI-001: unknown key\(s\) severty"),
     ("rules/pcie.yml", "    min: {param: max_read_request_bytes_gpu}", "    min: '4096'", r"rule PCI-001: expect: operator min needs a number"),
-    ("rules/kernel.yml", "    min_kernel: {param: kernel_min}", "    min_kernel: 6.14",
+    ("rules/kernel.yml", "    min_kernel: {query: derived.kernel.kernel_min}", "    min_kernel: 6.14",
      r"rule KERNEL-001: expect: operator min_kernel needs a version string such as '6.14' \(quoted\)"),
     ("rules/pcie.yml", "  reboot_required: false", "  reboot_required: maybe", r"rule PCI-001: reboot_required must be true or false"),
     ("rules/pcie.yml", "  source: https://enterprise", "  source: see the vendor guide #", r"rule PCI-001: source must be an https:// URL"),
@@ -431,9 +432,14 @@ def test_copied_catalogue_loads(tree):
      r"profiles/amd-epyc-nvidia.yml: profile amd-epyc-nvidia: extends unknown profile 'generic'"),
     ("profiles/amd-epyc-nvidia.yml", "include: [CPU-001, CPU-002]", "include: [CPU-001, CPU-099]",
      r"profile amd-epyc-nvidia: rules: unknown rule id 'CPU-099'"),
-    ("profiles/amd-epyc-nvidia.yml", "kernel_min: \"6.14\"", "kernel_min: 6.14",
+    ("profiles/generic-nvidia-inference.yml", "kernel_min: \"5.14\"", "kernel_min: 5.14",
      # the profile schema's parameter bounds (params.properties) speak first for a profile file
-     r"profile amd-epyc-nvidia: params.kernel_min must be a version such as '6.14' or '570.124.06' \(quoted\), got 6.14"),
+     r"profile generic-nvidia-inference: params.kernel_min must be a version such as '6.14' or '570.124.06' \(quoted\), "
+     r"got 5.14"),
+    ("profiles/generic-nvidia-inference.yml", "    zen4: \"6.3\"", "    zen6: \"6.3\"",
+     r"profile generic-nvidia-inference: params.kernel_min_cpu"),
+    ("profiles/generic-nvidia-inference.yml", "    zen5: \"6.14\"", "    zen5: 6.14",
+     r"profile generic-nvidia-inference: params.kernel_min_cpu.zen5 must be a version such as '6.14'"),
     ("profiles/generic-nvidia-inference.yml", "swappiness_max: 10", "swappiness_max: 300",
      r"profile generic-nvidia-inference: params.swappiness_max must be between 0 and 200, got 300"),
     ("profiles/generic-nvidia-inference.yml", "smt: any", "smt: sometimes",

@@ -74,7 +74,7 @@ def test_site_rule_profile_and_waivers_are_added(site):
     # a new rule of an area joins every profile selecting the area, bundled ones included
     assert "KERNEL-901" in cat.profile("generic-nvidia-inference").rule_ids
     profile = cat.profile("site-inference")
-    assert profile.params["swappiness_max"] == 20 and profile.params["kernel_min"] == "6.14"
+    assert profile.params["swappiness_max"] == 20 and profile.params["kernel_min_cpu"]["zen5"] == "6.14"
     # the bundled catalogue itself is untouched
     assert catalogue_load.load_catalogue() is bundled and "site-inference" not in bundled.profiles
 
