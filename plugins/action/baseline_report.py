@@ -87,6 +87,7 @@ class ActionModule(ActionBase):
                 generated=generated,
                 collection_version=args.get("collection_version") or collection_version(),
                 started=args.get("started"),
+                preview=args["preview"],
             )
         except ReportError as exc:
             result.update(failed=True, msg="baseline_report: the findings break the report contract: %s" % exc)

@@ -91,6 +91,14 @@ options:
         (C(generated) minus C(started)) becomes C(gpuhost_baseline_run_duration_seconds) in C(metrics.prom).
         The roles pass the time of their first task. Not a time stamp, or not given - no duration.
     type: str
+  preview:
+    description:
+      - The run is C(--check) (the roles pass C(ansible_check_mode)). For a remediation (hosts with a C(before)
+        part) C(report.json) then holds C(preview) V(true), and the console summary, C(report.md) and
+        C(report.html) say that no fix was applied (counts C(before -> after) that do not move). An audit's
+        report is the same with or without it.
+    type: bool
+    default: false
   fail_on:
     description:
       - Fail the task when a finding with status C(fail) has this severity or a higher one.
@@ -328,6 +336,7 @@ ARGUMENT_SPEC = dict(
     collection_version=dict(type="str"),
     generated=dict(type="str"),
     started=dict(type="str"),
+    preview=dict(type="bool", default=False),
     fail_on=dict(type="str", default="none", choices=["critical", "high", "medium", "low", "none"]),
     host_notes=dict(type="dict", default={}),
     history_dir=dict(type="path"),

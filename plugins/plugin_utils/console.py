@@ -295,9 +295,15 @@ def console_lines(report, notes=None, fail_on="none", report_dir=None, nouns=Non
         state = host.get("state") if isinstance(host, dict) else None
         states[state] = states.get(state, 0) + 1
     failing_hosts = sum(1 for h in hosts.values() if isinstance(h, dict) and _summary(h)["fail"])
+    if remediation and report.get("preview") is True:
+        kind = "remediation PREVIEW (--check: no fix was applied; counts before -> after, after = as it was)"
+    elif remediation:
+        kind = "remediation (counts before -> after)"
+    else:
+        kind = "audit"
     lines = ["gpuhost baseline %s, profile %s: %d host(s), %d audited, %d unreachable, %d failed; "
              "%d with failing findings" % (
-                 "remediation (counts before -> after)" if remediation else "audit",
+                 kind,
                  escape(report.get("profile"), MAX_NAME), len(hosts), states.get("audited", 0),
                  states.get("unreachable", 0), states.get("failed", 0), failing_hosts)]
     names = dict((name, escape(name, MAX_NAME)) for name in hosts)

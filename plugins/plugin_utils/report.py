@@ -218,13 +218,14 @@ def _generated_text(generated):
     return str(generated)
 
 
-def build_report(hosts, profile=None, generated=None, collection_version=None, started=None):
+def build_report(hosts, profile=None, generated=None, collection_version=None, started=None, preview=False):
     """Return the report.json document for ``hosts``.
 
     ``hosts`` maps inventory_hostname -> ``{"findings", "profile", "numa", "facts_errors",
     "state", "message", "before", "pending"}`` (all but findings optional). ``started``: when the
     run began (ISO 8601), stored as ``started`` for the run's duration; left out when not given or
-    not a time stamp. Summaries are
+    not a time stamp. ``preview``: the run was ``--check``; a remediation (hosts with ``before``)
+    then stores ``preview: true``: no fix was applied, ``after`` is the state as it was. Summaries are
     recomputed from the findings so they can never disagree with them. Raises
     :class:`ReportError` when a finding breaks the contract (unknown status, no rule id).
     """
@@ -258,6 +259,8 @@ def build_report(hosts, profile=None, generated=None, collection_version=None, s
             pass  # not a time stamp: no duration rather than a wrong one
         else:
             document["started"] = started
+    if preview is True and any(isinstance(h.get("before"), dict) for h in out_hosts.values()):
+        document["preview"] = True
     return document
 
 
@@ -283,6 +286,7 @@ ARGUMENT_SPEC = dict(
     collection_version=dict(type="str"),
     generated=dict(type="str"),
     started=dict(type="str"),
+    preview=dict(type="bool", default=False),
     fail_on=dict(type="str", default="none", choices=["critical", "high", "medium", "low", "none"]),
     host_notes=dict(type="dict", default={}),
     # drift history (plugins/plugin_utils/history.py): off without a directory

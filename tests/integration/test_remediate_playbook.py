@@ -54,6 +54,12 @@ def test_check_diff_shows_changes_and_changes_nothing(remediated):
     out = stdout_of(check)
     assert "kernel.numa_balancing" in out and "amd_pstate=active" in out
     assert check.stats["changed"].get("gpu-incident", 0) > 0
+    # issue 22: the summary and the reports say it was a preview ("fail 59 -> 59" alone did not)
+    assert "remediation PREVIEW (--check: no fix was applied" in out
+    assert load_report(remediated["tmp"] / "check")["preview"] is True
+    with open(str(remediated["tmp"] / "check" / "report.md")) as handle:
+        assert "Remediation preview (`--check`): no fix was applied." in handle.read()
+    assert "preview" not in load_report(remediated["tmp"] / "apply")
 
 
 def test_fix_mode_repairs_every_fixable_rule(remediated):

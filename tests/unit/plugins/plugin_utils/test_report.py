@@ -667,3 +667,25 @@ def test_concurrent_runs_into_one_directory_never_mix_files(tmp_path, report):
     assert len(_marks(directory)) == 1
     # no lock file left; the manifest of the set is there
     assert sorted(os.listdir(directory)) == sorted([report_dir.MANIFEST] + [n for dummy, n in report_doc.FORMAT_FILES])
+
+
+def test_remediation_preview_is_said_in_summary_and_views():
+    """A remediate --check run (preview) says so in report.json, the console summary, report.md and
+    report.html; the same run without --check, and any audit, do not."""
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.console import console_lines
+
+    fail = [finding()]
+    hosts = {"gpu01": {"findings": fail, "before": {"findings": fail}}}
+    preview = build_report(hosts, preview=True)
+    applied = build_report(hosts)
+    audit = build_report({"gpu01": {"findings": fail}}, preview=True)
+    assert preview["preview"] is True and "preview" not in applied and "preview" not in audit
+    header = console_lines(preview)[0]
+    assert "remediation PREVIEW (--check: no fix was applied" in header and "fail 1 -> 1" in console_lines(preview)[1]
+    assert "PREVIEW" not in console_lines(applied)[0] and console_lines(audit)[0].startswith("gpuhost baseline audit")
+    assert "Remediation preview (`--check`): no fix was applied." in render_markdown(preview)
+    assert "Remediation preview" not in render_markdown(applied)
+    assert "Remediation preview (--check): no fix was applied." in "".join(parse_html(render_html(preview)).text)
+    assert "Remediation preview" not in render_html(applied)
+    stored = report_doc.expand_document(json.loads(report_doc.dumps_document(report_doc.compact_document(preview))))
+    assert stored["preview"] is True  # kept through report.json
