@@ -43,7 +43,7 @@ attributes:
     description: Supports being used with the C(async) keyword.
     support: none
   check_mode:
-    description: In check mode nothing is written; RV(changed) says whether a snapshot would be.
+    description: In check mode nothing is written; C(changed) says whether a snapshot would be.
     support: full
   diff_mode:
     description: Not applicable.

@@ -9,7 +9,9 @@ import os
 import re
 import xml.etree.ElementTree as ET
 
+import junitparser
 import pytest
+import xunitparser
 from hypothesis import given, settings, strategies as st
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
@@ -480,8 +482,6 @@ def test_junit_is_written_host_by_host(report, monkeypatch):
 def test_junit_read_by_two_independent_readers(tmp_path, report):
     """junitparser and xunitparser (which crashes on a property name given twice) read the file with
     the counts of the report."""
-    import junitparser  # pylint: disable=import-outside-toplevel  (requirements-test.txt)
-    import xunitparser  # pylint: disable=import-outside-toplevel
     path = tmp_path / "junit.xml"
     path.write_text(render_junit(report), encoding="utf-8")
     totals = report["totals"]
