@@ -62,7 +62,8 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import e
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import record_report
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import judge_host
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ReportError, build_report
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.metrics import MetricsError, prom_escape, render_host_metrics
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.metrics import (
+    ORIGIN_SELF_AUDIT, MetricsError, prom_escape, render_host_metrics)
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.console import escape
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import (
     DEFAULT_CAP, FileRefused, atomic_write, loads_json, read_bytes)
@@ -257,9 +258,9 @@ def _cpu_seconds():
 def cpu_metric(name, cpu):
     """The self-audit run's own CPU time, appended to the host's series (docs/self-audit.md)."""
     metric = "gpuhost_baseline_self_audit_cpu_seconds"
-    return "# HELP %s %s\n# TYPE %s gauge\n%s{host=\"%s\"} %s\n" % (
+    return "# HELP %s %s\n# TYPE %s gauge\n%s{host=\"%s\",origin=\"%s\"} %s\n" % (
         metric, "CPU time (user + system, children included) of the last self-audit run of the host.", metric,
-        metric, prom_escape(name), round(cpu, 3))
+        metric, prom_escape(name), ORIGIN_SELF_AUDIT, round(cpu, 3))
 
 
 def write_outputs(report, name, report_dir, textfile_dir, started, cpu_start):

@@ -95,7 +95,7 @@ def test_the_run_appended_one_record_to_the_history_on_the_host():
 def test_node_exporter_serves_the_gpuhost_series():
     served = samples(kept("metrics.txt"))
     textfile = samples(sections()["textfile"])
-    assert textfile[("gpuhost_baseline_host_up", (("host", HOST),))] == 1
+    assert textfile[("gpuhost_baseline_host_up", (("host", HOST), ("origin", "self_audit")))] == 1
     failing = [k for k in textfile if k[0] == "gpuhost_baseline_finding_failing"]
     assert len(failing) > 20, sorted(textfile)[:10]
     # every series of the textfile is on /metrics with the same value: node_exporter read the file

@@ -142,7 +142,7 @@ def test_host_state_series_do_not_change_with_the_state():
             assert keys(audited, family) == keys(down, family), family
         assert dict((lb["state"], v) for lb, v in series(down, "gpuhost_baseline_host_state")) == {
             "audited": 0, "unreachable": 0, "failed": 0, state: 1}
-        assert series(down, "gpuhost_baseline_host_up") == [({"host": "a"}, 0)]
+        assert series(down, "gpuhost_baseline_host_up") == [({"host": "a", "origin": "controller"}, 0)]
         assert series(down, "gpuhost_baseline_finding_failing") == []
 
 
@@ -188,7 +188,7 @@ def test_last_change_from_the_history(value, expected):
     rep["hosts"]["a"]["changes"] = {"last_change": value, "new_fails": []}
     rep["hosts"]["b"]["changes"] = "garbage"
     got = series(metrics.render_metrics(rep), "gpuhost_baseline_last_change_timestamp_seconds")
-    assert got == ([] if expected is None else [({"host": "a"}, expected)])
+    assert got == ([] if expected is None else [({"host": "a", "origin": "controller"}, expected)])
 
 
 # --- escaping --------------------------------------------------------------------------------
@@ -242,11 +242,30 @@ def test_label_text_of_non_strings():
 def test_render_host_metrics_is_the_hosts_part(report):
     fleet_keys = keys(metrics.render_metrics(report))
     for host in report["hosts"]:
-        text = metrics.render_host_metrics(report, host)
+        text = metrics.render_host_metrics(report, host, origin=metrics.ORIGIN_CONTROLLER)
         families = parse_families(text)
         assert "gpuhost_baseline_info" not in families and "gpuhost_baseline_report_timestamp_seconds" not in families
         assert set(lb["host"] for f in families.values() for lb, dummy in f["samples"]) == {host}
         assert keys(text) == [k for k in fleet_keys if ("host", host) in k[1]]
+
+
+def test_every_host_series_names_its_origin(report):
+    # the fleet file and a host's own textfile may lie in one textfile directory (issue 22): every
+    # family of a host has origin second, the fleet's series are the controller's, a host's its own
+    for name, labels, dummy in metrics.FAMILIES:
+        assert labels[:2] == ("host", "origin") or "host" not in labels, name
+    assert metrics.ORIGINS == ("controller", "self_audit")
+    fleet_text = metrics.render_metrics(report)
+    assert set(lb.get("origin") for n, lb, v in parse_metrics(fleet_text) if "host" in lb) == {"controller"}
+    for host in report["hosts"]:
+        own = metrics.render_host_metrics(report, host)
+        assert set(lb["origin"] for n, lb, v in parse_metrics(own)) == {"self_audit"}
+        # the same host in both files, yet no series twice (node_exporter would log and drop one)
+        assert set(keys(own)) & set(keys(fleet_text)) == set()
+        assert len(set(keys(own))) == len(keys(own))
+    with pytest.raises(metrics.MetricsError) as err:
+        metrics.render_host_metrics(report, "gpu-incident-01", origin="elsewhere")
+    assert "elsewhere" in str(err.value) and "self_audit" in str(err.value)
 
 
 def test_render_host_metrics_unknown_host(report):
@@ -317,6 +336,8 @@ def test_merge_drops_what_it_cannot_date_or_place():
         'gpuhost_baseline_facts_errors{host="b"} 3 1748779200000',  # a timestamp: not ours
         'gpuhost_baseline_facts_errors{host="b"} 1_0',  # not a Prometheus value
         'gpuhost_baseline_numa_free_memory_ratio{host="b",node="0"} 0.5',
+        'gpuhost_baseline_facts_errors{host="b",origin="controller"} 2',  # this version's: as written
+        'gpuhost_baseline_facts_errors{host="b",origin="controller",x="y"} 2',  # other labels
         'gpuhost_baseline_host_up{host="nodate"} 1',  # no last run: cannot be dated
         'gpuhost_baseline_info{version="0.0.1",profile="old"} 1',  # the run's series: replaced
         'garbage line',
@@ -326,9 +347,12 @@ def test_merge_drops_what_it_cannot_date_or_place():
     merged = metrics.merge_metrics(limited, existing)
     parse_families(merged)
     kept = [(n, lb, v) for n, lb, v in parse_metrics(merged) if lb.get("host") == "b"]
-    assert kept == [("gpuhost_baseline_host_up", {"host": "b"}, 1.0),
-                    ("gpuhost_baseline_last_run_timestamp_seconds", {"host": "b"}, NOW - 60),
-                    ("gpuhost_baseline_numa_free_memory_ratio", {"host": "b", "node": "0"}, 0.5)]
+    # a line of a file written before the origin label is the controller's: written again with it
+    old = {"host": "b", "origin": "controller"}
+    assert kept == [("gpuhost_baseline_host_up", old, 1.0),
+                    ("gpuhost_baseline_last_run_timestamp_seconds", old, NOW - 60),
+                    ("gpuhost_baseline_facts_errors", old, 2.0),
+                    ("gpuhost_baseline_numa_free_memory_ratio", dict(old, node="0"), 0.5)]
     assert "nodate" not in merged and "0.0.1" not in merged
     assert metrics.merge_metrics(limited, None) == metrics.render_metrics(limited)
     assert metrics.merge_metrics(limited, "") == metrics.render_metrics(limited)
