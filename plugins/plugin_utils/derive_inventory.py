@@ -13,6 +13,7 @@ without an inventory every list is empty and ``present`` is false (the rules are
 
 from __future__ import absolute_import, division, print_function
 
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.docpath import get as _get
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inventory_observe import (
     DEFAULT_MEMORY_TOLERANCE_PCT, fact_reason, idle_state, observe, performance_state, speed_gts,
 )
@@ -22,7 +23,8 @@ __metaclass__ = type
 _SECTIONS = ("cpu", "memory", "gpus", "nics", "topology", "versions")
 _CPU_FIELDS = (("model_name", "model"), ("vendor", "vendor"), ("sockets", "sockets"), ("cores", "cores"),
                ("threads", "threads"), ("smt", "SMT active"))
-_VERSION_FIELDS = (("kernel", "kernel release"), ("driver", "NVIDIA driver"), ("cuda", "CUDA (driver API)"))
+_VERSION_FIELDS = (("kernel", "kernel release"), ("driver", "NVIDIA driver"), ("cuda", "CUDA (driver API)"),
+                   ("fabric_manager", "Fabric Manager"))
 _LISTS = ("cpu", "memory", "gpus", "nics", "links", "speeds", "topology", "numa", "versions", "power", "firmware")
 #: per device kind: (inventory key, what it is, where it is read) of the firmware INV-012 compares
 _FIRMWARE = {"gpus": ("vbios", "VBIOS", "nvidia-smi -q -x <vbios_version>"),
@@ -119,11 +121,17 @@ def _versions(golden, seen, facts):
         if key not in golden:
             continue
         expected = golden[key]
+        if key == "fabric_manager" and expected is None and seen.get(key) is None:
+            continue  # neither host runs Fabric Manager (no NVSwitch)
         item = _item(key, label, observed=seen.get(key), expected=None if expected is None else str(expected))
         if expected is None:
             item["not_applicable"] = "not judged: the golden host's %s version was unknown" % label
         elif item["observed"] is None:
-            item["reason"] = "%s version: %s" % (label, fact_reason(facts, "kernel" if key == "kernel" else "nvidia"))
+            if key == "fabric_manager":
+                why = _get(facts, "health", "fabric_manager", "version_error") or "nv-fabricmanager --version: not reported"
+            else:
+                why = fact_reason(facts, "kernel" if key == "kernel" else "nvidia")
+            item["reason"] = "%s version: %s" % (label, why)
         items.append(item)
     return items
 

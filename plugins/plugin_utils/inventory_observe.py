@@ -257,6 +257,8 @@ def observe(facts):
             "kernel": _text(_get(facts, "kernel", "release")),
             "driver": driver,
             "cuda": _text(nvidia.get("cuda_version")),
+            # only NVSwitch hosts run Fabric Manager: null elsewhere, and then neither learned nor judged
+            "fabric_manager": _text(_get(facts, "health", "fabric_manager", "version")),
         },
     }
 

@@ -58,8 +58,14 @@ def _unknowns(facts, inventory):
                                                           ": %s" % smi_error if smi_error else ""))
     if inventory["topology"]["links"] is None:
         out.append("GPU/NIC topology: %s" % inventory["topology"]["reason"])
+    switches = _get(facts, "health", "fabric_manager", "nvswitches")
     for key, value in sorted(inventory["versions"].items()):
-        if value is None:
+        if key == "fabric_manager" and value is None and not switches:
+            continue  # no NVSwitch: no Fabric Manager, nothing unknown
+        if key == "fabric_manager" and value is None:
+            out.append("fabric_manager version: %s" % (_get(facts, "health", "fabric_manager", "version_error")
+                                                       or "nv-fabricmanager --version: not reported"))
+        elif value is None:
             out.append("%s version: %s" % (key, fact_reason(facts, "kernel" if key == "kernel" else "nvidia")))
     return out
 

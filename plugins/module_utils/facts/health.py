@@ -430,6 +430,19 @@ def parse_systemctl_show(text):
     return result or None
 
 
+# -- nv-fabricmanager --version ----------------------------------------------------------
+#: ``Fabric Manager version is : 535.161.08`` (the whole output of ``nv-fabricmanager --version``)
+_FM_VERSION_RE = re.compile(r"Fabric Manager version is\s*:\s*(\d{1,4}(?:\.\d{1,6}){1,3})\s*$", re.MULTILINE)
+
+
+def parse_fabricmanager_version(text):
+    """``"535.161.08"`` from ``nv-fabricmanager --version`` output; ``None`` without that line."""
+    if not isinstance(text, str):
+        return None
+    match = _FM_VERSION_RE.search(text[:4096])
+    return match.group(1) if match else None
+
+
 # -- /sys/class/infiniband -------------------------------------------------------------
 def parse_ib_state(text):
     """``"4: ACTIVE"`` -> ``(4, "ACTIVE")``; ``"5: LinkUp"`` -> ``(5, "LinkUp")``; else ``None``."""
@@ -576,9 +589,10 @@ def _nvlink(root):
 
 def _fabric_manager(root, switches):
     section = {"nvswitches": switches, "checked": False, "load_state": None, "active_state": None,
-               "sub_state": None, "unit_file_state": None, "error": None}
+               "sub_state": None, "unit_file_state": None, "version": None, "version_error": None, "error": None}
     if not switches:
-        return section
+        return section  # no NVSwitch: no Fabric Manager to ask (its absence is no error)
+    _fabric_manager_version(root, section)
     text, reason = root.command("fabricmanager-state", SUBSYSTEM)
     section["checked"] = True
     if text is None:
@@ -593,6 +607,21 @@ def _fabric_manager(root, switches):
     section.update(load_state=props.get("LoadState"), active_state=props.get("ActiveState"),
                    sub_state=props.get("SubState"), unit_file_state=props.get("UnitFileState"))
     return section
+
+
+def _fabric_manager_version(root, section):
+    """``section["version"]`` from ``nv-fabricmanager --version`` (the installed Fabric Manager, which
+    must match the driver); ``version_error`` says why it is null."""
+    text, reason = root.command("fabricmanager-version", SUBSYSTEM)
+    if text is None:
+        section["version_error"] = reason
+        return
+    _record(root, "fabricmanager-version", text)
+    section["version"] = parse_fabricmanager_version(text)
+    if section["version"] is None:
+        section["version_error"] = "nv-fabricmanager --version printed no 'Fabric Manager version is : N' line (%d bytes)" \
+            % len(text)
+        root.error(SUBSYSTEM, "nv-fabricmanager --version", section["version_error"])
 
 
 def _port(root, base, port):

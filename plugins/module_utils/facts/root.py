@@ -43,6 +43,8 @@ COMMAND_CAPTURES = {
     # error counters (facts/counters.py), run only when nvlink -s lists links
     "nvidia-smi-nvlink-errors": "commands/nvidia-smi-nvlink-e.txt",
     "fabricmanager-state": "commands/systemctl-show-nvidia-fabricmanager.txt",
+    # run only with NVSwitches on the bus, as fabricmanager-state
+    "fabricmanager-version": "commands/nv-fabricmanager-version.txt",
 }
 
 #: argv per capture on a live host (binary resolved by the caller's ``which``).
@@ -55,6 +57,7 @@ COMMAND_ARGV = {
     "nvidia-smi-nvlink-errors": ["nvidia-smi", "nvlink", "-e"],
     "fabricmanager-state": ["systemctl", "show", "nvidia-fabricmanager.service",
                             "--property=LoadState,ActiveState,SubState,UnitFileState", "--no-pager"],
+    "fabricmanager-version": ["nv-fabricmanager", "--version"],
 }
 
 

@@ -93,3 +93,34 @@ def test_garbage_health_rdma_gives_no_exception(garbage):
     inventory = learn.learn_inventory(facts)
     facts["health"]["rdma"] = garbage
     assert firmware_items(facts, inventory)[NIC]["observed"] is None
+
+
+# -- Fabric Manager version (INV-010) ---------------------------------------------------------------
+def _versions(facts, inventory):
+    return dict((i["subject"], i) for i in derive_inventory(facts, {"inventory": inventory})["versions"])
+
+
+def test_fabric_manager_version_is_learned_and_compared():
+    facts = facts_with_health()
+    inventory = learn.learn_inventory(facts)
+    assert inventory["versions"]["fabric_manager"] == "575.57.08" and inventory["unknown"] == []
+    facts["health"]["fabric_manager"]["version"] = "570.133.20"
+    item = _versions(facts, inventory)["fabric_manager"]
+    assert (item["observed"], item["expected"], item["detail"]) == ("570.133.20", "575.57.08", "Fabric Manager")
+
+
+def test_hosts_without_nvswitch_neither_learn_nor_judge_fabric_manager():
+    facts = facts_with_health()
+    facts["health"]["fabric_manager"] = {"nvswitches": [], "checked": False, "version": None, "version_error": None}
+    inventory = learn.learn_inventory(facts)
+    assert inventory["versions"]["fabric_manager"] is None and inventory["unknown"] == []
+    assert "fabric_manager" not in _versions(facts, inventory)
+
+
+def test_fabric_manager_not_read_on_an_nvswitch_host_is_unknown_naming_why():
+    facts = facts_with_health()
+    inventory = learn.learn_inventory(facts)
+    facts["health"]["fabric_manager"].update(version=None, version_error="nv-fabricmanager not found in PATH")
+    item = _versions(facts, inventory)["fabric_manager"]
+    assert item["observed"] is None and item["reason"] == "Fabric Manager version: nv-fabricmanager not found in PATH"
+    assert learn.learn_inventory(facts)["unknown"] == ["fabric_manager version: nv-fabricmanager not found in PATH"]

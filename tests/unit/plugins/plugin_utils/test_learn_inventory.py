@@ -43,7 +43,8 @@ def test_learns_the_whole_inventory_of_a_host():
     assert inventory["topology"]["links"] == [
         {"a": GPU0, "b": GPU1, "link": "PXB"}, {"a": GPU0, "b": "mlx5_0", "link": "PXB"},
         {"a": GPU1, "b": "mlx5_0", "link": "PXB"}]
-    assert inventory["versions"] == {"kernel": "6.14.8-2-pve", "driver": "575.57.08", "cuda": "12.9"}
+    assert inventory["versions"] == {"kernel": "6.14.8-2-pve", "driver": "575.57.08", "cuda": "12.9",
+                                     "fabric_manager": None}   # no health facts here: no NVSwitch seen
     assert inventory["unknown"] == []
 
 

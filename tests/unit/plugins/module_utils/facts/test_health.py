@@ -35,7 +35,10 @@ def fixture(name):
 def test_journal_xids_counted_per_gpu_and_code():
     parsed = parse_kernel_log(fixture("journal-k-b-xid.txt"))
     assert parsed["lines"] == 14 and parsed["source"] is None
-    assert parsed["events"] == 8 and parsed["unparsed"] == 0
+    # eight Xid lines and "NVRM: GPU 0000:2b:00.0: GPU has fallen off the bus." (no Xid number)
+    assert parsed["events"] == 9 and parsed["unparsed"] == 0
+    assert parsed["faults"] == {"0000:2b:00.0": {"fallen_off_bus": {
+        "count": 1, "first_s": 81234.401211, "last_s": 81234.401211, "message": "GPU has fallen off the bus."}}}
     by_gpu = parsed["by_gpu"]
     assert sorted(by_gpu) == ["0000:01:00.0", "0000:10:1c.0", "0000:2b:00.0", "0000:3b:00.0"]
     assert by_gpu["0000:2b:00.0"] == {"79": {"count": 1, "first_s": 81234.401205, "last_s": 81234.401205,
@@ -61,11 +64,104 @@ def test_dmesg_format():
 def test_reduced_capture_keeps_only_xid_lines_and_parses_the_same():
     text = fixture("journal-k-b-xid.txt")
     reduced = reduce_kernel_log(text, "journalctl -k -b")
-    assert reduced.splitlines()[0] == "# gpuhost.baseline kernel log: 14 lines read from journalctl -k -b, 8 kept"
+    assert reduced.splitlines()[0] == "# gpuhost.baseline kernel log: 14 lines read from journalctl -k -b, 9 kept"
     assert "Linux version" not in reduced and "mlx5_core" not in reduced and "GPU at PCI" not in reduced
     full, stored = parse_kernel_log(text), parse_kernel_log(reduced)
     assert stored["lines"] == 14 and stored["source"] == "journalctl -k -b"
     assert stored["by_gpu"] == full["by_gpu"] and stored["events"] == full["events"]
+
+
+# -- kernel log: faults without an Xid number, NVSwitch SXid (issue 21) --------------------------
+FALLEN = {"count": 1, "first_s": 1843.308145, "last_s": 1843.308145,
+          "message": "fallen off the bus and is not responding to commands."}
+
+
+@pytest.mark.parametrize("name", ["dmesg-fallen-off-bus-no-xid.txt", "journal-k-b-fallen-off-bus-no-xid.txt"])
+def test_fallen_off_the_bus_without_xid_is_a_fault_of_the_gpu_it_names(name):
+    parsed = parse_kernel_log(fixture(name))
+    assert parsed["by_gpu"] == {} and parsed["events"] == 1 and parsed["unparsed"] == 0
+    assert parsed["faults"] == {"0000:b3:00.0": {"fallen_off_bus": FALLEN}}
+
+
+def test_init_failures_are_one_fault_per_rminitadapter_and_rm_init_adapter_pair():
+    parsed = parse_kernel_log(fixture("dmesg-rminitadapter-failed.txt"))
+    assert parsed["faults"] == {
+        "0000:01:00.0": {"init_failed": {"count": 2, "first_s": 21.091872, "last_s": 21.238218,
+                                         "message": "RmInitAdapter failed! (0x22:0x56:894)"}},
+        "0000:04:01.0": {"init_failed": {"count": 1, "first_s": 1097.650222, "last_s": 1097.650222,
+                                         "message": "RmInitAdapter failed! (0x11:0x45:2525)"}}}
+    assert parsed["events"] == 3 and parsed["faults_no_address"] == {}
+
+
+def test_older_init_failure_naming_no_gpu_is_kept_apart():
+    text = ("[ 5.1] NVRM: RmInitAdapter failed! (0x26:0xffff:1227)\n"
+            "[ 5.2] NVRM: rm_init_adapter failed for device bearing minor number 0\n")
+    parsed = parse_kernel_log(text)
+    assert parsed["faults"] == {} and parsed["events"] == 1
+    assert parsed["faults_no_address"] == {"no address": {"init_failed": {
+        "count": 1, "first_s": 5.1, "last_s": 5.1, "message": "RmInitAdapter failed! (0x26:0xffff:1227)"}}}
+
+
+def test_nvswitch_sxid_counted_per_switch_and_code_with_the_logged_category():
+    parsed = parse_kernel_log(fixture("dmesg-nvswitch-sxid.txt"))
+    assert parsed["events"] == 3 and parsed["unparsed"] == 0 and parsed["by_gpu"] == {}
+    assert parsed["nvswitch"] == {
+        "0000:04:00.0": {"name": "nvidia-nvswitch3", "codes": {"22013": {
+            "count": 2, "lines": 6, "severity": "non-fatal", "first_s": 38.175561, "last_s": 38.18783,
+            "message": "Link 44 Minion Link DLREQ interrupt"}}},
+        "0000:84:00.0": {"name": "nvidia-nvswitch1", "codes": {"12028": {
+            "count": 1, "lines": 3, "severity": "fatal", "first_s": 5521.402117, "last_s": 5521.402139,
+            "message": "Link 32 egress non-posted PRIV error (First)"}}}}
+
+
+@pytest.mark.parametrize("name", ["dmesg-fallen-off-bus-no-xid.txt", "journal-k-b-fallen-off-bus-no-xid.txt",
+                                  "dmesg-rminitadapter-failed.txt", "dmesg-nvswitch-sxid.txt",
+                                  "journal-k-b-xid.txt"])
+def test_reduced_capture_keeps_the_new_lines_and_parses_the_same(name):
+    text = fixture(name)
+    reduced = reduce_kernel_log(text, "dmesg")
+    assert "osInitNvMapping" not in reduced and "probe routine" not in reduced and "loading NVIDIA" not in reduced
+    full, stored = parse_kernel_log(text), parse_kernel_log(reduced)
+    for key in ("lines", "events", "by_gpu", "faults", "faults_no_address", "nvswitch", "unparsed"):
+        assert stored[key] == full[key], key
+    assert full["events"] > 0
+
+
+@pytest.mark.parametrize("text", [
+    # a continuation line with no first line before it: a fault of no GPU, not of the last one named
+    "[ 1.0] NVRM: GPU 0000:41:00.0: RmInitAdapter failed! (0x1:0x2:3)\n"
+    "               NVRM: fallen off the bus and is not responding to commands.\n",
+    # another driver's words
+    "[ 1.0] amdgpu 0000:03:00.0: GPU fallen off the bus\n",
+    # the first line of the multi-line message alone (truncated log)
+    "[ 1.0] NVRM: The NVIDIA GPU 0000:b3:00.0\n",
+    "[ 1.0] nvidia-nvswitch0: SXid (PCI:zzzz:04:00.0): 22013, Non-fatal, x\n",
+    "[ 1.0] nvidia-nvswitch0: SXid (PCI:0000:04:00.0): 22013, Data {0x0",
+    "NVRM: GPU " + "0" * 5000 + ": RmInitAdapter failed!\n",
+    "SXid (" * 2000 + "\n",
+])
+def test_hostile_fault_and_sxid_lines_never_raise_and_invent_no_gpu(text):
+    parsed = parse_kernel_log(text)
+    assert "0000:b3:00.0" not in parsed["faults"] and "zzzz" not in str(parsed["nvswitch"])
+    assert parsed["faults"].get("0000:41:00.0", {}).get("fallen_off_bus") is None
+    full, stored = parsed, parse_kernel_log(reduce_kernel_log(text, "dmesg"))
+    assert (stored["faults"], stored["faults_no_address"], stored["nvswitch"], stored["events"]) == \
+        (full["faults"], full["faults_no_address"], full["nvswitch"], full["events"])
+
+
+def test_live_capture_of_the_new_messages_is_recorded_reduced_and_replays(tmp_path):
+    text = "".join(fixture(name) for name in ("journal-k-b-fallen-off-bus-no-xid.txt", "dmesg-rminitadapter-failed.txt",
+                                               "dmesg-nvswitch-sxid.txt"))
+    fake = FakeHost({"journalctl": text})
+    root, recorder = _live(fake)
+    live = health._kernel_log(root)
+    assert sorted(live["faults"]) == ["0000:01:00.0", "0000:04:01.0", "0000:b3:00.0"]
+    assert sorted(live["nvswitch"]) == ["0000:04:00.0", "0000:84:00.0"]
+    stored = recorder.commands["kernel-log"]["stdout"]
+    assert "fallen off the bus" in stored and "SXid" in stored and "RmInitAdapter failed" in stored
+    assert "mlx5_core" not in stored and "osInitNvMapping" not in stored
+    replayed = replay_recording(recorder, tmp_path)
+    assert health._kernel_log(replayed) == live and replayed.errors == []
 
 
 def test_quoted_pid_and_function_in_the_address():
@@ -253,6 +349,7 @@ def _host(tmp_path, extra=None, links=True, nvswitch=False):
         files[SWITCH_DEV + "/vendor"] = "0x10de\n"
         files[SWITCH_DEV + "/class"] = "0x068000\n"
         files["/commands/systemctl-show-nvidia-fabricmanager.txt"] = fixture("systemctl-show-fabricmanager-failed.txt")
+        files["/commands/nv-fabricmanager-version.txt"] = fixture("nv-fabricmanager-version.txt")
     files.update(extra or {})
     base = write_tree(tmp_path, dict((k, v) for k, v in files.items() if v is not False))
     os.makedirs(os.path.join(base, "sys/bus/pci/devices"))
@@ -274,11 +371,12 @@ def test_gather_snapshot_with_everything(tmp_path):
     assert facts["nvidia_seen"] is True
     log = facts["kernel_log"]
     assert (log["source"], log["lines"], log["events"], log["truncated"], log["error"]) == \
-        ("journalctl -k -b", 14, 8, False, None)
+        ("journalctl -k -b", 14, 9, False, None)
     assert log["by_gpu"]["0000:2b:00.0"]["79"]["count"] == 1
     assert facts["nvlink"]["gpus"][0]["supported"] is False
     assert facts["fabric_manager"] == {"nvswitches": [], "checked": False, "load_state": None, "active_state": None,
-                                       "sub_state": None, "unit_file_state": None, "error": None}
+                                       "sub_state": None, "unit_file_state": None, "version": None,
+                                       "version_error": None, "error": None}
     assert facts["peermem"] == {"nvidia_peermem": True, "nv_peer_mem": False}
     (dev,) = facts["rdma"]["devices"]
     assert (dev["name"], dev["pci_address"], dev["error"]) == ("mlx5_0", "0000:45:00.0", None)
@@ -298,6 +396,7 @@ def test_gather_nvswitch_host_reads_fabric_manager(tmp_path):
     assert root.errors == []
     assert fabric["nvswitches"] == ["0000:4a:00.0"] and fabric["checked"] is True
     assert (fabric["load_state"], fabric["active_state"], fabric["sub_state"]) == ("loaded", "failed", "failed")
+    assert (fabric["version"], fabric["version_error"]) == ("535.161.08", None)
 
 
 def test_gather_host_without_nvidia_runs_nothing_and_reports_nothing(tmp_path):
@@ -380,7 +479,7 @@ def test_live_journal_is_recorded_reduced_and_replays(tmp_path):
     root, recorder = _live(fake)
     live = health._kernel_log(root)
     assert fake.ran == [["/usr/bin/journalctl"] + COMMAND_ARGV["kernel-log"][1:]]
-    assert "-n" in fake.ran[0] and live["events"] == 8 and root.errors == []
+    assert "-n" in fake.ran[0] and live["events"] == 9 and root.errors == []
     stored = recorder.commands["kernel-log"]
     assert stored["file"] == COMMAND_CAPTURES["kernel-log"]
     assert "Linux version" not in stored["stdout"] and stored["stdout"].count("NVRM: Xid") == 8

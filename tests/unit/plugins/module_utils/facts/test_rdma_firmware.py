@@ -64,3 +64,26 @@ def test_gather_garbage_firmware_is_null_with_an_error_naming_the_file(tmp_path)
     assert dev["fw_ver"] is None and dev["board_id"] == "MT_0000000838"
     (error,) = [e for e in root.errors if e["path"].endswith("/fw_ver")]
     assert error["path"] == "/sys/class/infiniband/mlx5_0/fw_ver" and "not a fw_ver value" in error["reason"]
+
+
+# -- nv-fabricmanager --version (health.fabric_manager.version) ------------------------------------
+FIXTURES = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))))), "fixtures", "health")
+
+
+def _fixture(name):
+    with open(os.path.join(FIXTURES, name), encoding="utf-8") as handle:
+        return handle.read()
+
+
+@pytest.mark.parametrize("text, expected", [
+    (_fixture("nv-fabricmanager-version.txt"), "535.161.08"),
+    ("Fabric Manager version is : 450.102.04\n", "450.102.04"),
+    ("Fabric Manager version is: 580.95.05", "580.95.05"),
+    ("", None), ("Fabric Manager version is : unknown\n", None), ("nv-fabricmanager: command not found\n", None),
+    ("Fabric Manager version is : 535.161.08; rm -rf /\n", None), ("\x00" * 10000, None), (None, None),
+    ("x" * 5000 + "\nFabric Manager version is : 535.161.08\n", None),   # only the start of the output is read
+])
+def test_parse_fabricmanager_version(text, expected):
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.health import parse_fabricmanager_version
+    assert parse_fabricmanager_version(text) == expected
