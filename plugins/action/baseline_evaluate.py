@@ -21,6 +21,23 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import HOST
 __metaclass__ = type
 
 
+def _warm_catalogue():
+    """Load the bundled catalogue into ``load_catalogue``'s memory cache when this module is imported.
+
+    The linear strategy imports an action plugin in the controller's main process before it forks a
+    worker per host, and every worker inherits that memory: the catalogue is read and compiled once
+    per run instead of once per host (its cache entry is checked against the files' identity on each
+    use, as always). A site's ``catalogue_dirs`` are loaded by the first worker that needs them and
+    kept on disk for the others. Nothing is reported here: each host's own load says what is wrong."""
+    try:
+        load_catalogue(site_dirs=[])
+    except (CatalogueError, EnvironmentError, ImportError, ValueError):
+        pass
+
+
+_warm_catalogue()
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
