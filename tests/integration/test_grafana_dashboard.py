@@ -433,8 +433,8 @@ def test_alert_rules_load_and_fire(stack):
     groups = http_json(stack.prom + "/api/v1/rules")["data"]["groups"]
     rules = [r for g in groups for r in g["rules"]]
     assert [g["file"] for g in groups] == [RULES]
-    assert sorted(r["name"] for r in rules) == ["GpuhostBaselineAuditFailing", "GpuhostBaselineAuditStale",
-                                               "GpuhostBaselineDrift"]
+    names = ["GpuhostBaselineAuditFailing", "GpuhostBaselineAuditStale", "GpuhostBaselineDrift"]
+    assert sorted(r["name"] for r in rules) == names
     assert all(r["health"] == "ok" and not r.get("lastError") for r in rules), rules
     both = stack.own + stack.fleet
     drifting = set(h for h, r, s, a, sev in failing(both) if sev in ("critical", "high"))
