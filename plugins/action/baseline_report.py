@@ -95,7 +95,8 @@ class ActionModule(ActionBase):
         if args.get("history_dir"):
             # drift history: one record per host appended, what changed since the last one into the report
             boot_ids = dict((name, data.get("boot_id")) for name, data in args["hosts"].items() if isinstance(data, dict))
-            problems = record_report(report, boot_ids, args["history_dir"], args["history_keep"])
+            counters = dict((name, data.get("counters")) for name, data in args["hosts"].items() if isinstance(data, dict))
+            problems = record_report(report, boot_ids, args["history_dir"], args["history_keep"], counters=counters)
             if problems:
                 result["warnings"] = list(result.get("warnings") or []) + ["baseline_report: %s" % p for p in problems]
         try:

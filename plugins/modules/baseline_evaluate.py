@@ -291,7 +291,9 @@ host_report:
       V(failed) when facts could not be gathered or O(failure) is set, V(unreachable)), C(message), C(hostname),
       C(findings), C(profile),
       C(numa) (nodes for the chart), C(facts_errors), C(boot_id) (fact C(kernel.boot_id), for the drift
-      history of M(gpuhost.baseline.baseline_report)), and with O(before) also C(before) and C(pending).
+      history of M(gpuhost.baseline.baseline_report)), C(counters) (the error counter values read, by names such as
+      C(ib|mlx5_0/1|link_downed); the history keeps them for the counter rules HEALTH-020 to HEALTH-023 of
+      the next audits), and with O(before) also C(before) and C(pending).
     - Its findings (and C(before.findings)) leave out what each finding copies from its rule (C(title), C(area),
       C(severity), C(fix), C(reboot_required), C(rationale), C(source), C(fix_action)), the same on every host, so
       M(gpuhost.baseline.baseline_report) puts it back from the catalogue. RV(findings) keeps every field.

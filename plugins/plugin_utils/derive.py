@@ -12,12 +12,14 @@ anything that cannot be worked out is ``None`` and, where useful, a ``reason`` s
 
 This module is the assembler and the parameter contract (:data:`REQUIRED_PARAMS`); each area
 is a module of its own: ``derive_cpu.py``, ``derive_kernel.py``, ``derive_pcie.py``,
-``derive_nvidia.py``, ``derive_lxc.py`` (with ``derive_numa.py``), ``derive_inventory.py`` and
-``derive_health.py``; ``derive_common.py`` holds the helpers they share.
+``derive_nvidia.py``, ``derive_lxc.py`` (with ``derive_numa.py``), ``derive_inventory.py``,
+``derive_health.py`` and ``derive_counters.py``; ``derive_common.py`` holds the helpers they share.
 """
 
 from __future__ import absolute_import, division, print_function
 
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_counters import PARAMS as COUNTER_PARAMS
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_counters import derive_counters
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_cpu import _cpu
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_health import derive_health
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_inventory import derive_inventory
@@ -31,7 +33,7 @@ __metaclass__ = type
 #: parameters :func:`derive` reads; every profile must define them
 REQUIRED_PARAMS = ("idle_latency_max_us", "nic_min_link_width", "power_limit_policy", "nvidia_driver_min",
                    "lxc_host_reserve_gib_per_node", "swappiness_max", "max_read_request_bytes_gpu",
-                   "max_read_request_bytes_nic")
+                   "max_read_request_bytes_nic") + COUNTER_PARAMS
 
 
 def derive(facts, params):
@@ -52,4 +54,6 @@ def derive(facts, params):
         "inventory": derive_inventory(facts, params),  # golden inventory of learn mode (INV-*)
     }
     doc["derived"]["health"] = derive_health(facts, params, doc["derived"])  # plugin_utils/derive_health.py
+    # error counters over the window of the audit history (plugins/plugin_utils/derive_counters.py)
+    doc["derived"]["counters"] = derive_counters(facts, params, doc["derived"])
     return doc

@@ -74,6 +74,9 @@ REFUSED_SUFFIX = ".refused"
 #: value is that fact (per subject, the PCI address): MaxReadReq of GPUs (PCI-001) and NICs (PCI-002).
 EARLIER_VALUE_RULES = {"max_read_request": ("PCI-001", "PCI-002")}
 
+#: Largest counter value a record holds (64 bits); a larger one makes the record unusable.
+MAX_COUNTER = 2 ** 64
+
 #: Change kinds of :func:`compare`, in the order the reports show them.
 CHANGE_KINDS = ("new_fails", "resolved", "status_changed", "values_changed")
 
@@ -173,9 +176,12 @@ def epoch(text):
     return int((stamp - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)).total_seconds())
 
 
-def make_record(host, findings, time, boot_id=None, collection_version=None, profile=None, state="audited"):
+def make_record(host, findings, time, boot_id=None, collection_version=None, profile=None, state="audited",
+                counters=None):
     """The compact record of one audit of ``host``: ``findings`` (report.json findings, or any
-    mappings with ``id``, ``subject``, ``status``, ``observed``) become ``[id, subject, status, observed]``."""
+    mappings with ``id``, ``subject``, ``status``, ``observed``) become ``[id, subject, status, observed]``;
+    ``counters`` (``derive_counters.counter_values``: ``{"ib|mlx5_0/1|link_downed": 3}``), kept only
+    when there are any, are what the counter rules judge the next audits' increases against."""
     rows = []
     for finding in findings or []:
         if not isinstance(finding, dict) or not isinstance(finding.get("id"), str):
@@ -183,7 +189,7 @@ def make_record(host, findings, time, boot_id=None, collection_version=None, pro
         subject = finding.get("subject")
         rows.append([finding["id"], None if subject is None else str(subject), finding.get("status"),
                      _plain(finding.get("observed"))])
-    return {
+    record = {
         "schema": RECORD_SCHEMA,
         "time": _time_text(time),
         "host": str(host),
@@ -193,6 +199,19 @@ def make_record(host, findings, time, boot_id=None, collection_version=None, pro
         "state": state,
         "findings": rows,
     }
+    kept = _counters(counters)
+    if kept:
+        record["counters"] = kept
+    return record
+
+
+def _counters(counters):
+    """The valid entries of ``counters``: text keys of at most 200 characters, integer values from
+    0 to 2**64 (a counter is at most 64 bits)."""
+    if not isinstance(counters, dict):
+        return {}
+    return dict((k, v) for k, v in counters.items() if isinstance(k, str) and len(k) <= 200 and
+                isinstance(v, int) and not isinstance(v, bool) and 0 <= v <= MAX_COUNTER)
 
 
 def encode(record):
@@ -216,6 +235,9 @@ def _check_record(record, host):
     rows = record.get("findings")
     if not isinstance(rows, list):
         return "no findings list"
+    counters = record.get("counters")
+    if counters is not None and (not isinstance(counters, dict) or len(_counters(counters)) != len(counters)):
+        return "counters is not a mapping of names to counts from 0 to 2**64"
     for row in rows:
         if not (isinstance(row, list) and len(row) == 4 and isinstance(row[0], str)
                 and (row[1] is None or isinstance(row[1], str)) and isinstance(row[2], str)):
@@ -477,11 +499,15 @@ def earlier_in_boot(records, boot_id, source=None, rules=None):
     ``{"boot_id", "source", "audits", "first", "last", "reason", "earlier": {fact: {subject:
     [{"time", "value"}]}}}``: per fact of ``rules`` (default :data:`EARLIER_VALUE_RULES`), the
     values each subject had at the earlier audits with the same boot id, oldest first, a value
-    listed again only when it changed. ``reason`` says why no audit can be matched to this boot."""
+    listed again only when it changed. ``reason`` says why no audit can be matched to this boot.
+
+    For the counter rules (``derive_counters.py``): ``counters`` (``{name: [[time, value]]}``, the
+    counter values the audits of this boot recorded, oldest first) and ``other_boot`` (the time of
+    the newest audit of another boot, or ``None``: the counters restarted since)."""
     rules = EARLIER_VALUE_RULES if rules is None else rules
     out = {"boot_id": boot_id if isinstance(boot_id, str) and boot_id else None, "source": source,
            "audits": 0, "first": None, "last": None, "reason": None,
-           "earlier": dict((fact, {}) for fact in rules)}
+           "earlier": dict((fact, {}) for fact in rules), "counters": {}, "other_boot": None}
     if out["boot_id"] is None:
         out["reason"] = "this boot's id is unknown (fact kernel.boot_id), so no earlier audit can be matched to it"
         return out
@@ -491,8 +517,11 @@ def earlier_in_boot(records, boot_id, source=None, rules=None):
             wanted[rule_id] = fact
     for record in records:
         if record.get("boot_id") != out["boot_id"]:
+            out["other_boot"] = record["time"]
             continue
         out["audits"] += 1
+        for name, value in (record.get("counters") or {}).items():
+            out["counters"].setdefault(name, []).append([record["time"], value])
         out["first"] = out["first"] or record["time"]
         out["last"] = record["time"]
         for rule, subject, status, observed in record["findings"]:
@@ -512,17 +541,21 @@ def boot_id_of(facts):
     return boot_id if isinstance(boot_id, str) and boot_id else None
 
 
-def with_history(facts, history_dir, host):
+def with_history(facts, history_dir, host, now=None):
     """``(facts, warnings)``: a shallow copy of ``facts`` with ``history`` (what the audits earlier in
-    this boot saw, from ``host``'s file in ``history_dir``) for the rules (PCI-008); never raises.
+    this boot saw, from ``host``'s file in ``history_dir``) for the rules (PCI-008, the counter
+    rules); never raises. ``history.now`` is the time of this judgement (``now``, default the
+    current time), what the counter rules measure their window back from.
 
     Used where a host is judged: ``baseline_evaluate`` on the controller, the self-audit runner on
     the host."""
+    now = _time_text(now if now is not None else datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0))
     try:
         path = history_path(history_dir, host)
     except HistoryError as exc:
         return dict(facts, history={"boot_id": boot_id_of(facts), "source": None, "audits": 0, "first": None,
-                                    "last": None, "reason": str(exc), "earlier": {}}), [str(exc)]
+                                    "last": None, "reason": str(exc), "earlier": {}, "counters": {},
+                                    "other_boot": None, "now": now}), [str(exc)]
     data, warnings = _load(path)
     reader = _Reader(_source(path), host)
     # the records stream through earlier_in_boot: the file is held once, as bytes
@@ -532,6 +565,7 @@ def with_history(facts, history_dir, host):
         pass
     if reader.abandoned:  # not a history: none of it is evidence
         history = earlier_in_boot([], boot_id_of(facts), source=path)
+    history["now"] = now
     return dict(facts, history=history), warnings + reader.warnings()
 
 
@@ -658,12 +692,13 @@ def _rewrite_within_cap(path, records, warnings):
     return len(lines) - first
 
 
-def record_report(report, boot_ids, directory, keep=DEFAULT_KEEP):
+def record_report(report, boot_ids, directory, keep=DEFAULT_KEEP, counters=None):
     """Append one record per host of ``report`` (the report.json document) that has findings to
     its history in ``directory``, and put what changed since its previous record into the document:
     ``hosts.<name>.changes`` (:func:`compare`, plus ``records``) and the fleet totals in ``changes``
-    (:func:`fleet_summary`). ``boot_ids`` maps host names to the boot id their audit saw. A host
-    whose history cannot be written gets ``changes: {"error": ...}``. Returns the warnings."""
+    (:func:`fleet_summary`). ``boot_ids`` maps host names to the boot id their audit saw, ``counters``
+    to the counter values it read (the host part's ``counters``). A host whose history cannot be
+    written gets ``changes: {"error": ...}``. Returns the warnings."""
     warnings = []
     read = expand_document(report)  # a stored report.json too (any schema); changes go into ``report``
     time = read.get("generated")
@@ -676,7 +711,7 @@ def record_report(report, boot_ids, directory, keep=DEFAULT_KEEP):
         host = report["hosts"][name]
         record = make_record(name, seen["findings"], time, boot_id=(boot_ids or {}).get(name),
                              collection_version=read.get("collection_version"), profile=seen.get("profile"),
-                             state=seen.get("state") or "audited")
+                             state=seen.get("state") or "audited", counters=(counters or {}).get(name))
         try:
             dummy, changes, problems = record_audit(directory, name, record, keep)
         except (HistoryError, IOError, OSError, RecursionError) as exc:  # never the report's end

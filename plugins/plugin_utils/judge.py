@@ -22,6 +22,7 @@ from __future__ import absolute_import, division, print_function
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError, select_profile
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_counters import counter_values
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate, host_report
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import RULE_TEXT_FIELDS, expand_findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import boot_id_of, with_history
@@ -119,4 +120,6 @@ def judge_host(facts, catalogue, host_vars, history=None, history_name=None, bun
     keep_rule_text(part, catalogue, bundled)
     # the boot this audit saw: the report writer keeps it in the history (same boot or across a reboot)
     part["boot_id"] = boot_id_of(facts)
+    # and the error counters it read: the history keeps them for the next audits' counter rules
+    part["counters"] = counter_values(facts)
     return Judgement(outcome, part, warnings)

@@ -331,6 +331,7 @@ def run(argv):
     history_dir = history_directory(args.history_dir, config, report_dir)
     name, part = audit_host(config, root=args.root, history_dir=history_dir)
     boot_id = part.pop("boot_id", None)
+    counters = part.pop("counters", None)
     generated = args.generated or datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
     try:
         report = build_report({name: part}, profile=part.get("profile"), generated=generated,
@@ -342,7 +343,8 @@ def run(argv):
     if history_dir:
         # one record appended (pruned to history_keep), what changed since the last run into the report
         for warning in record_report(report, {name: boot_id}, history_dir,
-                                     config.get("history_keep") or DEFAULT_HISTORY_KEEP):
+                                     config.get("history_keep") or DEFAULT_HISTORY_KEEP,
+                                     counters={name: counters}):
             warn(warning)
     paths = write_outputs(report, name, report_dir, textfile_dir, started, cpu_start)
     totals = report["totals"]

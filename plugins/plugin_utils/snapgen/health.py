@@ -57,6 +57,22 @@ def _infiniband(tree, nics):
         tree.text(port + "/phys_state", "5: LinkUp")
         tree.text(port + "/rate", "400 Gb/sec (4X NDR)")
         tree.text(port + "/link_layer", "InfiniBand" if ib_mode else "Ethernet")
+        # error counters since boot (facts/counters.py; judged over the audit history, HEALTH-020)
+        for counter in ("link_downed", "link_error_recovery", "symbol_error", "port_rcv_errors"):
+            tree.text("%s/counters/%s" % (port, counter), 0)
+
+
+def _aer_correctable(tree, devices, incident):
+    """``aer_dev_correctable`` of every GPU and NIC (as Linux 5.x/6.x prints it); the incident's first
+    GPU has corrected receiver errors since boot (HEALTH-021 judges their increase over the history)."""
+    names = ("RxErr", "BadTLP", "BadDLLP", "Rollover", "Timeout", "NonFatalErr", "CorrIntErr", "HeaderOF")
+    first_gpu = next((d for d in devices if d.kind == "gpu"), None)
+    for dev in devices:
+        if dev.kind not in ("gpu", "nic"):
+            continue
+        rx = 7 if incident and dev is first_gpu else 0
+        tree.text(dev.sysfs_dir() + "/aer_dev_correctable",
+                  "".join("%s %d\n" % (n, rx if n == "RxErr" else 0) for n in names) + "TOTAL_ERR_COR %d" % rx)
 
 
 def _edac(tree, spec):
@@ -104,6 +120,9 @@ def _hostile(tree, nics):
         tree.remove(base + "/phys_state")
     tree.link("/sys/class/infiniband/mlx5_9", "../../devices/pci0000:ff/0000:ff:00.0/infiniband/mlx5_9")
     tree.file("/sys/devices/system/edac/mc/mc0/ce_count", b"banana\n")
+    if nics:
+        tree.file("%s/infiniband/mlx5_0/ports/1/counters/link_downed" % nics[0].sysfs_dir(), b"-1\xff\n")
+        tree.file(nics[0].sysfs_dir() + "/aer_dev_correctable", b"RxErr <b>lots</b>\n")
     tree.file("/sys/devices/system/edac/mc/mc1/ue_count", b"")
 
 
@@ -119,6 +138,7 @@ def add(tree, spec, devices, name):
     tree.file("/commands/journalctl-k-b.txt", _kernel_log(spec, gpus, incident))
     tree.file("/commands/nvidia-smi-nvlink-s.txt", _nvlink(spec, gpus))
     _infiniband(tree, nics)
+    _aer_correctable(tree, devices, incident)
     if name == "healthy":
         tree.text("/sys/module/nvidia_peermem/initstate", "live")
     if incident and len(gpus) > 2:

@@ -106,7 +106,7 @@ def test_a100_v12_event_reasons_power_and_mig():
     assert gpu["uuid"] == "GPU-513536b6-7d19-9063-b049-1e69664bb298"
     assert gpu["bus_id"] == "0000:01:00.0"
     assert gpu["persistence"] is False
-    assert gpu["ecc"] == {"current": "Enabled", "pending": "Enabled"}
+    assert gpu["ecc"] == {"current": "Enabled", "pending": "Enabled", "volatile_corrected": 0}
     assert gpu["power"] == {"limit_w": 500.0, "default_w": 500.0, "max_w": 500.0, "min_w": 100.0,
                             "draw_w": 67.03, "state": "P0"}
     reasons = gpu["clocks_event_reasons"]
@@ -168,7 +168,7 @@ def test_gtx_1070_ti_trimmed_log_gives_nulls():
     assert gpu["name"] == "GeForce GTX 1070 Ti"
     assert gpu["bus_id"] == "0000:01:00.0"
     assert gpu["persistence"] is None
-    assert gpu["ecc"] == {"current": None, "pending": None}
+    assert gpu["ecc"] == {"current": None, "pending": None, "volatile_corrected": None}
     assert gpu["power"] == {"limit_w": None, "default_w": None, "max_w": None, "min_w": None,
                             "draw_w": None, "state": None}
     assert gpu["clocks_event_reasons"] is None
@@ -194,7 +194,7 @@ def test_rtx_3080_v13_deprecated_and_na_are_null():
     assert gpu["power"]["min_w"] == 100.0
     # v13 has no power_draw, only instant/average
     assert gpu["power"]["draw_w"] == 142.33
-    assert gpu["ecc"] == {"current": None, "pending": None}
+    assert gpu["ecc"] == {"current": None, "pending": None, "volatile_corrected": None}
     assert gpu["mig"] == {"current": None, "pending": None, "devices": []}
     assert gpu["processes"] == []
     assert gpu["retired_pages"]["single_bit"] is None
