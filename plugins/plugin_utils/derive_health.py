@@ -13,7 +13,7 @@ docs/rules.md ("Derived keys").
 from __future__ import absolute_import, division, print_function
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import compare_kernel_release
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.xid_catalogue import describe
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.xid_catalogue import describe, describe_sxid
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.docpath import get as _get
 
 __metaclass__ = type
@@ -24,6 +24,10 @@ NIC_DISTANCE = ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
 NCCL_NEAR = ("PIX", "PXB")
 #: the first Linux release whose RDMA stack imports GPU memory through DMA-BUF (no peer-memory module)
 DMABUF_KERNEL = "5.12"
+
+
+def _bus_key(value):
+    return value.lower() if isinstance(value, str) and value else None
 
 
 def _int(value):
@@ -84,6 +88,96 @@ def _xids(kernel_log, address):
     return hardware, other, None
 
 
+#: GPU faults the driver logs without an Xid number: kind -> (what happened, action)
+FAULTS = {
+    "fallen_off_bus": ("GPU has fallen off the bus (no longer answers on PCIe)",
+                       "drain and reboot the node; check the slot, riser, power, cooling and the AER errors of its "
+                       "PCIe path"),
+    "init_failed": ("the driver failed to initialise the GPU (RmInitAdapter): it is on the bus but unusable",
+                    "check the kernel log around the failure, the driver and firmware versions and the GPU's power; "
+                    "reboot, then reseat or service the GPU if it repeats"),
+}
+
+
+def _fault_texts(kinds, note):
+    texts = []
+    for kind in sorted(kinds):
+        entry = kinds[kind]
+        if not isinstance(entry, dict):
+            continue
+        meaning, action = FAULTS.get(kind, (kind, "see the kernel log"))
+        when = entry.get("first_s")
+        text = "%s x%d%s [critical]; action: %s" % (
+            meaning, _int(entry.get("count")) or 0,
+            " (first %.0f s after boot)" % when if isinstance(when, (int, float)) else "", action)
+        if isinstance(entry.get("message"), str) and entry["message"]:
+            text += "; log: %s" % entry["message"][:160]
+        texts.append(text + note)
+    return texts
+
+
+def _faults(kernel_log, address):
+    """``(faults, reason)``: the texts of one GPU's faults without an Xid number (fallen off the
+    bus, failed to initialise); ``address`` ``None`` for those of lines naming no GPU."""
+    if not isinstance(kernel_log, dict):
+        return None, "the kernel log was not read (no NVIDIA driver or GPU seen when the facts were gathered)"
+    if kernel_log.get("error"):
+        return None, kernel_log["error"]
+    table = kernel_log.get("faults") if address else kernel_log.get("faults_no_address")
+    if not isinstance(table, dict):
+        return None, "the kernel log summary has no fault list (facts gathered by an older collection)"
+    kinds = table.get(address or "no address")
+    return _fault_texts(kinds if isinstance(kinds, dict) else {}, _truncated_note(kernel_log)), None
+
+
+def _truncated_note(kernel_log):
+    if kernel_log.get("truncated"):
+        return " (only the newest %s kernel messages of this boot were read)" % kernel_log.get("lines")
+    return ""
+
+
+# -- NVSwitch SXid ------------------------------------------------------------------------------
+
+def _nvswitches(facts, kernel_log):
+    """``derived.health.nvswitches``: the NVSwitches on the bus or in the kernel log, with their
+    SXid events split by the severity the line states (``Fatal`` / ``Non-fatal``, NVIDIA's SXid
+    categories); an SXid whose lines state none is counted with the fatal ones."""
+    on_bus = _get(facts, "health", "fabric_manager", "nvswitches")
+    on_bus = [a for a in on_bus if isinstance(a, str)] if isinstance(on_bus, list) else []
+    logged = kernel_log.get("nvswitch") if isinstance(kernel_log, dict) else None
+    logged = logged if isinstance(logged, dict) else {}
+    result = []
+    for address in sorted(set(on_bus) | set(logged)):
+        switch = logged.get(address) if isinstance(logged.get(address), dict) else {}
+        name = switch.get("name") if isinstance(switch.get("name"), str) else None
+        item = {"address": address, "name": name,
+                "label": "NVSwitch%s%s" % (" " + name if name else "", "" if address in on_bus
+                                           else " (in the kernel log only, not on the PCI bus now)"),
+                "sxid_fatal": None, "sxid_nonfatal": None, "reason": None}
+        if not isinstance(kernel_log, dict):
+            item["reason"] = "the kernel log was not read (no NVIDIA driver or GPU seen when the facts were gathered)"
+        elif kernel_log.get("error") or not isinstance(kernel_log.get("nvswitch"), dict):
+            item["reason"] = kernel_log.get("error") or \
+                "the kernel log summary has no SXid list (facts gathered by an older collection)"
+        else:
+            fatal, nonfatal = [], []
+            codes = switch.get("codes") if isinstance(switch.get("codes"), dict) else {}
+            for code in sorted(codes, key=lambda c: int(c) if str(c).isdigit() else 1 << 30):
+                entry = codes[code]
+                if not isinstance(entry, dict):
+                    continue
+                info = describe_sxid(code, entry.get("severity"))
+                when = entry.get("first_s")
+                text = "SXid %s x%d%s: %s [%s]; action: %s" % (
+                    code, max(_int(entry.get("count")) or 0, 1),
+                    " (first %.0f s after boot)" % when if isinstance(when, (int, float)) else "",
+                    entry.get("message") or info["meaning"], info["severity"], info["action"])
+                (fatal if info["fatal"] else nonfatal).append(text + _truncated_note(kernel_log))
+            item["sxid_fatal"], item["sxid_nonfatal"] = fatal, nonfatal
+        result.append(item)
+    return result
+
+
 # -- GPU memory (row remapping, page retirement) -------------------------------------------
 
 def _memory(gpu):
@@ -129,13 +223,13 @@ def _nvlink_expected(facts, nvlink_gpus, switches):
     return any((_int(g.get("links_active")) or 0) > 0 for g in nvlink_gpus)
 
 
-def _nvlink_fabric(facts, index):
-    """Why GPU ``index`` must have an active NVLink, or ``None``: NVSwitches on the bus, or NV# links
-    of the GPU in the topo -m matrix."""
+def _nvlink_fabric(facts, label):
+    """Why the GPU of topo -m row ``label`` (``GPUn``, ``None`` when not joined) must have an active
+    NVLink, or ``None``: NVSwitches on the bus, or NV# links of the GPU in the topo -m matrix."""
     switches = _get(facts, "health", "fabric_manager", "nvswitches")
     if isinstance(switches, list) and switches:
         return "%d NVSwitch(es) are on the PCI bus" % len(switches)
-    row = _get(facts, "nvidia", "topology", "matrix", "GPU%s" % index)
+    row = _get(facts, "nvidia", "topology", "matrix", label) if isinstance(label, str) else None
     if isinstance(row, dict):
         links = sorted("%s %s" % (other, v) for other, v in row.items() if isinstance(v, str) and v.startswith("NV"))
         if links:
@@ -337,7 +431,8 @@ def derive_health(facts, params, derived):
     health = _get(facts, "health")
     if not isinstance(health, dict):
         return {"gpus": None, "nvlink_expected": None, "fabric_problems": None, "fabric_reason": None,
-                "gpudirect": None, "rdma_devices": None, "rdma_ports": None, "memory_controllers": None}
+                "gpudirect": None, "rdma_devices": None, "rdma_ports": None, "memory_controllers": None,
+                "nvswitches": None}
     kernel_log = health.get("kernel_log")
     nvlink = health.get("nvlink") if isinstance(health.get("nvlink"), dict) else None
     nvlink_gpus = _list(nvlink.get("gpus")) if nvlink else []
@@ -345,21 +440,34 @@ def derive_health(facts, params, derived):
     expected = _nvlink_expected(facts, nvlink_gpus, switches)
     rdma_devices, ports = _rdma(facts, derived)
     rdma_names = set(d["name"] for d in rdma_devices if d.get("name"))
-    smi_gpus = dict((g.get("index"), g) for g in _list(_get(facts, "nvidia", "gpus")))
+    # nvidia-smi's GPUs by PCI address: an index is a position in one command's output, and
+    # another command run on a host with a GPU lost in the middle of the bus numbers them otherwise
+    smi_gpus = dict((_bus_key(g.get("bus_id")), g) for g in _list(_get(facts, "nvidia", "gpus"))
+                    if _bus_key(g.get("bus_id")))
 
     gpus = []
     seen = set()
     for dgpu in _list(_get(derived, "nvidia", "gpus")):
         address = dgpu.get("bus_id")
         seen.add(address)
-        gpus.append(_gpu(dgpu, smi_gpus.get(dgpu.get("index")) if dgpu.get("reported") else None, kernel_log,
+        gpus.append(_gpu(dgpu, smi_gpus.get(_bus_key(address)) if dgpu.get("reported") else None, kernel_log,
                          nvlink, nvlink_gpus, facts, rdma_names))
-    by_gpu = kernel_log.get("by_gpu") if isinstance(kernel_log, dict) and isinstance(kernel_log.get("by_gpu"), dict) \
-        else {}
-    for address in sorted(a for a in by_gpu if a not in seen):
+    logged = set()
+    for key in ("by_gpu", "faults"):
+        table = kernel_log.get(key) if isinstance(kernel_log, dict) else None
+        if isinstance(table, dict):
+            logged.update(a for a in table if isinstance(a, str))
+    for address in sorted(a for a in logged if a not in seen):
         # a GPU the log names that is neither on the bus nor listed by nvidia-smi (gone since)
         gpus.append(_gpu({"bus_id": address, "index": None, "label": "GPU in the kernel log only", "reported": False,
                           "reason": "neither nvidia-smi nor the PCI bus shows this GPU now"},
+                         None, kernel_log, nvlink, nvlink_gpus, facts, rdma_names))
+    unplaced = _get(kernel_log, "faults_no_address", "no address") if isinstance(kernel_log, dict) else None
+    if isinstance(unplaced, dict) and unplaced:
+        # a fault line naming no GPU (older drivers' "NVRM: RmInitAdapter failed!")
+        gpus.append(_gpu({"bus_id": "unknown GPU", "index": None, "reported": False,
+                          "label": "a GPU the kernel log does not name",
+                          "reason": "the kernel log line names no GPU"},
                          None, kernel_log, nvlink, nvlink_gpus, facts, rdma_names))
     fabric_problems, fabric_reason = _fabric(facts)
     return {
@@ -371,6 +479,7 @@ def derive_health(facts, params, derived):
         "rdma_devices": rdma_devices,
         "rdma_ports": ports,
         "memory_controllers": _edac(facts, params),
+        "nvswitches": _nvswitches(facts, kernel_log),
     }
 
 
@@ -379,42 +488,59 @@ def _gpu(dgpu, smi, kernel_log, nvlink, nvlink_gpus, facts, rdma_names):
     index = dgpu.get("index")
     not_listed = dgpu.get("reason") or "nvidia-smi does not list this GPU"
     item = {"bus_id": address, "index": index, "label": dgpu.get("label"),
-            "xid_hardware": None, "xid_other": None, "xid_reason": None,
+            "xid_hardware": None, "xid_other": None, "xid_reason": None, "faults": None, "faults_reason": None,
             "memory_pending": None, "memory_failures": None, "memory_reason": None,
             "nvlink_active": None, "nvlink_problems": None, "nvlink_reason": None,
             "nccl_nic": None, "nccl_link": None, "nccl_problems": None, "nccl_reason": None}
-    item["xid_hardware"], item["xid_other"], item["xid_reason"] = _xids(kernel_log, address)
+    if address == "unknown GPU":
+        item["xid_hardware"] = item["xid_other"] = []
+        item["faults"], item["faults_reason"] = _faults(kernel_log, None)
+    else:
+        item["xid_hardware"], item["xid_other"], item["xid_reason"] = _xids(kernel_log, address)
+        item["faults"], item["faults_reason"] = _faults(kernel_log, address)
     if smi is None:
         item["memory_reason"] = item["nvlink_reason"] = item["nccl_reason"] = not_listed
         return item
     item["memory_pending"], item["memory_failures"], item["memory_reason"] = _memory(smi)
+    label = _get(smi, "topology", "label")
+    if "label" not in (smi.get("topology") or {}) and isinstance(index, int):
+        label = "GPU%d" % index  # facts gathered before the join was checked
 
     if nvlink is None:
         item["nvlink_reason"] = "nvidia-smi nvlink -s was not run (the nvidia module was not loaded)"
     elif nvlink.get("gpus") is None:
         item["nvlink_reason"] = nvlink.get("error") or "nvidia-smi nvlink -s not read"
     else:
-        entry = [g for g in nvlink_gpus if g.get("index") == index]
+        # matched by UUID, never by the "GPU n" number: nvidia-smi nvlink -s numbers the GPUs it can
+        # open, so with a GPU lost in the middle of the bus its numbers and -q -x's positions differ
+        uuid = dgpu.get("uuid")
+        entry = [g for g in nvlink_gpus if uuid and g.get("uuid") == uuid]
         if not entry and nvlink.get("note"):
             # one NVML message for every GPU ("... as all links are inActive", "Not Supported")
-            entry = [{"index": index, "name": dgpu.get("name"), "links_active": 0, "note": nvlink["note"]}]
+            entry = [{"index": index, "uuid": uuid, "name": dgpu.get("name"), "links_active": 0,
+                      "note": nvlink["note"]}]
         if not entry:
-            item["nvlink_reason"] = "nvidia-smi nvlink -s does not list GPU %s" % index
+            item["nvlink_reason"] = ("nvidia-smi -q -x gives no UUID for this GPU: its nvidia-smi nvlink -s entry cannot "
+                                     "be told apart" if not uuid else
+                                     "nvidia-smi nvlink -s does not list this GPU (UUID %s)" % uuid)
         else:
-            peers = [g for g in nvlink_gpus if g.get("index") != index and g.get("name") == entry[0].get("name")]
+            peers = [g for g in nvlink_gpus if g.get("uuid") != uuid and g.get("name") == entry[0].get("name")]
             item["nvlink_active"] = entry[0].get("links_active")
             item["nvlink_problems"], item["nvlink_reason"] = _nvlink_problems(entry[0], peers,
-                                                                              _nvlink_fabric(facts, index))
+                                                                              _nvlink_fabric(facts, label))
 
-    if isinstance(index, int):
+    if isinstance(label, str):
         item["nccl_nic"], item["nccl_link"], reason = _nearest_nic(_get(facts, "nvidia", "topology"),
-                                                                   "GPU%d" % index, rdma_names)
+                                                                   label, rdma_names)
         if reason:
             item["nccl_reason"] = reason
         else:
             item["nccl_problems"] = [] if item["nccl_link"] in NCCL_NEAR else [
                 "nearest RDMA NIC %s: no NIC behind the same PCIe switch (PIX/PXB), so NCCL's GPUDirect RDMA "
                 "crosses the CPU" % item["nccl_nic"]]
+    elif _get(facts, "nvidia", "topology") is None:
+        item["nccl_reason"] = "nvidia-smi topo -m was not read (see the nvidia errors): GPU to NIC distances unknown"
     else:
-        item["nccl_reason"] = "GPU index unknown"
+        item["nccl_reason"] = ("nvidia-smi topo -m is not joined to this GPU (its GPUn rows follow the driver's index, "
+                               "and nvidia-smi -q -x does not list every attached GPU)")
     return item

@@ -269,6 +269,7 @@ def expected_view(finding):
 APPLIES_WORDS = {
     "nvidia.present": "with the NVIDIA driver and GPUs present",
     "derived.nvidia.expected": "with the NVIDIA driver loaded or NVIDIA GPUs on the PCI bus",
+    "length(derived.health.nvswitches || `[]`) > `0`": "with an NVSwitch on the PCI bus or in the kernel log",
     "derived.nvidia.has_blackwell": "with a Blackwell GPU",
     "length(nvidia.gpus || `[]`) > `1`": "with more than one NVIDIA GPU",
     "length(derived.nvidia.gpus || `[]`) > `1`": "with more than one NVIDIA GPU",

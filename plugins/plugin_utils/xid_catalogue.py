@@ -80,6 +80,26 @@ XID_CATALOGUE = {
           "do the recovery the message names (GPU reset, node reboot, drain peer-to-peer)"),
 }
 
+#: the version of NVIDIA's catalogue the table above follows (the date it was read and the newest
+#: code it lists). To update: compare :data:`XID_CATALOGUE` with :data:`SOURCE` (its spreadsheet
+#: download), add or change entries, move this date and code, and regenerate docs/rules.md.
+CATALOGUE_VERSION = "NVIDIA Xid catalogue as read 2026-12-04 (codes up to 154)"
+
+#: NVSwitch SXid events: NVIDIA's Fabric Manager user guide ("NVSwitch SXid errors") sorts them in
+#: non-fatal (the switch corrected it or only one link's traffic was affected) and fatal (the
+#: NVSwitch or its links must be reset: GPU traffic through it stalls, CUDA jobs abort with Xid 45);
+#: the driver writes the category on the SXid line itself ("Fatal," / "Non-fatal,"), which is what
+#: is judged. An SXid whose lines state no category is judged as fatal until it is looked up.
+SXID_SOURCE = "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html"
+SXID_ACTIONS = {
+    "fatal": ("critical", "the NVSwitch and the GPUs behind it need a reset: drain the node, restart Fabric Manager "
+                          "or reboot; check the NVLink trays and cabling and report it if it repeats"),
+    "non-fatal": ("medium", "no action while it stays rare; watch its count, and check the named link (nvidia-smi "
+                            "nvlink -e on its GPUs) if it repeats"),
+    None: ("critical", "the log states no category for this SXid: look it up in NVIDIA's Fabric Manager user guide "
+                       "(%s) and treat it as fatal until then" % SXID_SOURCE),
+}
+
 #: what an unlisted code is treated as
 UNLISTED = ("application", "low", "not in this collection's table",
             "look the code up in NVIDIA's Xid catalogue (%s)" % SOURCE)
@@ -95,3 +115,17 @@ def describe(code):
     klass, severity, meaning, action = entry or UNLISTED
     return {"code": number, "class": klass, "severity": severity, "meaning": meaning, "action": action,
             "listed": entry is not None}
+
+
+def describe_sxid(code, category):
+    """``{"code", "fatal", "severity", "meaning", "action"}`` of an SXid event whose log line states
+    ``category`` (``"fatal"``, ``"non-fatal"`` or ``None``)."""
+    try:
+        number = int(code)
+    except (TypeError, ValueError):
+        number = None
+    category = category if category in ("fatal", "non-fatal") else None
+    severity, action = SXID_ACTIONS[category]
+    return {"code": number, "fatal": category != "non-fatal", "severity": severity,
+            "meaning": {"fatal": "fatal NVSwitch error", "non-fatal": "non-fatal NVSwitch error"}.get(
+                category, "NVSwitch error of unstated category"), "action": action}

@@ -83,10 +83,13 @@ def test_silent_nvidia_smi_gives_unknown_per_gpu_and_fails_nvidia_010(snapshot_t
         "GPUs missing from nvidia-smi: nvidia-smi reports 0 of the 8 NVIDIA GPUs on the PCI bus, not %s: %s"
         % (", ".join(BUS_GPUS), smi_error))
     assert "NVIDIA-010" in result["failing_ids"]
-    # nothing of the NVIDIA area turned not_applicable except the multi-GPU ECC comparison
+    # nothing of the NVIDIA area turned not_applicable, the multi-GPU ECC comparison included: it is
+    # unknown with a GPU's reason (issue 21)
     not_applicable = set(f["id"] for f in result["findings"]
                          if f["area"] == "nvidia" and f["status"] == "not_applicable")
-    assert not_applicable == {"NVIDIA-006"}
+    assert not_applicable == set()
+    (ecc,) = [f for f in result["findings"] if f["id"] == "NVIDIA-006"]
+    assert ecc["status"] == "unknown" and reason_part in ecc["message"]
 
 
 def test_one_gpu_missing_from_nvidia_smi(snapshot_trees, tmp_path):

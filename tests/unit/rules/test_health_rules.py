@@ -280,3 +280,134 @@ def test_unlisted_code_points_to_the_catalogue():
     assert (info["code"], info["class"], info["listed"]) == (999, "application", False)
     assert SOURCE in info["action"]
     assert describe("x")["code"] is None
+
+
+# -- issue 21: faults without an Xid, SXid, NVLink by UUID, the driver not loaded ------------------
+
+def test_fallen_off_the_bus_without_xid_fails_health_013_for_the_gpu_named_critical():
+    def lost(facts):
+        facts["health"]["kernel_log"]["faults"] = {GPU1: {"fallen_off_bus": {
+            "count": 1, "first_s": 1843.3, "last_s": 1843.3,
+            "message": "fallen off the bus and is not responding to commands."}}}
+    findings = _of(_run({"smt": "on"}, lost), "HEALTH-013")
+    assert [(f["subject"], f["status"], f["severity"]) for f in findings] == \
+        [(GPU0, "pass", "critical"), (GPU1, "fail", "critical")]
+    assert "fallen off the bus" in findings[1]["message"] and "reboot" in findings[1]["message"]
+
+
+def test_a_fault_line_naming_no_gpu_is_a_subject_of_its_own():
+    def old(facts):
+        facts["health"]["kernel_log"]["faults_no_address"] = {"no address": {"init_failed": {
+            "count": 1, "first_s": 5.1, "last_s": 5.1, "message": "RmInitAdapter failed! (0x26:0xffff:1227)"}}}
+    findings = _of(_run({"smt": "on"}, old), "HEALTH-013")
+    assert [(f["subject"], f["status"]) for f in findings if f["status"] != "pass"] == [("unknown GPU", "fail")]
+
+
+def test_sxid_judged_by_the_category_the_line_states():
+    def sxid(facts):
+        facts["health"]["kernel_log"]["nvswitch"] = {
+            "0000:4a:00.0": {"name": "nvidia-nvswitch0", "codes": {
+                "12028": {"count": 1, "lines": 3, "severity": "fatal", "first_s": 5521.4, "last_s": 5521.4,
+                          "message": "Link 32 egress non-posted PRIV error (First)"},
+                "22013": {"count": 2, "lines": 6, "severity": "non-fatal", "first_s": 38.2, "last_s": 38.2,
+                          "message": "Link 44 Minion Link DLREQ interrupt"}}},
+            # a switch in the log that is no longer on the bus, with an SXid whose lines state no category
+            "0000:84:00.0": {"name": "nvidia-nvswitch1", "codes": {
+                "20034": {"count": 0, "lines": 1, "severity": None, "first_s": 9.0, "last_s": 9.0, "message": None}}}}
+    result = _run({"smt": "on"}, sxid)
+    fatal = dict((f["subject"], f) for f in _of(result, "HEALTH-014"))
+    nonfatal = dict((f["subject"], f) for f in _of(result, "HEALTH-015"))
+    assert sorted(fatal) == ["0000:4a:00.0", "0000:4b:00.0", "0000:84:00.0"]
+    assert [fatal[a]["status"] for a in sorted(fatal)] == ["fail", "pass", "fail"]
+    assert "SXid 12028 x1" in fatal["0000:4a:00.0"]["message"] and "22013" not in fatal["0000:4a:00.0"]["message"]
+    assert "category" in fatal["0000:84:00.0"]["message"]
+    assert [nonfatal[a]["status"] for a in sorted(nonfatal)] == ["fail", "pass", "pass"]
+    assert "SXid 22013 x2" in nonfatal["0000:4a:00.0"]["message"]
+    assert (fatal["0000:4a:00.0"]["severity"], nonfatal["0000:4a:00.0"]["severity"]) == ("critical", "medium")
+
+
+def test_sxid_rules_unknown_when_the_kernel_log_was_not_read():
+    def unread(facts):
+        facts["health"]["kernel_log"] = {"error": "kernel log not read: journalctl not found in PATH; dmesg not found"}
+    findings = _of(_run({"smt": "on"}, unread), "HEALTH-014")
+    assert set(f["status"] for f in findings) == {"unknown"} and "journalctl not found" in findings[0]["message"]
+
+
+GPU2 = "0000:46:00.0"
+
+
+def _gpu_lost_in_the_middle(facts):
+    """Three GPUs on the bus (0000:43, 0000:44, 0000:46); the middle one is lost: nvidia-smi -q -x
+    lists the other two at positions 0 and 1, nvidia-smi nvlink -s numbers GPUs by the driver's
+    index (0, 1 for the lost one, 2) and the third GPU has 6 of its 18 links down."""
+    third = copy.deepcopy([d for d in facts["pci"]["devices"] if d["address"] == GPU1][0])
+    third["address"] = GPU2
+    facts["pci"]["devices"].append(third)
+    smi = facts["nvidia"]["gpus"]
+    last = copy.deepcopy(smi[1])
+    last.update(index=1, bus_id=GPU2, uuid="GPU-00000002")
+    facts["nvidia"]["gpus"] = [smi[0], last]
+    facts["nvidia"]["attached_gpus"] = 3
+    nvlink = facts["health"]["nvlink"]["gpus"]
+    third_links = copy.deepcopy(nvlink[1])
+    third_links.update(index=2, uuid="GPU-00000002", links_active=12, speeds_gbps={"26.562": 12},
+                       inactive=[12, 13, 14, 15, 16, 17])
+    nvlink[1].update(links_active=18)  # the lost GPU's entry (UUID GPU-00000001), as last seen
+    facts["health"]["nvlink"]["gpus"] = [nvlink[0], nvlink[1], third_links]
+
+
+def test_nvlink_matched_by_uuid_with_a_gpu_lost_in_the_middle():
+    findings = dict((f["subject"], f) for f in _of(_run({"smt": "on"}, _gpu_lost_in_the_middle), "HEALTH-005"))
+    assert findings[GPU0]["status"] == "pass"
+    # the dead links are the third GPU's (by UUID), not the lost GPU's (nvlink -s "GPU 1")
+    assert findings[GPU2]["status"] == "fail" and "inactive: link 12" in findings[GPU2]["message"]
+    assert findings[GPU1]["status"] == "unknown" and "does not list" in findings[GPU1]["message"]
+
+
+def test_nvlink_entry_without_uuid_is_unknown_not_matched_by_number():
+    def no_uuid(facts):
+        for gpu in facts["nvidia"]["gpus"]:
+            gpu["uuid"] = None
+    findings = _of(_run({"smt": "on"}, no_uuid), "HEALTH-005")
+    assert set(f["status"] for f in findings) == {"unknown"} and "no UUID" in findings[0]["message"]
+
+
+DRIVER_GONE = ("nvidia-smi -q -x exited 9: NVIDIA-SMI has failed because it couldn't communicate with the NVIDIA "
+               "driver. Make sure that the latest NVIDIA driver is installed and running.")
+
+
+def _driver_not_loaded(facts):
+    facts["nvidia"].update(present=False, gpus=[], driver_version=None, cuda_version=None, attached_gpus=None,
+                           topology=None, module={"version": None, "open": None, "raw": None},
+                           smi={"available": False, "error": DRIVER_GONE})
+    facts["health"]["nvlink"] = None
+    for dev in facts["pci"]["devices"]:
+        if dev["address"] in (GPU0, GPU1):
+            dev["driver"] = None
+
+
+def test_driver_not_loaded_makes_every_gpu_rule_unknown_naming_the_reason():
+    result = _run({"smt": "on"}, _driver_not_loaded)
+    per_gpu = ("NVIDIA-001", "NVIDIA-004", "NVIDIA-005", "NVIDIA-007", "NVIDIA-008", "NVIDIA-009",
+               "HEALTH-003", "HEALTH-004")
+    for rule in per_gpu:
+        findings = _of(result, rule)
+        assert [(f["subject"], f["status"]) for f in findings] == [(GPU0, "unknown"), (GPU1, "unknown")], rule
+        assert all("couldn't communicate with the NVIDIA driver" in f["message"] for f in findings), rule
+        assert all("module is not loaded" in f["message"] for f in findings), rule
+    (ecc,) = _of(result, "NVIDIA-006")
+    assert ecc["status"] == "unknown" and "couldn't communicate" in ecc["message"]
+    (missing,) = _of(result, "NVIDIA-010")
+    assert missing["status"] == "fail" and "0 of the 2 NVIDIA GPUs" in missing["message"]
+    assert [f["status"] for f in _of(result, "NVIDIA-002")] == ["unknown"]
+
+
+def test_gpus_passed_through_to_vms_without_the_driver_are_not_judged():
+    def passthrough(facts):
+        _driver_not_loaded(facts)
+        for dev in facts["pci"]["devices"]:
+            if dev["address"] in (GPU0, GPU1):
+                dev["driver"] = "vfio-pci"
+    result = _run({"smt": "on"}, passthrough)
+    for rule in ("NVIDIA-001", "NVIDIA-004", "NVIDIA-006", "HEALTH-003"):
+        assert [f["status"] for f in _of(result, rule)] == ["not_applicable"], rule

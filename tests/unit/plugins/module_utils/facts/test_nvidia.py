@@ -429,7 +429,8 @@ def test_gather_glued_topology_is_an_error_and_no_matrix(tmp_path):
     root = make_root(tmp_path, xml=real("tesla-t4.xml"), topo=GLUED_CELLS)
     facts = gather(root)
     assert facts["topology"] is None
-    assert facts["gpus"][0]["topology"] == {"cpu_affinity": None, "numa_affinity": None, "gpu_numa_id": None}
+    assert facts["gpus"][0]["topology"] == {"label": None, "cpu_affinity": None, "numa_affinity": None,
+                                            "gpu_numa_id": None}
     messages = [str(error) for error in root.errors]
     assert any("nvidia-smi topo -m" in m and "line 3:" in m and "NODENODE" in m for m in messages), messages
 
@@ -459,21 +460,45 @@ def test_gather_snapshot_with_everything(tmp_path):
     assert facts["module"]["open"] is False
     assert facts["driver_version"] == "515.105.01"
     assert facts["cuda_version"] == "11.7"
-    assert facts["gpus"][0]["topology"] == {"cpu_affinity": "0-63", "numa_affinity": "0", "gpu_numa_id": None}
+    assert facts["gpus"][0]["topology"] == {"label": "GPU0", "cpu_affinity": "0-63", "numa_affinity": "0",
+                                            "gpu_numa_id": None}
     assert facts["topology"]["devices"] == ["GPU0"]
     json.dumps(facts)
 
 
-def test_gather_merges_topology_by_gpu_index(tmp_path):
-    t4 = real("tesla-t4.xml")
+def _eight_t4(keep=range(8)):
+    t4 = real("tesla-t4.xml").replace("<attached_gpus>1</attached_gpus>", "<attached_gpus>8</attached_gpus>")
     start, end = t4.index("<gpu "), t4.index("</gpu>") + len("</gpu>")
     gpus = "".join(t4[start:end].replace("00000000:00:1E.0", "00000000:%02X:00.0" % (0x41 + i))
-                   for i in range(8))
-    root = make_root(tmp_path, xml=t4[:start] + gpus + t4[end:], topo=own("topo-8gpu-2nic-2socket.txt"))
+                   for i in keep)
+    return t4[:start] + gpus + t4[end:]
+
+
+def test_gather_does_not_join_topology_by_index_with_a_gpu_lost_in_the_middle(tmp_path):
+    # 8 attached, the third lost: -q -x lists 7, so its positions after the lost GPU are not the
+    # GPUn numbers of topo -m (issue 21): no row is joined, and an error says why
+    root = make_root(tmp_path, xml=_eight_t4(keep=[0, 1, 3, 4, 5, 6, 7]), topo=own("topo-8gpu-2nic-2socket.txt"))
     facts = gather(root)
+    assert len(facts["gpus"]) == 7 and facts["topology"] is not None
+    assert [g["topology"]["label"] for g in facts["gpus"]] == [None] * 7
+    assert all(g["topology"]["numa_affinity"] is None for g in facts["gpus"])
+    assert any("7 of 8 attached GPUs" in e["reason"] for e in root.errors)
+
+
+@pytest.mark.parametrize("attached, listed, rows, joins", [
+    (2, 2, 2, True), (None, 2, 2, True), (3, 2, 2, False), (2, 2, 3, False), (None, 0, 0, False)])
+def test_topology_joins(attached, listed, rows, joins):
+    topology = {"matrix": dict(("GPU%d" % i, {}) for i in range(rows))}
+    assert _nvidia.topology_joins(attached, [{}] * listed, topology) is joins
+
+
+def test_gather_merges_topology_by_gpu_index(tmp_path):
+    root = make_root(tmp_path, xml=_eight_t4(), topo=own("topo-8gpu-2nic-2socket.txt"))
+    facts = gather(root)
+    assert facts["attached_gpus"] == 8 and root.errors == []
     assert [g["bus_id"] for g in facts["gpus"]][:2] == ["0000:41:00.0", "0000:42:00.0"]
     assert facts["gpus"][3]["topology"]["cpu_affinity"] == "0-47,96-143"
-    assert facts["gpus"][4]["topology"] == {"cpu_affinity": "48-95,144-191", "numa_affinity": "1",
+    assert facts["gpus"][4]["topology"] == {"label": "GPU4", "cpu_affinity": "48-95,144-191", "numa_affinity": "1",
                                             "gpu_numa_id": None}
     # no version file in this snapshot: the module is unknown, the GPUs still make it present
     assert facts["module"] == {"version": None, "open": None, "raw": None}
