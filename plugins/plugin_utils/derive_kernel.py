@@ -83,7 +83,8 @@ def _kernel(facts, params):
                 diff.append("%s only in the configured cmdline" % _fmt_param(key, configured[key]))
                 only_configured.append(_fmt_param(key, configured[key]))
     cmdline_pending = ("%s configured, reboot to apply" % ", ".join(only_configured)) if only_configured else None
-    return {"kernel_min": minimum, "kernel_min_source": minimum_source, "newer_installed": newer, "newer_installed_note": newer_note, "pending_upgrade": pending_upgrade,
+    return {"kernel_min": minimum, "kernel_min_source": minimum_source, "newer_installed": newer,
+            "newer_installed_note": newer_note, "pending_upgrade": pending_upgrade,
             "cmdline_diff": diff, "cmdline_pending": cmdline_pending, "sysctl_boot": _sysctl_boot(facts, params)}
 
 

@@ -60,8 +60,8 @@ def test_other_vbios_and_firmware_fail():
 
 
 @pytest.mark.parametrize("change, message", [
-    (lambda f: device(f, NIC).update(device_id="0x101d"), "not judged: model Mellanox 0x101d, golden host Mellanox "
-                                                           "0x1021 (another model)"),
+    (lambda f: device(f, NIC).update(device_id="0x101d"),
+     "not judged: model Mellanox 0x101d, golden host Mellanox 0x1021 (another model)"),
     (lambda f: f["health"]["rdma"]["devices"][0].update(board_id="MT_0000000970"),
      "not judged: board id MT_0000000970, golden host MT_0000000838 (another board)"),
 ])
