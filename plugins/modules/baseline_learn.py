@@ -20,7 +20,7 @@ description:
     power limits; the link type of every device pair of C(nvidia-smi topo -m); the kernel,
     NVIDIA driver and CUDA versions.
   - The profile C(extends) a bundled or site profile and holds the inventory as its parameter C(inventory); the
-    inventory rules (C(rules/inventory.yml), INV-001 to INV-011) judge every host audited with it against the
+    inventory rules (C(rules/inventory.yml), INV-001 to INV-012) judge every host audited with it against the
     golden host, by subject. O(dest) is a site catalogue directory - give it to C(gpuhost_catalogue_dirs).
   - The profile is loaded and checked like any site profile (C(schemas/profile.schema.json) and the catalogue's code
     checks) before it is written, and the golden host is judged against it; an INV finding failing on the golden host
