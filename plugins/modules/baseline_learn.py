@@ -17,8 +17,9 @@ description:
     O(root)), and writes what it holds as the expected inventory of a new site profile
     C(<dest>/profiles/<name>.yml) - CPU model, sockets, cores and SMT; MemTotal per NUMA node with a tolerance; every
     GPU and NIC by PCI address with its model, NUMA node, link width and speed, MaxReadReq and MaxPayload; the GPU
-    power limits; the link type of every device pair of C(nvidia-smi topo -m); the kernel,
-    NVIDIA driver and CUDA versions.
+    power limits and VBIOS versions; the firmware and board id of every NIC with an RDMA device; the link type of
+    every device pair of C(nvidia-smi topo -m); the kernel, NVIDIA driver and CUDA versions, and the Fabric Manager
+    version of an NVSwitch host.
   - The profile C(extends) a bundled or site profile and holds the inventory as its parameter C(inventory); the
     inventory rules (C(rules/inventory.yml), INV-001 to INV-012) judge every host audited with it against the
     golden host, by subject. O(dest) is a site catalogue directory - give it to C(gpuhost_catalogue_dirs).
