@@ -411,3 +411,11 @@ def test_gpus_passed_through_to_vms_without_the_driver_are_not_judged():
     result = _run({"smt": "on"}, passthrough)
     for rule in ("NVIDIA-001", "NVIDIA-004", "NVIDIA-006", "HEALTH-003"):
         assert [f["status"] for f in _of(result, rule)] == ["not_applicable"], rule
+
+
+def test_the_report_states_the_xid_catalogue_version_and_how_to_update_it(catalogue):
+    # the rule text is in every report (report.json rules, the HTML and Markdown rule notes)
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.xid_catalogue import CATALOGUE_VERSION
+    (rule,) = [r for r in catalogue.rules if r.id == "HEALTH-001"]
+    text = " ".join(rule.rationale.split())
+    assert CATALOGUE_VERSION in text and "xid_catalogue.py" in text and rule.source == SOURCE
