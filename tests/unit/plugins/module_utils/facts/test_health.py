@@ -150,8 +150,8 @@ def test_hostile_fault_and_sxid_lines_never_raise_and_invent_no_gpu(text):
 
 
 def test_live_capture_of_the_new_messages_is_recorded_reduced_and_replays(tmp_path):
-    text = "".join(fixture(name) for name in ("journal-k-b-fallen-off-bus-no-xid.txt", "dmesg-rminitadapter-failed.txt",
-                                               "dmesg-nvswitch-sxid.txt"))
+    names = ("journal-k-b-fallen-off-bus-no-xid.txt", "dmesg-rminitadapter-failed.txt", "dmesg-nvswitch-sxid.txt")
+    text = "".join(fixture(name) for name in names)
     fake = FakeHost({"journalctl": text})
     root, recorder = _live(fake)
     live = health._kernel_log(root)
