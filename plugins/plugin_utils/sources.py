@@ -49,6 +49,7 @@ _CAPTURES = {
     KERNEL_LOG: "kernel-log",
     "dmesg": "kernel-log-dmesg",
     "nvidia-smi nvlink -s": "nvidia-smi-nvlink",
+    "nvidia-smi nvlink -e": "nvidia-smi-nvlink-errors",
     "systemctl show nvidia-fabricmanager.service": "fabricmanager-state",
 }
 
@@ -74,6 +75,8 @@ _CT_CONF = PVE_LXC_DIR + "/{id}.conf"
 _SYSCTL_FILES = tuple(directory + "/*.conf" for directory in SYSCTL_DIRS) + (SYSCTL_CONF,)
 _CMDLINE_FILES = ("/etc/kernel/cmdline", "/etc/default/grub", "/boot/loader/entries/*.conf")
 _PCI_DEVICE = (_CONFIG,)
+#: counter rules compare this audit's values with a record of the history (history/<host>.jsonl)
+_COUNTER_HISTORY = ("/proc/sys/kernel/random/boot_id", "and the counter values of earlier audits in history/<host>.jsonl")
 
 #: fact key -> sources: a path (``/...``, with ``{field}`` and wildcards) or command, or a pair
 #: (path or command, what in it, or ``and ...`` for what else is read with it). Every key a shipped rule queries resolves here
@@ -179,6 +182,15 @@ SOURCES = {
     "derived.health.gpus[].memory_pending": (_smi("<remapped_rows>, <retired_pages>"),),
     "derived.health.gpus[].memory_failures": (_smi("<remapped_rows>, <retired_pages>"),),
     "derived.health.gpus[].nvlink_problems": ("nvidia-smi nvlink -s",),
+    # error counters judged by their increase over the history window (facts/counters.py, derive_counters.py)
+    "derived.counters.ib_ports[]": (_COUNTER_HISTORY, "/sys/class/infiniband/*/ports/*/counters/*"),
+    "derived.counters.ib_ports[].increases": (_COUNTER_HISTORY, "/sys/class/infiniband/*/ports/*/counters/*"),
+    "derived.counters.aer_devices[]": (_COUNTER_HISTORY, DEVICES_DIR + "/*/aer_dev_correctable"),
+    "derived.counters.aer_devices[].increases": (_COUNTER_HISTORY, DEVICES_DIR + "/*/aer_dev_correctable"),
+    "derived.counters.nvlink_gpus[]": (_COUNTER_HISTORY, "nvidia-smi nvlink -e"),
+    "derived.counters.nvlink_gpus[].increases": (_COUNTER_HISTORY, "nvidia-smi nvlink -e"),
+    "derived.counters.ecc_gpus[]": (_COUNTER_HISTORY, _smi("<ecc_errors>/<volatile>")),
+    "derived.counters.ecc_gpus[].increases": (_COUNTER_HISTORY, _smi("<ecc_errors>/<volatile>")),
     "derived.health.gpus[].nccl_problems": (SMI_TOPO, DEVICES_DIR + "/*"),
     "derived.health.fabric_problems": ("systemctl show nvidia-fabricmanager.service",),
     "derived.health.gpudirect": ("/sys/module/nvidia_peermem", "/sys/class/infiniband"),

@@ -120,7 +120,9 @@ def test_learn_writes_a_valid_site_profile(learned):
     golden = profile["params"]["inventory"]
     assert golden["learned_from"] == "gpu-healthy" and golden["unknown"] == []
     assert len(golden["gpus"]) == 8 and len(golden["nics"]) == 2
-    assert golden["versions"] == {"kernel": "6.14.8-2-pve", "driver": "575.57.08", "cuda": "12.9"}
+    # no NVSwitch on the golden host: Fabric Manager learned as null, not judged (INV-010)
+    assert golden["versions"] == {"kernel": "6.14.8-2-pve", "driver": "575.57.08", "cuda": "12.9",
+                                  "fabric_manager": None}
     # loadable from the directory like any site profile
     catalogue = load_catalogue(site_dirs=[str(learned["site"])])
     resolved, params = resolve_profile(catalogue, NAME)
