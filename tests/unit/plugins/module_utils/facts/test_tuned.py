@@ -84,4 +84,3 @@ def _open(root, path):
     real = os.path.join(root, path.lstrip("/"))
     os.makedirs(os.path.dirname(real), exist_ok=True)
     return open(real, "w")
-
