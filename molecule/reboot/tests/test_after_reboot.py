@@ -50,7 +50,9 @@ def test_units_ran_at_boot(host, reboot):
     for name in ("gpuhost-pcie.service", "gpuhost-cpu-power.service", "systemd-sysctl.service"):
         # oneshot + RemainAfterExit: active (exited) once the script succeeded in this boot
         for prop, value in (("ActiveState", "active"), ("Result", "success")):
-            assert host.check_output("systemctl show -p %s --value %s" % (prop, name)) == value, (name, prop)
+            seen = host.check_output("systemctl show -p %s --value %s" % (prop, name))
+            # the unit's own lines of this boot say why, when it did not succeed
+            assert seen == value, (name, prop, host.run("journalctl -b -o cat --no-pager -u %s" % name).stdout)
 
 
 def test_sysctl_d_restored_numa_balancing_and_swappiness(host, reboot):

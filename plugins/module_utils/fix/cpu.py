@@ -310,6 +310,10 @@ def settings_of(governor=None, epp=None, boost=None, idle_latency_max_us=None):
     return settings
 
 
+#: how often the boot script tries a write before it reports it failed (one second apart)
+PUT_ATTEMPTS = 5
+
+
 def render_script(settings):
     """The boot-time script for ``settings`` (written to a file and run by the unit, never by Ansible)."""
     q = shlex.quote
@@ -321,13 +325,23 @@ def render_script(settings):
         "cpu=/sys/devices/system/cpu",
         "status=0",
         "",
+        "# a cpufreq policy whose driver is still setting it up (acpi-cpufreq loading while this runs at",
+        "# boot) refuses writes for a moment (EBUSY): a write is tried up to %d times, a second apart" % PUT_ATTEMPTS,
+        "attempts=%d" % PUT_ATTEMPTS,
+        "",
         "put() {",
         "    # a file that does not exist is a feature this CPU or driver lacks",
         "    [ -e \"$1\" ] || return 0",
-        "    if ! printf '%s\\n' \"$2\" > \"$1\" 2>/dev/null; then",
-        "        echo \"gpuhost-cpu-power: cannot write $2 to $1\" >&2",
-        "        status=1",
-        "    fi",
+        "    try=1",
+        "    until printf '%s\\n' \"$2\" > \"$1\" 2>/dev/null; do",
+        "        if [ \"$try\" -ge \"$attempts\" ]; then",
+        "            echo \"gpuhost-cpu-power: cannot write $2 to $1 ($try attempts)\" >&2",
+        "            status=1",
+        "            return 0",
+        "        fi",
+        "        try=$((try + 1))",
+        "        sleep 1",
+        "    done",
         "}",
         "",
     ]

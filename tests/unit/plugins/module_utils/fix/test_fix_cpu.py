@@ -9,7 +9,7 @@ import pytest
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.cpu import CPU_DIR
 from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.base import FixError, Host, fail_with_rollback
 from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.cpu import (
-    SCRIPT_PATH, UDEV_PATH, UNIT_PATH, WANTS_LINK, apply, check_name, group_writes, plan, read_state, render_script,
+    PUT_ATTEMPTS, SCRIPT_PATH, UDEV_PATH, UNIT_PATH, WANTS_LINK, apply, check_name, group_writes, plan, read_state, render_script,
     render_unit, script_settings, settings_of, summarize)
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.persist import parse_udev_rules
 from helpers.fixhost import FakeModule, changed_paths, copy_tree, make_readonly, read, tree_state
@@ -184,6 +184,46 @@ def test_boot_script_applies_what_the_module_applies(snapshot_trees, tmp_path):
     module_view = summarize(read_state(Host(FakeModule(), by_module)))
     assert script_view == module_view
     assert script_view["governor"] == {"performance": 128} and script_view["epp"] == {"performance": 128}
+
+
+def _sleep_shim(tmp_path, body):
+    """A ``sleep`` first on PATH that runs ``body`` instead of waiting (the script's retry pause)."""
+    shim = tmp_path / "bin"
+    shim.mkdir()
+    (shim / "sleep").write_text("#!/bin/sh\n" + body + "\n")
+    (shim / "sleep").chmod(0o755)
+    return dict(os.environ, PATH="%s:%s" % (shim, os.environ.get("PATH", "/usr/bin:/bin")))
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="no POSIX shell")
+def test_boot_script_tries_a_refused_write_again(tmp_path):
+    """A policy its driver is still setting up refuses the governor write (EBUSY at boot): the
+    script waits and writes again; the write lands and the script succeeds."""
+    cpu = tmp_path / "cpu"
+    policy = cpu / "cpufreq" / "policy0"
+    (policy / "scaling_governor").mkdir(parents=True)  # a directory: the first write fails
+    # the pause ends the setup: the attribute becomes writable
+    env = _sleep_shim(tmp_path, 'rmdir "%s" && echo schedutil > "%s" && echo slept >> "%s"'
+                      % (policy / "scaling_governor", policy / "scaling_governor", tmp_path / "log"))
+    script = render_script({"governor": "performance"}).replace("cpu=/sys/devices/system/cpu", "cpu=%s" % cpu)
+    proc = subprocess.run(["sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert (policy / "scaling_governor").read_text() == "performance\n"
+    assert (tmp_path / "log").read_text() == "slept\n"
+
+
+@pytest.mark.skipif(shutil.which("sh") is None, reason="no POSIX shell")
+def test_boot_script_gives_up_after_its_attempts(tmp_path):
+    cpu = tmp_path / "cpu"
+    policy = cpu / "cpufreq" / "policy0"
+    (policy / "scaling_governor").mkdir(parents=True)  # never writable
+    env = _sleep_shim(tmp_path, 'echo slept >> "%s"' % (tmp_path / "log"))
+    script = render_script({"governor": "performance"}).replace("cpu=/sys/devices/system/cpu", "cpu=%s" % cpu)
+    proc = subprocess.run(["sh", "-c", script], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, check=False)
+    assert proc.returncode == 1
+    assert ("cannot write performance to %s/scaling_governor (%d attempts)" % (policy, PUT_ATTEMPTS)).encode() \
+        in proc.stderr
+    assert (tmp_path / "log").read_text() == "slept\n" * (PUT_ATTEMPTS - 1)
 
 
 def test_boot_script_reports_garbage_latency(snapshot_trees, tmp_path):
