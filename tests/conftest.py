@@ -17,6 +17,13 @@ if COLLECTIONS not in sys.path:
     sys.path.insert(0, COLLECTIONS)
 os.environ.setdefault("ANSIBLE_COLLECTIONS_PATH", COLLECTIONS)
 os.environ.setdefault("ANSIBLE_CONFIG", os.path.join(REPO, "ansible.cfg"))
+# The catalogue's disk cache (and any other XDG cache) of every test and of every ansible-playbook
+# the tests start goes to a directory of this run, removed at its end (pytest_unconfigure): the
+# tests' many catalogue copies never reach the user's ~/.cache.
+import tempfile  # noqa: E402
+
+CACHE_HOME = tempfile.mkdtemp(prefix="gpuhost-test-cache-")
+os.environ["XDG_CACHE_HOME"] = CACHE_HOME
 # ansible-playbook, ansible-runner and molecule are the venv's, whatever started pytest
 VENV_BIN = os.path.join(REPO, ".venv", "bin")
 if os.path.isdir(VENV_BIN) and VENV_BIN not in os.environ.get("PATH", "").split(os.pathsep):
@@ -56,3 +63,7 @@ def _unmount_readonly_attributes():
     yield
     from helpers import fixhost
     fixhost.unmount_all()
+
+
+def pytest_unconfigure(config):  # pylint: disable=unused-argument
+    shutil.rmtree(CACHE_HOME, ignore_errors=True)

@@ -504,9 +504,38 @@ def _disk_cache(base_dir, stamp, documents=None):
         finally:
             if os.path.exists(tmp):
                 os.unlink(tmp)
+        _prune_disk_cache(directory, keep=path)
     except Exception:  # pylint: disable=broad-except
         return None
     return None
+
+
+#: catalogue cache files kept per user: one per set of catalogue files (bundled, each site's
+#: combination, each upgrade of the collection); older ones are removed when a new one is written
+DISK_CACHE_KEEP = 16
+
+
+def _prune_disk_cache(directory, keep, limit=DISK_CACHE_KEEP):
+    """Remove the oldest ``catalogue-*.json`` files of ``directory`` beyond ``limit`` (never
+    ``keep``, the file just written). A key changes with every edit of a catalogue file, so
+    without a bound the directory grows with every change a site makes (about 70 kB each)."""
+    entries = []
+    for name in os.listdir(directory):
+        if not (name.startswith("catalogue-") and name.endswith(".json")):
+            continue
+        path = os.path.join(directory, name)
+        try:
+            st = os.lstat(path)
+        except OSError:
+            continue
+        if stat.S_ISREG(st.st_mode) and path != keep:
+            entries.append((st.st_mtime, path))
+    entries.sort(reverse=True)
+    for _mtime, path in entries[max(limit - 1, 0):]:
+        try:
+            os.unlink(path)
+        except OSError:
+            pass  # removed by a concurrent run, or not ours to remove
 
 
 def _resolve_auto_candidate(catalogue, name, params):

@@ -686,6 +686,38 @@ def test_catalogue_disk_cache_follows_the_files(tmp_path, monkeypatch):
     assert catalogue_load.load_catalogue(str(base)).by_id["NUMA-001"].title == "automatic NUMA balancing off"
 
 
+def test_catalogue_disk_cache_keeps_the_newest_files(tmp_path, monkeypatch):
+    """Every edit of a catalogue file makes a new cache key: the directory keeps the newest
+    DISK_CACHE_KEEP files (the one just written among them) and nothing but its own files goes."""
+    import os
+    import shutil
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load, schema
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    cache = tmp_path / "cache" / "gpuhost-baseline"
+    cache.mkdir(parents=True, mode=0o700)
+    old = []
+    for number in range(catalogue_load.DISK_CACHE_KEEP + 4):
+        path = cache / ("catalogue-%024d.json" % number)
+        path.write_text("{}")
+        os.utime(str(path), (1000000 + number, 1000000 + number))  # older than the one written below
+        old.append(path.name)
+    (cache / "notes.txt").write_text("mine")
+    base = tmp_path / "coll"
+    for sub in ("rules", "profiles"):
+        shutil.copytree(os.path.join(schema.COLLECTION_ROOT, sub), str(base / sub))
+    catalogue_load._CACHE.clear()
+    catalogue_load.load_catalogue(str(base))
+    names = sorted(os.listdir(str(cache)))
+    kept = [name for name in names if name.startswith("catalogue-")]
+    assert len(kept) == catalogue_load.DISK_CACHE_KEEP and "notes.txt" in names
+    # the newest old ones and the new one
+    assert set(kept) == set(old[-(catalogue_load.DISK_CACHE_KEEP - 1):]) | set(
+        name for name in kept if name not in old)
+    assert len([name for name in kept if name not in old]) == 1
+    catalogue_load._CACHE.clear()
+
+
 def _cached_catalogue(tmp_path, monkeypatch):
     import os
     import shutil
