@@ -23,9 +23,8 @@ counter family to its counters and their threshold parameters; docs/rules.md doc
 
 from __future__ import absolute_import, division, print_function
 
-import datetime
-
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.docpath import get as _get
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.isotime import epoch, iso
 
 __metaclass__ = type
 
@@ -136,21 +135,6 @@ def counter_values(facts):
 
 # -- judging the increase ---------------------------------------------------------------------
 
-def _epoch(text):
-    if not isinstance(text, str):
-        return None
-    value = text.strip()
-    if value.endswith("Z"):
-        value = value[:-1] + "+00:00"
-    try:
-        stamp = datetime.datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=datetime.timezone.utc)
-    return (stamp - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)).total_seconds()
-
-
 def span_text(seconds):
     """``3h``, ``2h30m``, ``45m``, ``2d4h``, ``40s``: how long an increase took, for the messages."""
     minutes = int(max(0, seconds) // 60)
@@ -176,7 +160,7 @@ def _no_history_reason(history, window):
                 "their increase over %sh (counter_window_hours), not by their value since boot" % _hours(window))
     if history.get("reason"):
         return "audit history not usable: %s" % history["reason"]
-    if _epoch(history.get("now")) is None:
+    if epoch(history.get("now")) is None:
         return "the time of this audit is unknown, so no window can be measured"
     if not history.get("audits"):
         if history.get("other_boot"):
@@ -189,8 +173,8 @@ def _no_history_reason(history, window):
 def _judge_counter(series, now, value, window_s, limit):
     """``(problem, reason, note)`` of one counter: ``series`` the ``[time, value]`` of the earlier
     audits of this boot, ``now`` (epoch) and ``value`` this audit's, ``limit`` the most increase accepted."""
-    points = [(_epoch(p[0]), p[1]) for p in series if isinstance(p, list) and len(p) == 2
-              and _epoch(p[0]) is not None and _count(p[1]) is not None]
+    points = [(epoch(p[0]), p[1]) for p in series if isinstance(p, list) and len(p) == 2
+              and epoch(p[0]) is not None and _count(p[1]) is not None]
     points.append((now, value))
     note = None
     start = 0
@@ -200,8 +184,8 @@ def _judge_counter(series, now, value, window_s, limit):
     if start:
         if start == len(points) - 1:
             return None, "went down from %d to %d since the audit of %s (counter reset): judged from this audit on" % (
-                points[-2][1], value, _iso(points[-2][0])), None
-        note = "reset since %s, judged from then" % _iso(points[start][0])
+                points[-2][1], value, iso(points[-2][0])), None
+        note = "reset since %s, judged from then" % iso(points[start][0])
     earlier = points[start:-1]
     if not earlier:
         return None, "not recorded by the earlier audits of this boot: judged from the next audit on", None
@@ -211,13 +195,9 @@ def _judge_counter(series, now, value, window_s, limit):
     if limit is None or increase <= limit:
         return None, None, note
     text = "+%d in %s (%d at the audit of %s, %d now; at most +%d per %gh%s)" % (
-        increase, span_text(now - base[0]), base[1], _iso(base[0]), value, limit, window_s / 3600,
+        increase, span_text(now - base[0]), base[1], iso(base[0]), value, limit, window_s / 3600,
         "; " + note if note else "")
     return text, None, note
-
-
-def _iso(epoch):
-    return datetime.datetime.fromtimestamp(epoch, datetime.timezone.utc).replace(microsecond=0).isoformat()
 
 
 def _judge(family, subject, label, values, error, history, params, common):
@@ -230,7 +210,7 @@ def _judge(family, subject, label, values, error, history, params, common):
         item["reason"] = "%s (now: %s)" % (common, ", ".join("%s %d" % kv for kv in values.items()))
         return item
     window_s = float(params.get(WINDOW_PARAM)) * 3600
-    now = _epoch(history.get("now"))
+    now = epoch(history.get("now"))
     problems, reasons = [], []
     for name, param in COUNTERS[family]:
         series = (history.get("counters") or {}).get(SEP.join((family, str(subject), name)))

@@ -33,6 +33,7 @@ import stat
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import (
     DirectoryLock, FileRefused, atomic_write, loads_json, read_bytes)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.isotime import epoch
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document
 
 __metaclass__ = type
@@ -158,22 +159,6 @@ def _time_text(value):
             value = value.replace(tzinfo=datetime.timezone.utc)
         return value.isoformat()
     return str(value)
-
-
-def epoch(text):
-    """Unix time (int) of an ISO 8601 time (``Z`` or an offset; naive is UTC); ``None`` when not one."""
-    if not isinstance(text, str):
-        return None
-    value = text.strip()
-    if value.endswith("Z"):
-        value = value[:-1] + "+00:00"
-    try:
-        stamp = datetime.datetime.fromisoformat(value)
-    except ValueError:
-        return None
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=datetime.timezone.utc)
-    return int((stamp - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)).total_seconds())
 
 
 def make_record(host, findings, time, boot_id=None, collection_version=None, profile=None, state="audited",

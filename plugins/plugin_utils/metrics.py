@@ -27,7 +27,6 @@ passes on the output.
 
 from __future__ import absolute_import, division, print_function
 
-import datetime
 import json
 import math
 import os
@@ -36,6 +35,7 @@ import stat
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import files
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import HOST_STATES, SEVERITY_RANK, STATUSES
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.isotime import epoch_seconds
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document
 
 __metaclass__ = type
@@ -123,24 +123,6 @@ def prom_escape(value):
     lone surrogates, which UTF-8 cannot encode, become U+FFFD."""
     text = _SURROGATE.sub(u"\ufffd", label_text(value))
     return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def epoch_seconds(value):
-    """Unix time of an ISO 8601 text (``Z`` or an offset; naive is UTC) or of a number; ``None`` when neither."""
-    if isinstance(value, bool) or value is None:
-        return None
-    if isinstance(value, (int, float)):
-        return float(value) if math.isfinite(value) else None
-    text = str(value).strip()
-    if text.endswith("Z"):
-        text = text[:-1] + "+00:00"
-    try:
-        stamp = datetime.datetime.fromisoformat(text)
-    except ValueError:
-        return None
-    if stamp.tzinfo is None:
-        stamp = stamp.replace(tzinfo=datetime.timezone.utc)
-    return (stamp - datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)).total_seconds()
 
 
 def _number(value):

@@ -49,6 +49,10 @@ ONCE = {
     "render_junit": "plugin_utils/views_machine.py",
     "render_prometheus": "plugin_utils/views_machine.py",
     "render_html": "plugin_utils/views.py",
+    # ISO 8601 times read as Unix time: history, derive_counters and metrics share one reading
+    "epoch": "plugin_utils/isotime.py",
+    "epoch_seconds": "plugin_utils/isotime.py",
+    "_epoch": None,
 }
 
 
