@@ -28,7 +28,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import (
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import (
     HOST_PAGES_DIR, TEMPLATES, render_host_pages, render_html, render_markdown, report_view,
 )
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views_machine import iter_junit, render_junit, render_prometheus
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views_machine import iter_junit, render_prometheus
 
 __metaclass__ = type
 
@@ -37,11 +37,12 @@ __metaclass__ = type
 # writing
 # ---------------------------------------------------------------------------
 
+#: the template views, rendered whole from the stored document; report.json is written as stored,
+#: junit.xml streamed host by host (views_machine.iter_junit), metrics.prom merged with the hosts a
+#: --limit run skipped (metrics.merge_metrics): each of those has its own path in _write_set
 RENDERERS = {
     "md": render_markdown,
     "html": render_html,
-    "junit": render_junit,
-    "prom": render_prometheus,
 }
 
 
@@ -309,12 +310,8 @@ def _write_set(report, directory, formats, template_dir):
                         % (clip(directory), clip(exc)))
                 output = render_prometheus(stored, existing=existing)
                 del existing
-            elif name in TEMPLATES and RENDERERS[name] in (render_html, render_markdown):
-                output = RENDERERS[name](stored, template_dir=template_dir, view=view)
-            elif template_dir and name in TEMPLATES:
-                output = RENDERERS[name](stored, template_dir=template_dir)
             else:
-                output = RENDERERS[name](stored)
+                output = RENDERERS[name](stored, template_dir=template_dir, view=view)
             staged.add(files_named[name], output)
             del output
         _stage_host_pages(staged, stored, [f for f in ("html", "md") if f in formats], template_dir, view)

@@ -557,7 +557,7 @@ def test_write_reports_leaves_no_partial_file(tmp_path, report, monkeypatch):
     with open(str(tmp_path / "report.md")) as handle:
         old_md = handle.read()
 
-    def broken(dummy):
+    def broken(*dummy_args, **dummy_kwargs):
         raise RuntimeError("renderer bug")
 
     changed = copy.deepcopy(report)
