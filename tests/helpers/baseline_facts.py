@@ -86,7 +86,6 @@ _HEALTHY = {
         "installed": ["6.8.12-4-pve", "6.14.8-2-pve"],
         "installed_not_running": ["6.8.12-4-pve"],
         "os_release": {"id": "debian", "version_id": "12", "id_like": None, "pretty_name": "Debian 12"},
-        "tuned_profile": None,
     },
     "cpu": {
         "vendor": "AuthenticAMD", "family": 26, "model": 2, "model_name": "AMD EPYC 9335 32-Core Processor",

@@ -24,7 +24,6 @@ import io
 import re
 import zlib
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.tuned import ACTIVE_PROFILE_PATH
 
 __metaclass__ = type
 
@@ -1223,8 +1222,6 @@ def gather(root):
     if os_text is None:
         os_text = root.read_text("/usr/lib/os-release", SUBSYSTEM)
     os_values = parse_os_release(os_text) if os_text is not None else {}
-    tuned_text = root.read_text(ACTIVE_PROFILE_PATH, SUBSYSTEM, optional=True)
-    tuned = (tuned_text.strip() or None) if tuned_text is not None else None
 
     return {
         "release": release,
@@ -1250,5 +1247,4 @@ def gather(root):
             "id_like": os_values.get("ID_LIKE"),
             "pretty_name": os_values.get("PRETTY_NAME"),
         },
-        "tuned_profile": tuned,
     }
