@@ -15,77 +15,36 @@ GIB_KB = 1024 * 1024
 #: 504 GiB over two nodes; node 0 is a little smaller (the kernel's own memory lives there).
 TWO_NODE_504G = [263475712, 264174592]
 
-INCIDENT_CT = """#GPU inference container (vLLM)
-arch: amd64
-cores: 64
-features: nesting=1
-hostname: llm-serve
-memory: 471040
-net0: name=eth0,bridge=vmbr0,firewall=1,hwaddr=BC:24:11:5A:3E:01,ip=dhcp,type=veth
-onboot: 1
-ostype: ubuntu
-parent: pre-upgrade
-rootfs: local-zfs:subvol-101-disk-0,size=200G
-swap: 8192
-unprivileged: 0
-lxc.cgroup2.devices.allow: c 195:* rwm
-lxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional,create=file
-lxc.mount.entry: /dev/nvidia1 dev/nvidia1 none bind,optional,create=file
-lxc.mount.entry: /dev/nvidia2 dev/nvidia2 none bind,optional,create=file
-lxc.mount.entry: /dev/nvidia3 dev/nvidia3 none bind,optional,create=file
-lxc.mount.entry: /dev/nvidia4 dev/nvidia4 none bind,optional,create=file
-lxc.mount.entry: /dev/nvidia5 dev/nvidia5 none bind,optional,create=file
-lxc.mount.entry: /dev/nvidia6 dev/nvidia6 none bind,optional,create=file
-lxc.mount.entry: /dev/nvidia7 dev/nvidia7 none bind,optional,create=file
-lxc.mount.entry: /dev/nvidiactl dev/nvidiactl none bind,optional,create=file
 
-[pre-upgrade]
-#GPU inference container (vLLM)
-arch: amd64
-cores: 32
-features: nesting=1
-hostname: llm-serve
-memory: 262144
-net0: name=eth0,bridge=vmbr0,firewall=1,hwaddr=BC:24:11:5A:3E:01,ip=dhcp,type=veth
-onboot: 1
-ostype: ubuntu
-rootfs: local-zfs:subvol-101-disk-0,size=200G
-snaptime: 1733011200
-swap: 8192
-unprivileged: 0
-lxc.cgroup2.devices.allow: c 195:* rwm
-lxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional,create=file
-lxc.mount.entry: /dev/nvidiactl dev/nvidiactl none bind,optional,create=file
-"""
+def _mount(device):
+    return "lxc.mount.entry: /dev/%s dev/%s none bind,optional,create=file" % (device, device)
 
-HEALTHY_CT = """#GPU inference container (vLLM)
-arch: amd64
-cores: 112
-features: nesting=1
-hostname: llm-serve
-memory: 458752
-net0: name=eth0,bridge=vmbr0,firewall=1,hwaddr=BC:24:11:5A:3E:02,ip=dhcp,type=veth
-onboot: 1
-ostype: ubuntu
-rootfs: local-zfs:subvol-101-disk-0,size=200G
-swap: 0
-unprivileged: 0
-lxc.cgroup2.cpuset.cpus: 8-63,72-127
-lxc.cgroup2.cpuset.mems: 0-1
-lxc.cgroup2.devices.allow: c 195:* rwm
-lxc.cgroup2.devices.allow: c 508:* rwm
-lxc.mount.entry: /dev/nvidia0 dev/nvidia0 none bind,optional,create=file
-lxc.mount.entry: /dev/nvidia1 dev/nvidia1 none bind,optional,create=file
-lxc.mount.entry: /dev/nvidia2 dev/nvidia2 none bind,optional,create=file
-lxc.mount.entry: /dev/nvidia3 dev/nvidia3 none bind,optional,create=file
-lxc.mount.entry: /dev/nvidia4 dev/nvidia4 none bind,optional,create=file
-lxc.mount.entry: /dev/nvidia5 dev/nvidia5 none bind,optional,create=file
-lxc.mount.entry: /dev/nvidia6 dev/nvidia6 none bind,optional,create=file
-lxc.mount.entry: /dev/nvidia7 dev/nvidia7 none bind,optional,create=file
-lxc.mount.entry: /dev/nvidiactl dev/nvidiactl none bind,optional,create=file
-lxc.mount.entry: /dev/nvidia-uvm dev/nvidia-uvm none bind,optional,create=file
-lxc.mount.entry: /dev/nvidia-uvm-tools dev/nvidia-uvm-tools none bind,optional,create=file
-"""
+
+def _gpu_ct(cores, memory, mac, swap, gpus, parent=None, snaptime=None, cpuset=None, uvm=False):
+    """The Proxmox configuration (one section) of the GPU inference container: ``mac`` the last byte of
+    its address, ``gpus`` the ``/dev/nvidiaN`` bound into it, ``cpuset`` ``(cpus, mems)`` when pinned,
+    ``uvm`` with the nvidia-uvm devices (major 508) too."""
+    lines = ["#GPU inference container (vLLM)", "arch: amd64", "cores: %d" % cores, "features: nesting=1",
+             "hostname: llm-serve", "memory: %d" % memory,
+             "net0: name=eth0,bridge=vmbr0,firewall=1,hwaddr=BC:24:11:5A:3E:%s,ip=dhcp,type=veth" % mac,
+             "onboot: 1", "ostype: ubuntu"]
+    lines += ["parent: %s" % parent] if parent else []
+    lines += ["rootfs: local-zfs:subvol-101-disk-0,size=200G"]
+    lines += ["snaptime: %d" % snaptime] if snaptime else []
+    lines += ["swap: %d" % swap, "unprivileged: 0"]
+    if cpuset:
+        lines += ["lxc.cgroup2.cpuset.cpus: %s" % cpuset[0], "lxc.cgroup2.cpuset.mems: %s" % cpuset[1]]
+    lines += ["lxc.cgroup2.devices.allow: c 195:* rwm"] + (["lxc.cgroup2.devices.allow: c 508:* rwm"] if uvm else [])
+    devices = ["nvidia%d" % index for index in range(gpus)] + ["nvidiactl"]
+    lines += [_mount(device) for device in devices + (["nvidia-uvm", "nvidia-uvm-tools"] if uvm else [])]
+    return "\n".join(lines) + "\n"
+
+
+#: the incident's container, all eight GPUs bound, with the snapshot taken before the upgrade (one GPU)
+INCIDENT_CT = (_gpu_ct(64, 471040, "01", 8192, 8, parent="pre-upgrade") + "\n[pre-upgrade]\n"
+               + _gpu_ct(32, 262144, "01", 8192, 1, snaptime=1733011200))
+
+HEALTHY_CT = _gpu_ct(112, 458752, "02", 0, 8, cpuset=("8-63,72-127", "0-1"), uvm=True)
 
 MONITOR_CT = """arch: amd64
 cores: 2
@@ -295,8 +254,8 @@ def large_options():
         mrrs_gpu=4096,
         mrrs_nic=4096,
         acs_redirect=False,
-        containers={"101": HEALTHY_CT.replace("8-63,72-127", cpulist(list(range(8, 384)) + list(range(392, 768))))
-                    .replace("0-1", "0-7")},
+        containers={"101": _gpu_ct(112, 458752, "02", 0, 8, uvm=True,
+                                   cpuset=(cpulist(list(range(8, 384)) + list(range(392, 768))), "0-7"))},
     )
 
 
