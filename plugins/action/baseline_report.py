@@ -6,7 +6,6 @@
 from __future__ import absolute_import, division, print_function
 
 import datetime
-import os
 
 from ansible.plugins.action import ActionBase
 
@@ -16,20 +15,11 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load im
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import expand_findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.console import console_lines, subject_nouns
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import controller_path
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.stats import StatsError, caller_stats
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import record_report
 
 __metaclass__ = type
-
-
-def controller_path(path):
-    """``path`` made absolute on the controller: ``~`` expanded, a relative path taken from the working
-    directory of the ansible-playbook process (never from the playbook's or the collection's directory).
-    Raises OSError when that working directory no longer exists."""
-    path = os.path.expanduser(path)
-    if os.path.isabs(path):
-        return os.path.normpath(path)
-    return os.path.normpath(os.path.join(os.getcwd(), path))
 
 
 def with_rule_text(hosts, catalogue):

@@ -5,11 +5,9 @@
 
 from __future__ import absolute_import, division, print_function
 
-import os
-
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import clip
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import clip, controller_path
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen.demo import DemoError, write_demo
 
 __metaclass__ = type
@@ -27,10 +25,10 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
-        dest = os.path.expanduser(args["dest"])
+        dest = args["dest"]
         try:
             # relative: from the working directory of ansible-playbook, never the collection's directory
-            dest = os.path.normpath(dest if os.path.isabs(dest) else os.path.join(os.getcwd(), dest))
+            dest = controller_path(dest)
             written = write_demo(dest, check_only=bool(self._task.check_mode))
         except DemoError as exc:
             result.update(failed=True, msg="demo_snapshots: %s" % clip(exc))

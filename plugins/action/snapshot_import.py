@@ -5,25 +5,13 @@
 
 from __future__ import absolute_import, division, print_function
 
-import os
-
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import clip
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import clip, controller_path
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot import (ARGUMENT_SPEC, LISTED, SnapshotError,
                                                                                 SnapshotRefused, import_snapshot)
 
 __metaclass__ = type
-
-
-def controller_path(path):
-    """``path`` made absolute on the controller: ``~`` expanded, a relative path taken from the working
-    directory of the ansible-playbook process (never from the playbook's or the collection's directory).
-    Raises OSError when that working directory no longer exists."""
-    path = os.path.expanduser(path)
-    if os.path.isabs(path):
-        return os.path.normpath(path)
-    return os.path.normpath(os.path.join(os.getcwd(), path))
 
 
 class ActionModule(ActionBase):

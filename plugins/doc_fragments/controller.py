@@ -8,8 +8,9 @@ __metaclass__ = type
 
 
 class ModuleDocFragment:
-    # Attributes and notes of the judging action plugins (baseline_evaluate, baseline_validate).
-    DOCUMENTATION = r"""
+    # Attributes of every action plugin (gpuhost.baseline.controller.action): a module whose check mode
+    # does something of its own says so in its own attributes.check_mode, which takes the place of this one.
+    ACTION = r"""
 options: {}
 attributes:
   action:
@@ -28,6 +29,9 @@ attributes:
     description: Target OS/families that can be operated against.
     support: full
     platforms: posix
-notes:
+"""
+
+    # The same and the note of the judging action plugins (baseline_evaluate, baseline_validate).
+    DOCUMENTATION = ACTION + r"""notes:
   - Needs the Python libraries C(jmespath) and C(PyYAML) on the controller.
 """

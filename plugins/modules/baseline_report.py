@@ -133,9 +133,14 @@ options:
       - How many records each host's history file keeps (the oldest are pruned); at least 1.
     type: int
     default: 50
+extends_documentation_fragment:
+  - gpuhost.baseline.controller.action
+attributes:
+  check_mode:
+    description: The reports are written in check mode too, since an audit run with C(--check) must report.
+    support: full
 notes:
-  - Supports check mode. The reports are written in check mode too, since an audit run with C(--check) must report.
-    The task never reports C(changed) - the reports live on the controller, no host is changed.
+  - The task never reports C(changed) - the reports live on the controller, no host is changed.
 seealso:
   - module: gpuhost.baseline.host_facts
 """

@@ -35,23 +35,12 @@ options:
         the playbook's or the collection's directory.
     type: path
     default: gpuhost-demo/snapshots
+extends_documentation_fragment:
+  - gpuhost.baseline.controller.action
 attributes:
-  action:
-    description: Runs on the controller as an action plugin.
-    support: full
-  async:
-    description: Supports being used with the C(async) keyword.
-    support: none
   check_mode:
     description: In check mode nothing is written; C(changed) says whether a snapshot would be.
     support: full
-  diff_mode:
-    description: Not applicable.
-    support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
 seealso:
   - module: gpuhost.baseline.host_facts
   - module: gpuhost.baseline.host_snapshot

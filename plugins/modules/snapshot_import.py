@@ -51,23 +51,12 @@ options:
         snapshot); anything else fails the task and is left alone.
     type: path
     required: true
+extends_documentation_fragment:
+  - gpuhost.baseline.controller.action
 attributes:
-  action:
-    description: Runs on the controller as an action plugin.
-    support: full
-  async:
-    description: Supports being used with the C(async) keyword.
-    support: none
   check_mode:
     description: In check mode the tarball is checked and nothing is written.
     support: full
-  diff_mode:
-    description: Not applicable.
-    support: none
-  platform:
-    description: Target OS/families that can be operated against.
-    support: full
-    platforms: posix
 notes:
   - C(playbooks/snapshot.yml) captures, fetches and imports in one run; C(--tags import) imports tarballs
     already fetched to C(gpuhost_snapshot_dir) (default V(gpuhost-snapshots) under the working directory of

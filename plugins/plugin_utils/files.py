@@ -15,6 +15,8 @@ The tool runs as root on the controller and on every host, over inputs it does n
   the target. A link at the target is replaced, never followed.
 * :func:`loads_json`: ``json.loads`` whose ``RecursionError`` (a line of 100,000 ``[``) is a
   ``ValueError`` like any other parse error.
+* :func:`controller_path`: a path an action plugin or the history is given, made absolute the
+  one way (``~`` expanded, a relative path from the working directory of ansible-playbook).
 * :func:`clip`: any text quoted in a message, one line of printable characters and at most a
   few hundred of them (a 42 MB member name never reaches a console).
 
@@ -56,6 +58,16 @@ def clip(text, limit=MESSAGE_CHARS):
     if not head.isprintable():
         head = head.encode("unicode_escape", "backslashreplace").decode("ascii")[:limit]
     return head if total <= limit else "%s... (%d characters)" % (head, total)
+
+
+def controller_path(path):
+    """``path`` made absolute on the controller: ``~`` expanded, a relative path taken from the working
+    directory of the ansible-playbook process (never from the playbook's or the collection's directory).
+    Raises OSError when that working directory no longer exists."""
+    path = os.path.expanduser(path)
+    if os.path.isabs(path):
+        return os.path.normpath(path)
+    return os.path.normpath(os.path.join(os.getcwd(), path))
 
 
 def read_bytes(path, cap=DEFAULT_CAP):

@@ -32,7 +32,7 @@ import re
 import stat
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import (
-    DirectoryLock, FileRefused, atomic_write, loads_json, read_bytes)
+    DirectoryLock, FileRefused, atomic_write, controller_path, loads_json, read_bytes)
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.isotime import epoch
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document
 
@@ -128,9 +128,8 @@ def resolve_dir(directory):
     working directory of the ansible-playbook process. Raises :class:`HistoryError` for an empty value."""
     if not isinstance(directory, str) or not directory.strip():
         raise HistoryError("no history directory given")
-    path = os.path.expanduser(directory)
     try:
-        return os.path.normpath(path if os.path.isabs(path) else os.path.join(os.getcwd(), path))
+        return controller_path(directory)
     except OSError as exc:  # the working directory is gone
         raise HistoryError("cannot resolve the relative history directory %r: %s" % (directory, exc))
 

@@ -53,6 +53,8 @@ ONCE = {
     "epoch": "plugin_utils/isotime.py",
     "epoch_seconds": "plugin_utils/isotime.py",
     "_epoch": None,
+    # a controller path (~, relative to ansible-playbook's working directory): the actions and the history
+    "controller_path": "plugin_utils/files.py",
 }
 
 

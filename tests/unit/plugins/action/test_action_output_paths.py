@@ -7,13 +7,21 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpuhost.baseline.plugins.action import baseline_report, snapshot_import
+from ansible_collections.gpuhost.baseline.plugins.action import baseline_report, demo_snapshots, snapshot_import
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import history
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import controller_path
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 
 
-@pytest.mark.parametrize("resolve", [baseline_report.controller_path, snapshot_import.controller_path])
-def test_relative_paths_resolve_against_the_working_directory(resolve, tmp_path, monkeypatch):
+def test_the_actions_and_the_history_resolve_with_the_one_helper():
+    for action in (baseline_report, demo_snapshots, snapshot_import):
+        assert action.controller_path is controller_path
+    assert history.controller_path is controller_path
+
+
+def test_relative_paths_resolve_against_the_working_directory(tmp_path, monkeypatch):
+    resolve = controller_path
     monkeypatch.chdir(tmp_path)
     here = os.getcwd()
     assert resolve("gpuhost-reports") == os.path.join(here, "gpuhost-reports")
@@ -23,8 +31,8 @@ def test_relative_paths_resolve_against_the_working_directory(resolve, tmp_path,
     assert resolve("~/reports") == str(tmp_path / "home" / "reports")
 
 
-@pytest.mark.parametrize("resolve", [baseline_report.controller_path, snapshot_import.controller_path])
-def test_a_vanished_working_directory_is_an_oserror(resolve, tmp_path, monkeypatch):
+def test_a_vanished_working_directory_is_an_oserror(tmp_path, monkeypatch):
+    resolve = controller_path
     gone = tmp_path / "gone"
     gone.mkdir()
     monkeypatch.chdir(gone)
