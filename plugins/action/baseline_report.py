@@ -7,8 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 import datetime
 
-from ansible.plugins.action import ActionBase
-
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.actionbase import ControllerAction
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ARGUMENT_SPEC, ReportError, build_report, failing_at_or_above
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report_dir import ReportDirError, write_reports
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import collection_version, load_catalogue
@@ -46,16 +45,11 @@ def finding_label(finding):
     return "%s%s (%s)" % (finding["id"], "" if subject in (None, "") else " %s" % (subject,), finding.get("severity"))
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+class ActionModule(ControllerAction):
     # Reports are written on the controller in check mode too: an audit with --check must report.
-    _supports_check_mode = True
+    ARGUMENT_SPEC = ARGUMENT_SPEC
 
-    def run(self, tmp=None, task_vars=None):
-        result = super(ActionModule, self).run(tmp, task_vars)
-        del tmp
-        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+    def act(self, result, args):
         try:
             report_dir = controller_path(args["report_dir"])
         except (IOError, OSError) as exc:

@@ -5,8 +5,7 @@
 
 from __future__ import absolute_import, division, print_function
 
-from ansible.plugins.action import ActionBase
-
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.actionbase import ControllerAction
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import clip, controller_path
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen.demo import DemoError, write_demo
 
@@ -15,16 +14,11 @@ __metaclass__ = type
 ARGUMENT_SPEC = dict(dest=dict(type="path", default="gpuhost-demo/snapshots"))
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+class ActionModule(ControllerAction):
     # In check mode nothing is written; changed says whether a snapshot would be.
-    _supports_check_mode = True
+    ARGUMENT_SPEC = ARGUMENT_SPEC
 
-    def run(self, tmp=None, task_vars=None):
-        result = super(ActionModule, self).run(tmp, task_vars)
-        del tmp
-        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+    def act(self, result, args):
         dest = args["dest"]
         try:
             # relative: from the working directory of ansible-playbook, never the collection's directory

@@ -5,8 +5,7 @@
 
 from __future__ import absolute_import, division, print_function
 
-from ansible.plugins.action import ActionBase
-
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.actionbase import ControllerAction
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import clip, controller_path
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot import (ARGUMENT_SPEC, LISTED, SnapshotError,
                                                                                 SnapshotRefused, import_snapshot)
@@ -14,16 +13,11 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot import (
 __metaclass__ = type
 
 
-class ActionModule(ActionBase):
-    TRANSFERS_FILES = False
-    _VALID_ARGS = frozenset(ARGUMENT_SPEC)
+class ActionModule(ControllerAction):
     # In check mode the tarball is checked and nothing is written.
-    _supports_check_mode = True
+    ARGUMENT_SPEC = ARGUMENT_SPEC
 
-    def run(self, tmp=None, task_vars=None):
-        result = super(ActionModule, self).run(tmp, task_vars)
-        del tmp
-        dummy, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
+    def act(self, result, args):
         try:
             args = dict(args, src=controller_path(args["src"]), dest=controller_path(args["dest"]))
         except (IOError, OSError) as exc:
