@@ -48,6 +48,7 @@ class ActionModule(ActionBase):
             facts=dict(type="dict"),
             root=dict(type="path", default="/"),
             gather=dict(type="list", elements="str", choices=list(SUBSYSTEMS)),
+            kernel_log_boots=dict(type="int", default=1, choices=[1, 2]),
             return_facts=dict(type="bool", default=False),
             return_findings=dict(type="bool", default=True),
             before=dict(type="list", elements="dict"),
@@ -108,7 +109,7 @@ class ActionModule(ActionBase):
 
     def _gather(self, args, task_vars):
         """``gathering.gather_host``, with this host's part of the report when it did not answer."""
-        gathered = gather_host(self, task_vars, args["root"], args["gather"])
+        gathered = gather_host(self, task_vars, args["root"], args["gather"], args["kernel_log_boots"])
         if "facts" not in gathered:
             state = "unreachable" if gathered.get("unreachable") else "failed"
             gathered["host_report"] = {"state": state, "message": gathered["msg"]}

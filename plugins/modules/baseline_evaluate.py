@@ -41,6 +41,14 @@ options:
       - Subsystems to gather when gathering (default all).
     type: list
     elements: str
+  kernel_log_boots:
+    description:
+      - Passed to M(gpuhost.baseline.host_facts) when gathering (O(gpuhost.baseline.host_facts#module:kernel_log_boots)).
+      - V(1) reads the kernel log of the current boot; V(2) also the previous boot's, named by its boot id, whose
+        GPU and NVSwitch faults rule HEALTH-016 judges.
+    type: int
+    choices: [1, 2]
+    default: 1
   return_facts:
     description:
       - Also return the gathered facts as C(ansible_facts.gpuhost). Off by default, because the audit needs only
@@ -318,6 +326,7 @@ def main():
             facts=dict(type="dict"),
             root=dict(type="path", default="/"),
             gather=dict(type="list", elements="str"),
+            kernel_log_boots=dict(type="int", default=1, choices=[1, 2]),
             return_facts=dict(type="bool", default=False),
             return_findings=dict(type="bool", default=True),
             before=dict(type="list", elements="dict"),

@@ -36,6 +36,21 @@ options:
         then command output is read from its C(commands/) directory and nothing is run.
     type: path
     default: /
+  kernel_log_boots:
+    description:
+      - How many boots' kernel logs the C(health) subsystem reads for GPU and NVSwitch faults (Xid, SXid,
+        a GPU fallen off the bus or failing to initialise).
+      - V(1) reads the current boot (C(journalctl -k -b)). V(2) also reads the previous boot
+        (C(journalctl -k -b -1)), named by its boot id from C(journalctl --list-boots), into
+        RV(ansible_facts.gpuhost.health.kernel_log_previous); its faults are judged by rule HEALTH-016.
+      - At most V(2), because each boot is one more journal read at every audit and one more log in a snapshot, and a
+        boot before the previous one was the previous boot of the audits in between.
+      - Without journalctl (the C(dmesg) fallback holds the current boot only) and with a journal that keeps
+        no earlier boot, the previous boot is unknown and its C(error) says why. On a snapshot O(root), the
+        previous boot is read from the snapshot (captured with O(gpuhost.baseline.host_snapshot#module:kernel_log_boots=2)).
+    type: int
+    choices: [1, 2]
+    default: 1
 extends_documentation_fragment:
   - gpuhost.baseline.facts
 notes:
@@ -86,6 +101,29 @@ ansible_facts:
           elements: str
           returned: always
           sample: [kernel, cpu, numa, pci, iommu, nvidia, lxc, persistence, health]
+        health:
+          description:
+            - GPU and fabric health (C(docs/facts.md), section health). C(kernel_log) summarises the kernel log of
+              the current boot (C(boot_id) named when O(kernel_log_boots=2)); C(kernel_log_previous) the previous
+              boot's, with its C(boot_id), or V(null) when O(kernel_log_boots=1).
+          type: dict
+          returned: when the health subsystem is gathered
+          contains:
+            kernel_log_boots:
+              description: The boots read (O(kernel_log_boots)).
+              type: int
+              returned: always
+              sample: 2
+            kernel_log_previous:
+              description:
+                - The previous boot's GPU and NVSwitch faults, as C(kernel_log) holds the current boot's, with
+                  C(boot_id) (32 hex digits), C(boot_offset) (-1) and C(span) (the first and last entry's times).
+                - V(null) with O(kernel_log_boots=1) or without NVIDIA hardware; C(error) says why it is unknown
+                  (dmesg fallback, no earlier boot in the journal).
+              type: dict
+              returned: always
+              sample: {"boot_id": "3c5e9a1f0b7d4c2e8a6f1d3b5c7e9a0f", "boot_offset": -1, "events": 1,
+                       "faults": {"0000:41:00.0": {"fallen_off_bus": {"count": 1}}}, "error": null}
         errors:
           description: Every path or command that could not be read, with the reason.
           type: list
@@ -108,6 +146,7 @@ def main():
         argument_spec=dict(
             gather=dict(type="list", elements="str", choices=list(SUBSYSTEMS)),
             root=dict(type="path", default="/"),
+            kernel_log_boots=dict(type="int", default=1, choices=[1, 2]),
         ),
         supports_check_mode=True,
     )
@@ -119,7 +158,7 @@ def main():
         return module.run_command(argv, environ_update={"LC_ALL": "C"})
 
     root = Root(root_dir, run_command=run, which=module.get_bin_path)
-    facts = gather_facts(root, module.params["gather"])
+    facts = gather_facts(root, module.params["gather"], {"kernel_log_boots": module.params["kernel_log_boots"]})
     module.exit_json(changed=False, ansible_facts={"gpuhost": facts})
 
 

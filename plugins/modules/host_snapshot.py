@@ -23,7 +23,8 @@ description:
     entry is stored.
   - Of the kernel log of the current boot (C(journalctl -k -b), or C(dmesg) without journalctl), read
     for the NVIDIA Xid events of the C(health) subsystem, only the lines holding C(NVRM) and C(Xid) are stored, after
-    a line giving the number of kernel messages read.
+    a line giving the number of kernel messages read; the same for the previous boot's (C(journalctl -k -b -1))
+    with O(kernel_log_boots=2).
   - Symbolic links with an absolute target (C(systemctl enable) writes them under
     C(/etc/systemd/system/*.wants/)) are stored relative to the link's directory, pointing at the same
     path inside the snapshot; the facts read from the snapshot are the same, and
@@ -46,6 +47,15 @@ options:
     type: list
     elements: str
     choices: [kernel, cpu, numa, pci, iommu, nvidia, lxc, persistence, health]
+  kernel_log_boots:
+    description:
+      - As O(gpuhost.baseline.host_facts#module:kernel_log_boots). V(2) also stores the journal's boot list
+        (C(commands/journalctl-list-boots.txt)) and the previous boot's kernel log, reduced as the current
+        boot's (C(commands/journalctl-k-b-1.txt)), so that the snapshot read with V(2) answers as the host did.
+      - A snapshot captured with V(1) read with V(2) has the previous boot unknown (not captured).
+    type: int
+    choices: [1, 2]
+    default: 1
 attributes:
   check_mode:
     description: In check mode the host is read but no tarball is written.
@@ -215,6 +225,7 @@ def main():
         argument_spec=dict(
             dest=dict(type="path"),
             gather=dict(type="list", elements="str", choices=list(SUBSYSTEMS)),
+            kernel_log_boots=dict(type="int", default=1, choices=[1, 2]),
         ),
         supports_check_mode=True,
     )
@@ -224,7 +235,7 @@ def main():
         return module.run_command(argv, environ_update={"LC_ALL": "C"})
 
     root = Root("/", run_command=run, which=module.get_bin_path, recorder=recorder)
-    facts = gather_facts(root, module.params["gather"])
+    facts = gather_facts(root, module.params["gather"], {"kernel_log_boots": module.params["kernel_log_boots"]})
     as_root = os.geteuid() == 0
     dest = module.params["dest"]
     private_dir = None

@@ -12,6 +12,8 @@ docs/rules.md ("Derived keys").
 
 from __future__ import absolute_import, division, print_function
 
+import re
+
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import compare_kernel_release
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.xid_catalogue import describe, describe_sxid
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.docpath import get as _get
@@ -138,44 +140,120 @@ def _truncated_note(kernel_log):
 
 # -- NVSwitch SXid ------------------------------------------------------------------------------
 
+def _sxid_texts(kernel_log, switch):
+    """``(fatal, nonfatal, minor)`` texts of one NVSwitch's SXid events (``switch`` its entry of
+    ``kernel_log.nvswitch``), sorted by the severity of :func:`xid_catalogue.describe_sxid`:
+    fatal (critical), non-fatal with an impact (high, medium), non-fatal without (low)."""
+    fatal, nonfatal, minor = [], [], []
+    codes = switch.get("codes") if isinstance(switch.get("codes"), dict) else {}
+    for code in sorted(codes, key=lambda c: int(c) if str(c).isdigit() else 1 << 30):
+        entry = codes[code]
+        if not isinstance(entry, dict):
+            continue
+        info = describe_sxid(code, entry.get("severity"))
+        when = entry.get("first_s")
+        logged = entry.get("message") if isinstance(entry.get("message"), str) else None
+        text = "SXid %s x%d%s: %s [%s; %s]; action: %s" % (
+            code, max(_int(entry.get("count")) or 0, 1),
+            " (first %.0f s after boot)" % when if isinstance(when, (int, float)) else "",
+            logged or info["meaning"], info["severity"],
+            "NVIDIA's SXid table: %s, %s" % (info["category"], info["meaning"]) if info["listed"]
+            else "not in this collection's SXid table", info["action"])
+        bucket = fatal if info["fatal"] else minor if info["severity"] == "low" else nonfatal
+        bucket.append(text + _truncated_note(kernel_log))
+    return fatal, nonfatal, minor
+
+
 def _nvswitches(facts, kernel_log):
     """``derived.health.nvswitches``: the NVSwitches on the bus or in the kernel log, with their
-    SXid events split by the severity the line states (``Fatal`` / ``Non-fatal``, NVIDIA's SXid
-    categories); an SXid whose lines state none is counted with the fatal ones."""
+    SXid events split by severity (:func:`_sxid_texts`): ``sxid_fatal`` (HEALTH-014),
+    ``sxid_nonfatal`` (HEALTH-015), ``sxid_minor`` (HEALTH-017)."""
     on_bus = _get(facts, "health", "fabric_manager", "nvswitches")
     on_bus = [a for a in on_bus if isinstance(a, str)] if isinstance(on_bus, list) else []
     logged = kernel_log.get("nvswitch") if isinstance(kernel_log, dict) else None
     logged = logged if isinstance(logged, dict) else {}
     result = []
-    for address in sorted(set(on_bus) | set(logged)):
+    for address in sorted(set(on_bus) | set(a for a in logged if isinstance(a, str))):
         switch = logged.get(address) if isinstance(logged.get(address), dict) else {}
         name = switch.get("name") if isinstance(switch.get("name"), str) else None
         item = {"address": address, "name": name,
                 "label": "NVSwitch%s%s" % (" " + name if name else "", "" if address in on_bus
                                            else " (in the kernel log only, not on the PCI bus now)"),
-                "sxid_fatal": None, "sxid_nonfatal": None, "reason": None}
+                "sxid_fatal": None, "sxid_nonfatal": None, "sxid_minor": None, "reason": None}
         if not isinstance(kernel_log, dict):
             item["reason"] = "the kernel log was not read (no NVIDIA driver or GPU seen when the facts were gathered)"
         elif kernel_log.get("error") or not isinstance(kernel_log.get("nvswitch"), dict):
             item["reason"] = kernel_log.get("error") or \
                 "the kernel log summary has no SXid list (facts gathered by an older collection)"
         else:
-            fatal, nonfatal = [], []
-            codes = switch.get("codes") if isinstance(switch.get("codes"), dict) else {}
-            for code in sorted(codes, key=lambda c: int(c) if str(c).isdigit() else 1 << 30):
-                entry = codes[code]
-                if not isinstance(entry, dict):
-                    continue
-                info = describe_sxid(code, entry.get("severity"))
-                when = entry.get("first_s")
-                text = "SXid %s x%d%s: %s [%s]; action: %s" % (
-                    code, max(_int(entry.get("count")) or 0, 1),
-                    " (first %.0f s after boot)" % when if isinstance(when, (int, float)) else "",
-                    entry.get("message") or info["meaning"], info["severity"], info["action"])
-                (fatal if info["fatal"] else nonfatal).append(text + _truncated_note(kernel_log))
-            item["sxid_fatal"], item["sxid_nonfatal"] = fatal, nonfatal
+            item["sxid_fatal"], item["sxid_nonfatal"], item["sxid_minor"] = _sxid_texts(kernel_log, switch)
         result.append(item)
     return result
+
+
+# -- the previous boot's kernel log ---------------------------------------------------------------
+
+def _now(address, present):
+    """What the current boot shows of the GPU at ``address`` that failed in the previous boot."""
+    state = present.get(address)
+    if state is None:
+        return ("the GPU is not on the PCI bus now (the rules of this boot judge a missing GPU)"
+                if address else "the log names no GPU")
+    if state:
+        return "the GPU is on the bus and nvidia-smi lists it now: the reboot recovered it, check it before it fails again"
+    return "the GPU is on the bus but nvidia-smi does not list it now (the rules of this boot judge it)"
+
+
+_SEVERITY_ACTION_RE = re.compile(r"\[(critical|high|medium|low)(;[^\]]*)?\]; action: .*?(?=; log: |$)")
+
+
+def _past(text):
+    """An event text of the previous boot: its severity is that boot's, and the action it asked
+    for then (drain, reset, reboot) was overtaken by the reboot."""
+    return _SEVERITY_ACTION_RE.sub(lambda m: "[%s in that boot%s]" % (m.group(1), m.group(2) or ""), text, count=1)
+
+
+def _previous_boot(facts, derived):
+    """``derived.health.previous_boot``: ``[]`` when the previous boot's kernel log was not asked for
+    (``gpuhost_kernel_log_boots`` 1), else one item ``{boot_id, label, faults, reason}``: the GPU
+    faults (hardware Xids, fallen off the bus, failed to initialise) and fatal SXids of the
+    previous boot, each saying what the current boot shows of that GPU; ``faults`` null with the
+    reason when that log is unknown (dmesg fallback, a journal without an earlier boot)."""
+    previous = _get(facts, "health", "kernel_log_previous")
+    if not isinstance(previous, dict):
+        return []
+    boot_id = previous.get("boot_id") if isinstance(previous.get("boot_id"), str) else None
+    item = {"boot_id": boot_id or "previous boot",
+            "label": "previous boot %s" % boot_id if boot_id else "previous boot (boot id unknown)",
+            "faults": None, "reason": None}
+    if previous.get("error") or not isinstance(previous.get("by_gpu"), dict):
+        item["reason"] = previous.get("error") or "the previous boot's kernel log holds no readable summary"
+        return [item]
+    present = dict((_bus_key(g.get("bus_id")), bool(g.get("reported"))) for g in _list(_get(derived, "nvidia", "gpus"))
+                   if _bus_key(g.get("bus_id")))
+    where = "in the previous boot %s" % (boot_id or "")
+    texts = []
+    for address in sorted(a for a in previous["by_gpu"] if isinstance(a, str)):
+        hardware, unused_other, unused_reason = _xids(dict(previous, truncated=False), address)
+        texts.extend("GPU %s %s: %s; now: %s" % (address, where.strip(), _past(text), _now(address, present))
+                     for text in hardware or [])
+    for key, table in (("faults", previous.get("faults")), ("faults_no_address", previous.get("faults_no_address"))):
+        for address in sorted(a for a in (table or {}) if isinstance(a, str)) if isinstance(table, dict) else []:
+            kinds = table[address] if isinstance(table[address], dict) else {}
+            gpu = address if key == "faults" else None
+            texts.extend("GPU %s %s: %s; now: %s" % (gpu or "(not named)", where.strip(), _past(text), _now(gpu, present))
+                         for text in _fault_texts(kinds, ""))
+    switches = previous.get("nvswitch") if isinstance(previous.get("nvswitch"), dict) else {}
+    for address in sorted(a for a in switches if isinstance(a, str)):
+        if isinstance(switches[address], dict):
+            fatal, unused_nonfatal, unused_minor = _sxid_texts(dict(previous, truncated=False), switches[address])
+            texts.extend("NVSwitch %s %s: %s; now: check the fabric (HEALTH-014 judges this boot's SXids)"
+                         % (address, where.strip(), _past(text)) for text in fatal)
+    if previous.get("truncated"):
+        texts = [t + " (only the newest %s kernel messages of that boot were read)" % previous.get("lines")
+                 for t in texts]
+    item["faults"] = texts
+    return [item]
 
 
 # -- GPU memory (row remapping, page retirement) -------------------------------------------
@@ -432,7 +510,7 @@ def derive_health(facts, params, derived):
     if not isinstance(health, dict):
         return {"gpus": None, "nvlink_expected": None, "fabric_problems": None, "fabric_reason": None,
                 "gpudirect": None, "rdma_devices": None, "rdma_ports": None, "memory_controllers": None,
-                "nvswitches": None}
+                "nvswitches": None, "previous_boot": None}
     kernel_log = health.get("kernel_log")
     nvlink = health.get("nvlink") if isinstance(health.get("nvlink"), dict) else None
     nvlink_gpus = _list(nvlink.get("gpus")) if nvlink else []
@@ -480,6 +558,7 @@ def derive_health(facts, params, derived):
         "rdma_ports": ports,
         "memory_controllers": _edac(facts, params),
         "nvswitches": _nvswitches(facts, kernel_log),
+        "previous_boot": _previous_boot(facts, derived),
     }
 
 

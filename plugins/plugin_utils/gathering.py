@@ -34,15 +34,17 @@ def missing_root_hint(root):
             "(in a checkout, `make fixtures` writes them where inventory/demo looks)" % root)
 
 
-def gather_host(action, task_vars, root, gather=None):
+def gather_host(action, task_vars, root, gather=None, kernel_log_boots=None):
     """Run ``host_facts`` for the task of ``action`` (an ``ActionBase``) on its host.
 
     Returns ``{"facts": dict}``, or ``{"unreachable": True, "msg"}`` when the connection fails,
     or ``{"failed": True, "msg"}`` when the module fails or returns no facts; never raises for a
-    host that does not answer."""
+    host that does not answer. ``kernel_log_boots`` (1 or 2) goes to the module when given."""
     module_args = {"root": root}
     if gather:
         module_args["gather"] = gather
+    if kernel_log_boots is not None:
+        module_args["kernel_log_boots"] = kernel_log_boots
     try:
         # the action's own module call: the connection, become and interpreter of its task
         result = action._execute_module(  # pylint: disable=protected-access

@@ -52,6 +52,7 @@ import sys
 import time
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS, gather_facts
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.health import MAX_KERNEL_LOG_BOOTS
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import (
     COMPILED_NAME, collection_version, load_catalogue, load_compiled,
@@ -92,6 +93,7 @@ CONFIG_KEYS = {
     "command_timeout": (int, float),
     "history_dir": str,
     "history_keep": int,
+    "kernel_log_boots": int,
 }
 #: largest config file read (bytes): the role writes a few kilobytes (params and waivers included)
 CONFIG_CAP = DEFAULT_CAP
@@ -155,6 +157,10 @@ def load_config(path):
     keep = config.get("history_keep")
     if keep is not None and keep < 1:
         raise SelfAuditError("config file %s: history_keep must be at least 1, not %d" % (path, keep), status=2)
+    boots = config.get("kernel_log_boots")
+    if boots is not None and not 1 <= boots <= MAX_KERNEL_LOG_BOOTS:
+        raise SelfAuditError("config file %s: kernel_log_boots must be from 1 to %d, not %d"
+                             % (path, MAX_KERNEL_LOG_BOOTS, boots), status=2)
     unknown = [s for s in config.get("gather") or [] if s not in SUBSYSTEMS]
     if unknown:
         raise SelfAuditError("config file %s: gather names unknown subsystem(s) %s (known: %s)"
@@ -221,7 +227,7 @@ def audit_host(config, root="/", run_command=None, history_dir=None):
         raise SelfAuditError("snapshot root %s is not a directory" % root, status=2)
     timeout = config.get("command_timeout") or DEFAULT_COMMAND_TIMEOUT
     reader = Root(root, run_command=run_command or command_runner(timeout), which=which)
-    facts = gather_facts(reader, config.get("gather") or None)
+    facts = gather_facts(reader, config.get("gather") or None, {"kernel_log_boots": config.get("kernel_log_boots")})
     name = host_name(config, facts)
     compiled = os.path.join(COLLECTION_ROOT, COMPILED_NAME)
     missing = [] if os.path.lexists(compiled) else missing_libraries()

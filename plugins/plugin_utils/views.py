@@ -270,6 +270,8 @@ APPLIES_WORDS = {
     "nvidia.present": "with the NVIDIA driver and GPUs present",
     "derived.nvidia.expected": "with the NVIDIA driver loaded or NVIDIA GPUs on the PCI bus",
     "length(derived.health.nvswitches || `[]`) > `0`": "with an NVSwitch on the PCI bus or in the kernel log",
+    "length(derived.health.previous_boot || `[]`) > `0`":
+        "whose previous boot's kernel log is read (gpuhost_kernel_log_boots: 2)",
     "derived.nvidia.has_blackwell": "with a Blackwell GPU",
     "length(nvidia.gpus || `[]`) > `1`": "with more than one NVIDIA GPU",
     "length(derived.nvidia.gpus || `[]`) > `1`": "with more than one NVIDIA GPU",

@@ -85,20 +85,95 @@ XID_CATALOGUE = {
 #: download), add or change entries, move this date and code, and regenerate docs/rules.md.
 CATALOGUE_VERSION = "NVIDIA Xid catalogue as read 2026-12-04 (codes up to 154)"
 
-#: NVSwitch SXid events: NVIDIA's Fabric Manager user guide ("NVSwitch SXid errors") sorts them in
-#: non-fatal (the switch corrected it or only one link's traffic was affected) and fatal (the
-#: NVSwitch or its links must be reset: GPU traffic through it stalls, CUDA jobs abort with Xid 45);
-#: the driver writes the category on the SXid line itself ("Fatal," / "Non-fatal,"), which is what
-#: is judged. An SXid whose lines state no category is judged as fatal until it is looked up.
+#: NVSwitch SXid events. NVIDIA's Fabric Manager user guide (:data:`SXID_SOURCE`, appendix "NVSwitch
+#: SXid errors": non-fatal, fatal, always fatal and other notable SXids) sorts each code in a
+#: category; the driver also writes the category of each event on its SXid line ("Fatal," /
+#: "Non-fatal,"), which is the driver's judgement of that event and wins over the table (a code the
+#: guide lists as non-fatal can be logged as fatal, as 12028 is on HGX H100). Severity of an event:
+#:
+#: * ``critical``: fatal (the line says Fatal, or it states nothing and the guide lists the code as
+#:   fatal or always fatal): the NVLink traffic through the switch stalls until the switch and the
+#:   GPUs behind it are reset. HEALTH-014.
+#: * ``high`` / ``medium``: non-fatal with an impact the guide names (traffic of one link stalled or
+#:   retransmitted, a broken connection, an event usually followed by a fatal one). HEALTH-015.
+#: * ``low``: non-fatal events the guide says have no impact (single-bit ECC errors the switch
+#:   corrected, 22013 "can be safely ignored"). HEALTH-017.
+#: * a code the guide lists as fatal that its line says is non-fatal: high (HEALTH-015).
+#: * a code this table does not list: the category its line states (Fatal: critical, Non-fatal:
+#:   medium); with none stated, critical until it is looked up (an unknown switch error is not
+#:   assumed harmless).
 SXID_SOURCE = "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/index.html"
+#: the version of the guide the table follows. To update: read the appendix "NVSwitch SXid errors" of
+#: the newest Fabric Manager user guide (:data:`SXID_SOURCE`, also as PDF), add or change the entries of
+#: :data:`SXID_CATALOGUE` (code, category, severity by the rules above, the guide's name of the error),
+#: move this version, and regenerate docs/rules.md (HEALTH-014 states it).
+SXID_CATALOGUE_VERSION = "NVIDIA Fabric Manager user guide DU-09883-001 v1.3 (October 2023), appendix NVSwitch SXid errors"
+
+_SBE = "single-bit ECC error corrected by the NVSwitch (no impact)"
+_FATAL = "fatal"
+_ALWAYS = "always fatal"
+_NONFATAL = "non-fatal"
+#: code -> (category in the guide, severity, meaning). Written for this collection from the guide's
+#: lists; the meaning is the guide's name of the error.
+SXID_CATALOGUE = dict(
+    [(code, (_NONFATAL, "low", _SBE)) for code in (11012, 11021, 11022, 11023, 12021, 12023, 15008, 15011, 19049,
+                                                   19055, 19057, 19059, 19062, 19065, 19068, 19071, 24001, 24002,
+                                                   24003)] +
+    [(11004, (_NONFATAL, "medium", "ingress invalid ACL (a fabric partition misconfiguration): the link's traffic "
+                                   "stalls")),
+     (12028, (_NONFATAL, "medium", "egress non-posted PRIV error: the link's traffic stalls")),
+     (19084, (_NONFATAL, "high", "AN1 heartbeat timeout, usually with a fatal SXid: reset all GPUs and NVSwitches")),
+     (20001, (_NONFATAL, "low", "TX replay error: NVLink packets retransmitted (less throughput on the port)")),
+     (20012, (_NONFATAL, "medium", "broken or inconsistent NVLink connection (or an uncoordinated shutdown)")),
+     (22013, (_NONFATAL, "low", "Minion link DLREQ interrupt (the guide: can be safely ignored)")),
+     (10001, (_NONFATAL, "medium", "host PRIV error (may be followed by fatal events)")),
+     (10002, (_NONFATAL, "medium", "host PRIV timeout (may be followed by fatal events)")),
+     (10003, (_ALWAYS, "critical", "host unhandled interrupt (never expected; fatal to the fabric)")),
+     (10004, (_NONFATAL, "medium", "thermal event start: links may drop to single-lane mode; check the cooling")),
+     (10005, (_NONFATAL, "low", "thermal event end; check the cooling"))] +
+    [(code, (_FATAL, "critical", name)) for code, name in (
+        (11001, "ingress invalid command"), (11009, "ingress invalid VCSet"), (11013, "ingress header DBE"),
+        (11018, "ingress RID DBE"), (11019, "ingress RLAN DBE"), (11020, "ingress control parity"),
+        (12001, "egress crossbar overflow"), (12002, "egress packet route"), (12022, "egress input ECC DBE"),
+        (12024, "egress output ECC DBE"), (12025, "egress credit overflow"),
+        (12026, "egress destination request ID error"), (12027, "egress destination response ID error"),
+        (12030, "egress control parity"), (12031, "egress credit parity"), (12032, "egress flit type mismatch"),
+        (14017, "TS ATO timeout"), (15001, "route buffer over/underflow"), (15006, "route transdone over/underflow"),
+        (15009, "route GLT DBE"), (15010, "route parity"), (15012, "route incoming DBE"),
+        (15013, "route credit parity"), (19047, "NCISOC header ECC DBE"), (19048, "NCISOC data ECC DBE"),
+        (19054, "header RAM ECC DBE"), (19056, "DAT0 RAM ECC DBE"), (19058, "DAT1 RAM ECC DBE"),
+        (19060, "CREQ RAM header ECC DBE"), (19061, "CREQ RAM data ECC DBE"),
+        (19063, "response RAM header ECC DBE"), (19064, "response RAM data ECC DBE"),
+        (19066, "COM RAM header ECC DBE"), (19067, "COM RAM data ECC DBE"), (19069, "RSP1 RAM header ECC DBE"),
+        (19070, "RSP1 RAM data ECC DBE"), (20034, "LTSSM fault up (the link went down from active)"),
+        (22012, "Minion link NA interrupt"), (24004, "sourcetrack TCEN0 crumbstore DBE"),
+        (24005, "sourcetrack TCEN0 TD crumbstore DBE"), (24006, "sourcetrack TCEN1 crumbstore DBE"),
+        (24007, "sourcetrack timeout"))] +
+    [(code, (_ALWAYS, "critical", name + " (always fatal: the whole fabric needs a reset)")) for code, name in (
+        (12020, "egress sequence ID error"), (22003, "Minion halt"), (22011, "Minion exterror"),
+        (23001, "ingress SRC-VC buffer overflow"), (23002, "ingress SRC-VC buffer underflow"),
+        (23003, "egress DST-VC credit overflow"), (23004, "egress DST-VC credit underflow"),
+        (23005, "ingress packet burst error"), (23006, "ingress packet sticky error"),
+        (23007, "possible bubbles at ingress"), (23008, "ingress packet invalid destination"),
+        (23009, "ingress packet parity error"), (23010, "ingress SRC-VC buffer overflow"),
+        (23011, "ingress SRC-VC buffer underflow"), (23012, "egress DST-VC credit overflow"),
+        (23013, "egress DST-VC credit underflow"), (23014, "ingress packet burst error"),
+        (23015, "ingress packet sticky error"), (23016, "possible bubbles at ingress"),
+        (23017, "ingress credit parity error"))]
+)
+
+#: severity -> what to do about an SXid event of it
 SXID_ACTIONS = {
-    "fatal": ("critical", "the NVSwitch and the GPUs behind it need a reset: drain the node, restart Fabric Manager "
-                          "or reboot; check the NVLink trays and cabling and report it if it repeats"),
-    "non-fatal": ("medium", "no action while it stays rare; watch its count, and check the named link (nvidia-smi "
-                            "nvlink -e on its GPUs) if it repeats"),
-    None: ("critical", "the log states no category for this SXid: look it up in NVIDIA's Fabric Manager user guide "
-                       "(%s) and treat it as fatal until then" % SXID_SOURCE),
+    "critical": "the NVSwitch and the GPUs behind it need a reset: drain the node, restart Fabric Manager or reboot; "
+                "check the NVLink trays and cabling and report it if it repeats",
+    "high": "plan a reset of all GPUs and NVSwitches (drain, reboot); look for a fatal SXid with it",
+    "medium": "watch its count; if it repeats, check the named link (nvidia-smi nvlink -e on its GPUs), its tray or "
+              "cable and the fabric partition in the next maintenance window",
+    "low": "no action while it stays rare (the switch corrected it or the guide names no impact); watch its count",
 }
+#: the action of an SXid whose code is not in the table and whose lines state no category
+SXID_UNSTATED = ("the log states no category and this collection's table does not list the code: look it up in "
+                 "NVIDIA's Fabric Manager user guide (%s) and treat it as fatal until then" % SXID_SOURCE)
 
 #: what an unlisted code is treated as
 UNLISTED = ("application", "low", "not in this collection's table",
@@ -118,14 +193,31 @@ def describe(code):
 
 
 def describe_sxid(code, category):
-    """``{"code", "fatal", "severity", "meaning", "action"}`` of an SXid event whose log line states
-    ``category`` (``"fatal"``, ``"non-fatal"`` or ``None``)."""
+    """``{"code", "fatal", "severity", "meaning", "action", "listed", "category"}`` of an SXid event
+    whose log line states ``category`` (``"fatal"``, ``"non-fatal"`` or ``None``): the stated
+    category wins, the table (:data:`SXID_CATALOGUE`) gives the severity of a non-fatal event and
+    the category of an event whose lines state none (module docstring above the table)."""
     try:
         number = int(code)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         number = None
     category = category if category in ("fatal", "non-fatal") else None
-    severity, action = SXID_ACTIONS[category]
-    return {"code": number, "fatal": category != "non-fatal", "severity": severity,
-            "meaning": {"fatal": "fatal NVSwitch error", "non-fatal": "non-fatal NVSwitch error"}.get(
-                category, "NVSwitch error of unstated category"), "action": action}
+    entry = SXID_CATALOGUE.get(number)
+    listed_fatal = entry is not None and entry[0] != _NONFATAL
+    if category is None:
+        fatal = entry is None or listed_fatal
+    else:
+        fatal = category == "fatal"
+    if fatal:
+        severity = "critical"
+    elif entry is not None:
+        # logged non-fatal: the table's severity; a code the guide lists as fatal, high (it can stop the fabric)
+        severity = "high" if listed_fatal else entry[1]
+    else:
+        severity = "medium"  # logged non-fatal, not in the table
+    meaning = entry[2] if entry is not None else ("fatal NVSwitch error" if category == "fatal" else
+                                                  "non-fatal NVSwitch error" if category else
+                                                  "NVSwitch error of unstated category")
+    action = SXID_UNSTATED if entry is None and category is None else SXID_ACTIONS[severity]
+    return {"code": number, "fatal": fatal, "severity": severity, "meaning": meaning, "action": action,
+            "listed": entry is not None, "category": entry[0] if entry is not None else None}

@@ -30,8 +30,16 @@ GATHERERS = (
 SUBSYSTEMS = tuple(name for name, unused_gather in GATHERERS)
 
 
-def gather_facts(root, subsystems=None):
+#: options of ``host_facts`` a gatherer takes, as keyword arguments: subsystem -> option names
+GATHER_OPTIONS = {"health": ("kernel_log_boots",)}
+
+
+def gather_facts(root, subsystems=None, options=None):
     """Return the facts document for ``root`` (a :class:`root.Root`).
+
+    ``options`` (``{"kernel_log_boots": 2}``) go to the gatherers that take them
+    (:data:`GATHER_OPTIONS`); an option a gatherer does not take is ignored, a ``None`` value is
+    the gatherer's default.
 
     A gatherer that raises despite its own guards is recorded as an error of its
     subsystem and its section is ``None``: one broken reader never hides the others.
@@ -48,7 +56,9 @@ def gather_facts(root, subsystems=None):
         if name not in wanted:
             continue
         try:
-            facts[name] = gather(root)
+            kwargs = dict((key, (options or {})[key]) for key in GATHER_OPTIONS.get(name, ())
+                          if (options or {}).get(key) is not None)
+            facts[name] = gather(root, **kwargs)
         except Exception as exc:  # pylint: disable=broad-except
             root.error(name, root.root, "internal error while gathering %s: %s: %s" % (name, type(exc).__name__, exc))
             facts[name] = None

@@ -346,6 +346,60 @@ def parse_kernel_log(text):
             "unparsed": log.unparsed, "unparsed_example": log.example, "dropped": log.dropped, "skipped": skipped}
 
 
+# -- journalctl --list-boots ------------------------------------------------------------
+#: the previous boot's kernel log is read only when asked (``gpuhost_kernel_log_boots``): 1 reads the
+#: current boot, 2 the previous one too. Not more: each boot is one more journal read of up to
+#: :data:`KERNEL_LOG_LINES` lines at every audit (and every self-audit run) and one more reduced log
+#: in a snapshot, and a boot before the previous one is two reboots old: its faults were seen (and
+#: judged as the previous boot's) by the audits of the boot in between.
+MAX_KERNEL_LOG_BOOTS = 2
+#: ``-1 0a1b...(32 hex) Mon 2024-03-04 10:00:01 UTC—Mon 2024-03-04 18:12:40 UTC`` (systemd 247 to 252:
+#: Debian 11 and 12, RHEL 9) or, under an ``IDX BOOT ID FIRST ENTRY LAST ENTRY`` header, the same
+#: columns as a table (newer systemd)
+_BOOT_RE = re.compile(r"^\s*(-?\d{1,9})\s+([0-9A-Fa-f]{32})(?:\s+(\S.*?))?\s*$")
+#: the boot list is read from its end (the current and previous boots are its last lines): at most
+#: this many characters of it
+_BOOTS_TAIL = 1 << 20
+
+
+def parse_list_boots(text):
+    """``journalctl --list-boots`` as ``{"current", "previous", "boots", "unrecognised"}``:
+    ``current`` and ``previous`` the ``{"offset", "boot_id", "span"}`` of the boots at offsets 0 and
+    -1 (``None`` when the list has no such line), ``boots`` the number of boot lines, ``unrecognised``
+    the other non-empty lines (a header line is not counted). ``boot_id`` is the 32 hex digits in
+    lower case, ``span`` the first and last entry's times as printed (at most 120 characters).
+    Only the last megabyte of a longer text is read (the list is ordered oldest first). Never
+    raises; non-text gives ``None``."""
+    if not isinstance(text, str):
+        return None
+    if len(text) > _BOOTS_TAIL:
+        text = text[-_BOOTS_TAIL:]
+        text = text[text.find("\n") + 1:]
+    result = {"current": None, "previous": None, "boots": 0, "unrecognised": 0}
+    for line in text.replace("\r", "").split("\n"):
+        if not line.strip():
+            continue
+        match = _BOOT_RE.match(line)
+        if match is None:
+            if not line.strip().upper().startswith("IDX"):
+                result["unrecognised"] += 1
+            continue
+        result["boots"] += 1
+        offset = int(match.group(1))
+        if offset in (0, -1):
+            result["current" if offset == 0 else "previous"] = {
+                "offset": offset, "boot_id": match.group(2).lower(), "span": (match.group(3) or "")[:120] or None}
+    return result
+
+
+def check_kernel_log_boots(value):
+    """``(boots, error)``: ``value`` as a number of boots to read (1 or 2), else ``(1, why)``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 1 <= value <= MAX_KERNEL_LOG_BOOTS:
+        return 1, ("kernel_log_boots must be an integer from 1 to %d, not %r: the current boot only is read"
+                   % (MAX_KERNEL_LOG_BOOTS, value if not isinstance(value, str) else value[:40]))
+    return value, None
+
+
 # -- nvidia-smi nvlink -s -------------------------------------------------------------
 def _nvml_note(text):
     """``(supported, note)`` of an ``NVML: Unable to retrieve NVLink information...`` message."""
@@ -519,10 +573,13 @@ def _record(root, capture, text):
         root.recorder.command(capture, text)
 
 
+_LOG_KEYS = ("source", "lines", "truncated", "events", "by_gpu", "faults", "faults_no_address", "nvswitch",
+             "unparsed", "unparsed_example", "error")
+
+
 def _kernel_log(root):
-    section = {"source": None, "lines": None, "truncated": None, "events": None, "by_gpu": None, "faults": None,
-               "faults_no_address": None, "nvswitch": None, "unparsed": None, "unparsed_example": None,
-               "error": None}
+    section = dict((key, None) for key in _LOG_KEYS)
+    section["boot_id"] = None
     text, reason = root.command("kernel-log", SUBSYSTEM)
     source = "journalctl -k -b"
     if text is None and reason and "journalctl not found" in reason:
@@ -536,10 +593,16 @@ def _kernel_log(root):
     if text is None:
         section["error"] = "kernel log not read: %s" % reason
         return section
+    _read_log(root, section, text, source, "kernel-log-dmesg" if source == "dmesg" else "kernel-log", "this boot")
+    return section
+
+
+def _read_log(root, section, text, source, capture, which):
+    """Fill ``section`` from the kernel log ``text`` (read by ``capture``; ``which`` names the boot
+    in messages); a snapshot being recorded keeps the reduced log."""
     if root.recorder is not None:
         stored = _HEADER_RE.match(text) is not None
-        _record(root, "kernel-log-dmesg" if source == "dmesg" else "kernel-log",
-                text if stored else reduce_kernel_log(text, source))
+        _record(root, capture, text if stored else reduce_kernel_log(text, source))
     # the whole log, or the stored reduction of it, parse to the same events and line count
     parsed = parse_kernel_log(text)
     dropped, skipped = parsed.pop("dropped"), parsed.pop("skipped")
@@ -548,10 +611,10 @@ def _kernel_log(root):
     if not parsed["lines"]:
         section["events"] = section["by_gpu"] = section["faults"] = section["faults_no_address"] = None
         section["nvswitch"] = None
-        section["error"] = ("the kernel log of this boot is empty (%s printed nothing): the journal is not readable "
-                            "by this user (run with become: true) or keeps no kernel messages" % section["source"])
+        section["error"] = ("the kernel log of %s is empty (%s printed nothing): the journal is not readable "
+                            "by this user (run with become: true) or keeps no kernel messages" % (which, section["source"]))
         root.error(SUBSYSTEM, section["source"], section["error"])
-        return section
+        return
     section["truncated"] = section["source"].startswith("journalctl") and parsed["lines"] >= KERNEL_LOG_LINES
     if parsed["unparsed"]:
         root.error(SUBSYSTEM, section["source"], "%d NVRM Xid or SXid line(s) not in the known format, first: %r"
@@ -562,6 +625,39 @@ def _kernel_log(root):
     if dropped:
         root.error(SUBSYSTEM, section["source"], "%d Xid event(s) name more than %d GPU and code pairs: counted in "
                    "events, not kept in by_gpu, faults or nvswitch" % (dropped, MAX_XID_ENTRIES))
+
+
+def _previous_kernel_log(root, current):
+    """The ``kernel_log_previous`` section: the kernel log of the boot before this one, named by its
+    boot id (``journalctl --list-boots``), read with ``journalctl -k -b -1``; ``error`` says why it
+    is unknown (dmesg holds one boot, a journal that keeps no earlier boot, a failed read)."""
+    section = dict((key, None) for key in _LOG_KEYS)
+    section.update(boot_id=None, boot_offset=-1, span=None)
+    if current.get("source") == "dmesg" or (current.get("error") and "journalctl not found" in current["error"]):
+        section["error"] = ("the kernel log is read with dmesg (journalctl is not installed): dmesg holds the current "
+                            "boot only, so the previous boot's kernel log is unknown")
+        return section
+    text, reason = root.command("kernel-boots", SUBSYSTEM)
+    if text is None:
+        section["error"] = "the journal's boots were not listed: %s" % reason
+        return section
+    _record(root, "kernel-boots", text)
+    boots = parse_list_boots(text)
+    if boots["unrecognised"]:
+        root.error(SUBSYSTEM, "journalctl --list-boots", "%d line(s) not in the known format" % boots["unrecognised"])
+    if boots["current"] is not None:
+        current["boot_id"] = boots["current"]["boot_id"]
+    if boots["previous"] is None:
+        section["error"] = ("journalctl --list-boots lists no previous boot (%d boot(s) in the journal): the journal "
+                            "keeps no earlier boot (Storage=volatile, or Storage=auto without /var/log/journal) or it "
+                            "was rotated away, so the previous boot's kernel log is unknown" % boots["boots"])
+        return section
+    section["boot_id"], section["span"] = boots["previous"]["boot_id"], boots["previous"]["span"]
+    text, reason = root.command("kernel-log-previous", SUBSYSTEM)
+    if text is None:
+        section["error"] = "kernel log of the previous boot %s not read: %s" % (section["boot_id"], reason)
+        return section
+    _read_log(root, section, text, "journalctl -k -b -1", "kernel-log-previous", "the previous boot")
     return section
 
 
@@ -703,16 +799,23 @@ def _edac(root):
     return {"present": bool(controllers) or root.isdir(EDAC_MC_DIR), "controllers": controllers}
 
 
-def gather(root):
-    """The ``health`` section of the facts (docs/facts.md) read through ``root``."""
+def gather(root, kernel_log_boots=1):
+    """The ``health`` section of the facts (docs/facts.md) read through ``root``; with
+    ``kernel_log_boots`` 2 the previous boot's kernel log too (``kernel_log_previous``)."""
+    boots, problem = check_kernel_log_boots(kernel_log_boots)
+    if problem:
+        root.error(SUBSYSTEM, "kernel_log_boots", problem)
     module_loaded = root.exists(NVIDIA_VERSION_PATH)
     gpu_on_bus, switches = _quietly(root, _bus_scan, root)
     nvidia = module_loaded or gpu_on_bus
     kernel_log = _kernel_log(root) if nvidia else None
+    previous = _previous_kernel_log(root, kernel_log) if nvidia and boots >= 2 else None
     nvlink = _nvlink(root) if module_loaded else None
     return {
         "nvidia_seen": nvidia,
+        "kernel_log_boots": boots,
         "kernel_log": kernel_log,
+        "kernel_log_previous": previous,
         "nvlink": nvlink,
         "fabric_manager": _fabric_manager(root, switches),
         "peermem": dict((name, root.exists("/sys/module/" + name)) for name in PEERMEM_MODULES),

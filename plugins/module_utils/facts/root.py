@@ -39,6 +39,10 @@ COMMAND_CAPTURES = {
     # health (facts/health.py): the kernel log is stored reduced to its NVRM Xid lines
     "kernel-log": "commands/journalctl-k-b.txt",
     "kernel-log-dmesg": "commands/dmesg.txt",
+    # only with gpuhost_kernel_log_boots 2 (facts/health.py): the journal's boots, the previous boot's
+    # kernel log (stored reduced as the current boot's)
+    "kernel-boots": "commands/journalctl-list-boots.txt",
+    "kernel-log-previous": "commands/journalctl-k-b-1.txt",
     "nvidia-smi-nvlink": "commands/nvidia-smi-nvlink-s.txt",
     # error counters (facts/counters.py), run only when nvlink -s lists links
     "nvidia-smi-nvlink-errors": "commands/nvidia-smi-nvlink-e.txt",
@@ -53,6 +57,8 @@ COMMAND_ARGV = {
     "nvidia-smi-topo": ["nvidia-smi", "topo", "-m"],
     "kernel-log": ["journalctl", "-k", "-b", "-o", "short-monotonic", "--no-pager", "-q", "-n", "100000"],
     "kernel-log-dmesg": ["dmesg"],
+    "kernel-boots": ["journalctl", "--list-boots", "--no-pager", "-q"],
+    "kernel-log-previous": ["journalctl", "-k", "-b", "-1", "-o", "short-monotonic", "--no-pager", "-q", "-n", "100000"],
     "nvidia-smi-nvlink": ["nvidia-smi", "nvlink", "-s"],
     "nvidia-smi-nvlink-errors": ["nvidia-smi", "nvlink", "-e"],
     "fabricmanager-state": ["systemctl", "show", "nvidia-fabricmanager.service",

@@ -10,7 +10,7 @@ import pytest
 from helpers.baseline_facts import GPU0, GPU1, NIC, healthy_facts
 from helpers.health_facts import HEALTH_CASES, XID_79, add_health
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation, xid_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import derive
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_health import derive_health
@@ -317,13 +317,95 @@ def test_sxid_judged_by_the_category_the_line_states():
     result = _run({"smt": "on"}, sxid)
     fatal = dict((f["subject"], f) for f in _of(result, "HEALTH-014"))
     nonfatal = dict((f["subject"], f) for f in _of(result, "HEALTH-015"))
+    minor = dict((f["subject"], f) for f in _of(result, "HEALTH-017"))
     assert sorted(fatal) == ["0000:4a:00.0", "0000:4b:00.0", "0000:84:00.0"]
     assert [fatal[a]["status"] for a in sorted(fatal)] == ["fail", "pass", "fail"]
+    # 12028 is non-fatal in NVIDIA's table, but its line says Fatal: the driver's word wins
     assert "SXid 12028 x1" in fatal["0000:4a:00.0"]["message"] and "22013" not in fatal["0000:4a:00.0"]["message"]
-    assert "category" in fatal["0000:84:00.0"]["message"]
-    assert [nonfatal[a]["status"] for a in sorted(nonfatal)] == ["fail", "pass", "pass"]
-    assert "SXid 22013 x2" in nonfatal["0000:4a:00.0"]["message"]
-    assert (fatal["0000:4a:00.0"]["severity"], nonfatal["0000:4a:00.0"]["severity"]) == ("critical", "medium")
+    assert "[critical; NVIDIA's SXid table: non-fatal" in fatal["0000:4a:00.0"]["message"]
+    # 20034 states no category: the table lists it fatal
+    assert "[critical; NVIDIA's SXid table: fatal, LTSSM fault up" in fatal["0000:84:00.0"]["message"]
+    # 22013 ("can be safely ignored") is HEALTH-017's, at low severity, not HEALTH-015's
+    assert [nonfatal[a]["status"] for a in sorted(nonfatal)] == ["pass", "pass", "pass"]
+    assert [minor[a]["status"] for a in sorted(minor)] == ["fail", "pass", "pass"]
+    assert "SXid 22013 x2" in minor["0000:4a:00.0"]["message"] and "[low;" in minor["0000:4a:00.0"]["message"]
+    assert (fatal["0000:4a:00.0"]["severity"], minor["0000:4a:00.0"]["severity"]) == ("critical", "low")
+
+
+def test_sxid_severity_of_the_table_and_its_defaults():
+    def one(code, category):
+        info = xid_catalogue.describe_sxid(code, category)
+        return info["fatal"], info["severity"]
+    assert one(12028, "non-fatal") == (False, "medium")       # stalls a link: HEALTH-015
+    assert one(11012, "non-fatal") == (False, "low")          # a corrected single-bit ECC error: HEALTH-017
+    assert one(19084, None) == (False, "high")                # usually comes with a fatal one
+    assert one(23001, None) == (True, "critical")             # always fatal
+    assert one(23001, "non-fatal") == (False, "high")         # listed fatal, logged non-fatal
+    assert one(99999, "non-fatal") == (False, "medium")       # unlisted: the line's category
+    assert one(99999, "fatal") == (True, "critical")
+    assert one(99999, None) == (True, "critical")             # unlisted and unstated: fatal until looked up
+    assert one("garbage", "bogus") == (True, "critical")
+    assert one(10 ** 400, None) == (True, "critical")
+    assert xid_catalogue.SXID_CATALOGUE_VERSION.startswith("NVIDIA Fabric Manager user guide DU-09883-001 v1.3")
+    for code, (category, severity, meaning) in xid_catalogue.SXID_CATALOGUE.items():
+        assert 10000 <= code < 30000 and meaning
+        assert (category == "non-fatal") == (severity != "critical"), code
+
+
+def test_previous_boot_fault_named_by_boot_id_and_judged_as_the_previous_boot():
+    def previous(facts):
+        facts["health"]["kernel_log_previous"]["faults"] = {
+            GPU0: {"fallen_off_bus": {"count": 1, "first_s": 1843.3, "last_s": 1843.3,
+                                      "message": "fallen off the bus and is not responding to commands."}}}
+        facts["health"]["kernel_log_previous"]["by_gpu"] = {"0000:99:00.0": {"79": dict(XID_79)}}
+        facts["health"]["kernel_log_previous"]["nvswitch"] = {"0000:4a:00.0": {"name": "nvidia-nvswitch0", "codes": {
+            "22013": {"count": 1, "lines": 3, "severity": "non-fatal", "first_s": 3.0, "last_s": 3.0, "message": "x"},
+            "23001": {"count": 1, "lines": 1, "severity": None, "first_s": 9.0, "last_s": 9.0, "message": None}}}}
+    result = _run({"smt": "on"}, previous)
+    (finding,) = _of(result, "HEALTH-016")
+    assert finding["status"] == "fail" and finding["severity"] == "medium"
+    assert finding["subject"] == "3c5e9a1f0b7d4c2e8a6f1d3b5c7e9a0f"
+    message = finding["message"]
+    # present now: the reboot recovered it, and the action of that boot (drain and reboot) is not repeated
+    assert "GPU %s in the previous boot 3c5e9a1f0b7d4c2e8a6f1d3b5c7e9a0f: GPU has fallen off the bus" % GPU0 in message
+    assert "[critical in that boot]" in message and "drain and reboot" not in message
+    assert "nvidia-smi lists it now: the reboot recovered it" in message
+    # a GPU gone since: said so
+    assert "GPU 0000:99:00.0 in the previous boot" in message and "not on the PCI bus now" in message
+    # fatal SXid listed, the ignorable one not
+    assert "SXid 23001" in message and "SXid 22013" not in message
+    # the current boot's rules are not touched by the previous boot's faults
+    assert set(f["status"] for f in _of(result, "HEALTH-013")) == {"pass"}
+    assert set(f["status"] for f in _of(result, "HEALTH-014")) == {"pass"}
+
+
+@pytest.mark.parametrize("error", [
+    "the kernel log is read with dmesg (journalctl is not installed): dmesg holds the current boot only, so the "
+    "previous boot's kernel log is unknown",
+    "journalctl --list-boots lists no previous boot (1 boot(s) in the journal): ..."])
+def test_previous_boot_unknown_with_the_reason(error):
+    def unread(facts):
+        facts["health"]["kernel_log_previous"] = {"boot_id": None, "boot_offset": -1, "error": error}
+    (finding,) = _of(_run({"smt": "on"}, unread), "HEALTH-016")
+    assert finding["status"] == "unknown" and error[:40] in finding["message"]
+    assert finding["subject"] == "previous boot"
+
+
+def test_previous_boot_not_applicable_when_not_asked():
+    def one_boot(facts):
+        facts["health"]["kernel_log_boots"] = 1
+        facts["health"]["kernel_log_previous"] = None
+    (finding,) = _of(_run({"smt": "on"}, one_boot), "HEALTH-016")
+    assert finding["status"] == "not_applicable"
+
+
+def test_previous_boot_hostile_values_never_raise():
+    for value in ("text", 5, [], {"by_gpu": "x"}, {"by_gpu": {"a": 5}, "faults": ["x"], "nvswitch": {"b": "c"}},
+                  {"by_gpu": {"0000:41:00.0": {"79": "x", "x": {"count": "many"}}}, "faults": {"g": {"k": 5}}}):
+        def hostile(facts, value=value):
+            facts["health"]["kernel_log_previous"] = value
+        findings = _of(_run({"smt": "on"}, hostile), "HEALTH-016")
+        assert findings and all(f["status"] in ("pass", "fail", "unknown", "not_applicable") for f in findings)
 
 
 def test_sxid_rules_unknown_when_the_kernel_log_was_not_read():

@@ -176,10 +176,12 @@ def test_summary_counts_every_status():
     assert sum(result["summary"].values()) == len(result["findings"])
     inventory = [f for f in result["findings"] if f["area"] == "inventory"]  # the profile holds no golden inventory
     assert inventory and all(f["status"] == "not_applicable" for f in inventory)
-    # HEALTH-006, HEALTH-014 and HEALTH-015 (Fabric Manager, SXid: no NVSwitch here), HEALTH-010
-    # (nccl_nic_per_gpu off by default), HEALTH-020/021 (no InfiniBand port, no AER-capable function here)
+    # HEALTH-006, HEALTH-014, HEALTH-015 and HEALTH-017 (Fabric Manager, SXid: no NVSwitch here), HEALTH-010
+    # (nccl_nic_per_gpu off by default), HEALTH-016 (the previous boot is read only with kernel_log_boots 2),
+    # HEALTH-020/021 (no InfiniBand port, no AER-capable function here)
     health = [f["id"] for f in result["findings"] if f["area"] == "health" and f["status"] == "not_applicable"]
-    assert sorted(health) == ["HEALTH-006", "HEALTH-010", "HEALTH-014", "HEALTH-015", "HEALTH-020", "HEALTH-021"]
+    assert sorted(health) == ["HEALTH-006", "HEALTH-010", "HEALTH-014", "HEALTH-015", "HEALTH-016", "HEALTH-017",
+                              "HEALTH-020", "HEALTH-021"]
     assert result["summary"]["not_applicable"] == 1 + len(inventory) + len(health)  # CPU-007 with smt: any
 
 

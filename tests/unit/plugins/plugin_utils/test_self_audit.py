@@ -93,6 +93,19 @@ def test_incident_snapshot_writes_report_and_textfile(snapshot_trees, out, capsy
     assert os.listdir(out["textfile"]) == ["gpuhost_baseline.prom"]
 
 
+def test_config_kernel_log_boots_reaches_the_gatherer(snapshot_trees, out, capsys):
+    """kernel_log_boots 2 in the config: the previous boot is asked for; the incident snapshot was
+    captured with one boot, so HEALTH-016 is unknown and says the boot list was not captured."""
+    config = write_config(out["tmp"], {"host": "gpu-incident", "profile": "amd-epyc-nvidia", "kernel_log_boots": 2,
+                                       "report_dir": out["report"], "textfile_dir": out["textfile"]})
+    status, dummy, err = run(["--config", config, "--root", snapshot_trees["incident"], "--generated", GENERATED],
+                             capsys)
+    assert status == 0, err
+    report = expand_document(json.loads(read(os.path.join(out["report"], "report.json"))))
+    (finding,) = [f for f in report["hosts"]["gpu-incident"]["findings"] if f["id"] == "HEALTH-016"]
+    assert finding["status"] == "unknown" and "journalctl-list-boots.txt not captured" in finding["message"]
+
+
 GPU = "0000:43:00.0"
 OTHER_BOOT = "0f1e2d3c-4b5a-4978-8695-a4b3c2d1e0f9"
 
@@ -247,6 +260,8 @@ def test_hostile_snapshot_is_audited_without_a_traceback(snapshot_trees, out, ca
     ('{"gather": ["cpu", "floppy"]}', "gather names unknown subsystem(s) floppy"),
     ('{"history_keep": 0}', "history_keep must be at least 1, not 0"),
     ('{"history_dir": 7}', "history_dir must be str, not int"),
+    ('{"kernel_log_boots": 3}', "kernel_log_boots must be from 1 to 2, not 3"),
+    ('{"kernel_log_boots": "2"}', "kernel_log_boots must be int, not str"),
     (b"\xff\xfe{}", "is not UTF-8 text"),
 ])
 def test_garbage_config_exits_2_with_a_message(snapshot_trees, out, capsys, content, message):

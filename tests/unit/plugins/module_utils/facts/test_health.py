@@ -510,3 +510,141 @@ def test_live_nothing_found_names_both_commands():
     root, _recorder = _live(FakeHost({}, missing=("journalctl", "dmesg")))
     section = health._kernel_log(root)
     assert section["error"] == "kernel log not read: journalctl not found in PATH; dmesg not found in PATH"
+
+
+# -- the previous boot (gpuhost_kernel_log_boots 2) ------------------------------------------------
+PREVIOUS_ID = "3c5e9a1f0b7d4c2e8a6f1d3b5c7e9a0f"
+CURRENT_ID = "9f1c2b3a4d5e6f708192a3b4c5d6e7f8"
+
+
+@pytest.mark.parametrize("name", ["journalctl-list-boots-v252.txt", "journalctl-list-boots-v255.txt"])
+def test_list_boots_of_old_and_new_systemd_name_the_current_and_previous_boot(name):
+    boots = health.parse_list_boots(fixture(name))
+    assert boots["boots"] == 3 and boots["unrecognised"] == 0
+    assert (boots["current"]["boot_id"], boots["previous"]["boot_id"]) == (CURRENT_ID, PREVIOUS_ID)
+    assert boots["previous"]["offset"] == -1 and boots["previous"]["span"].startswith("Wed 2026-12-02 08:01:12 UTC")
+
+
+def test_list_boots_of_a_journal_with_one_boot_has_no_previous():
+    boots = health.parse_list_boots(fixture("journalctl-list-boots-one.txt"))
+    assert boots["boots"] == 1 and boots["current"]["boot_id"] == CURRENT_ID and boots["previous"] is None
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "No journal files were found.\n", "-1 notahexid Mon\n",
+                                  "-1 " + "a" * 31 + "\n", "9" * 5000 + " " + "a" * 32 + "\n", "\x00\r\n-1\t" * 999,
+                                  "-1 " + "A" * 32 + " x\n" + "garbage\n" * 3])
+def test_list_boots_hostile_never_raises(text):
+    boots = health.parse_list_boots(text)
+    assert set(boots) == {"current", "previous", "boots", "unrecognised"}
+    if text.startswith("-1 AAAA"):
+        assert boots["previous"]["boot_id"] == "a" * 32 and boots["unrecognised"] == 3
+    assert health.parse_list_boots(None) is None and health.parse_list_boots(b"-1") is None
+
+
+def test_list_boots_reads_only_the_tail_of_a_huge_list():
+    text = "".join("%d %032x x—y\n" % (-n, n) for n in range(60000, 0, -1)) + "0 %s x—y\n" % CURRENT_ID
+    boots = health.parse_list_boots(text)
+    assert boots["current"]["boot_id"] == CURRENT_ID and boots["previous"]["boot_id"] == "%032x" % 1
+    assert boots["boots"] < 60001 and boots["unrecognised"] == 0
+
+
+@pytest.mark.parametrize("value,expected", [(1, 1), (2, 2), (0, 1), (3, 1), (True, 1), ("2", 1), (None, 1), (2.0, 1)])
+def test_kernel_log_boots_bounds(value, expected):
+    boots, error = health.check_kernel_log_boots(value)
+    assert boots == expected and (error is None) == (value in (1, 2) and value is not True and type(value) is int)
+
+
+class JournalHost(FakeHost):
+    """journalctl answering per argv: the boot list, the previous boot's log, the current boot's."""
+
+    def run(self, argv):
+        self.ran.append(argv)
+        if "--list-boots" in argv:
+            return 0, self.outputs["boots"], ""
+        if "-1" in argv:
+            return self.outputs.get("previous-rc", 0), self.outputs["previous"], self.outputs.get("previous-err", "")
+        return 0, self.outputs["journalctl"], ""
+
+
+def test_live_previous_boot_read_named_by_boot_id_recorded_reduced_and_replayed(tmp_path):
+    fake = JournalHost({"journalctl": fixture("journal-k-b-xid.txt"), "boots": fixture("journalctl-list-boots-v252.txt"),
+                        "previous": fixture("journal-k-b-1-previous.txt")})
+    root, recorder = _live(fake)
+    current = health._kernel_log(root)
+    previous = health._previous_kernel_log(root, current)
+    assert [a[1:] for a in fake.ran] == [COMMAND_ARGV[c][1:] for c in ("kernel-log", "kernel-boots", "kernel-log-previous")]
+    assert root.errors == []
+    assert (current["boot_id"], previous["boot_id"], previous["boot_offset"]) == (CURRENT_ID, PREVIOUS_ID, -1)
+    assert previous["source"] == "journalctl -k -b -1" and previous["error"] is None and previous["lines"] == 9
+    assert previous["by_gpu"]["0000:41:00.0"]["79"]["count"] == 1
+    assert previous["faults"]["0000:41:00.0"]["fallen_off_bus"]["count"] == 1
+    assert previous["nvswitch"]["0000:84:00.0"]["codes"]["12028"]["severity"] == "fatal"
+    stored = recorder.commands["kernel-log-previous"]
+    assert stored["file"] == COMMAND_CAPTURES["kernel-log-previous"] == "commands/journalctl-k-b-1.txt"
+    assert "Linux version" not in stored["stdout"] and "systemd-shutdown" not in stored["stdout"]
+    assert stored["stdout"].startswith("# gpuhost.baseline kernel log: 9 lines read from journalctl -k -b -1, 5 kept")
+    replayed = replay_recording(recorder, tmp_path)
+    again = health._kernel_log(replayed)
+    assert health._previous_kernel_log(replayed, again) == previous and again == current and replayed.errors == []
+
+
+def test_live_previous_boot_unknown_with_dmesg_runs_no_journal(tmp_path):
+    fake = FakeHost({"dmesg": fixture("dmesg-xid-79.txt")}, missing=("journalctl",))
+    root, recorder = _live(fake)
+    previous = health._previous_kernel_log(root, health._kernel_log(root))
+    assert "dmesg holds the current boot only" in previous["error"] and previous["by_gpu"] is None
+    assert [os.path.basename(a[0]) for a in fake.ran] == ["dmesg"] and root.errors == []
+    replayed = replay_recording(recorder, tmp_path)
+    assert health._previous_kernel_log(replayed, health._kernel_log(replayed)) == previous
+
+
+def test_live_journal_with_one_boot_leaves_the_previous_boot_unknown_and_unread():
+    fake = JournalHost({"journalctl": fixture("journal-k-b-xid.txt"), "boots": fixture("journalctl-list-boots-one.txt"),
+                        "previous": ""})
+    root, _recorder = _live(fake)
+    previous = health._previous_kernel_log(root, health._kernel_log(root))
+    assert previous["error"].startswith("journalctl --list-boots lists no previous boot (1 boot(s) in the journal)")
+    assert not [a for a in fake.ran if "-1" in a] and previous["boot_id"] is None
+
+
+def test_live_failed_previous_read_is_unknown_with_the_reason():
+    fake = JournalHost({"journalctl": fixture("journal-k-b-xid.txt"), "boots": fixture("journalctl-list-boots-v255.txt"),
+                        "previous": "", "previous-rc": 1,
+                        "previous-err": "Data from the specified boot (-1) is not available: No such boot ID in journal"})
+    root, _recorder = _live(fake)
+    previous = health._previous_kernel_log(root, health._kernel_log(root))
+    assert previous["boot_id"] == PREVIOUS_ID and "not read" in previous["error"] and "No such boot ID" in previous["error"]
+
+
+def test_gather_reads_the_previous_boot_only_when_asked(tmp_path):
+    extra = {"/commands/journalctl-list-boots.txt": fixture("journalctl-list-boots-v252.txt"),
+             "/commands/journalctl-k-b-1.txt": reduce_kernel_log(fixture("journal-k-b-1-previous.txt"),
+                                                                 "journalctl -k -b -1")}
+    one = _host(tmp_path / "one", extra)
+    facts = gather(one)
+    assert facts["kernel_log_boots"] == 1 and facts["kernel_log_previous"] is None and one.errors == []
+    two = _host(tmp_path / "two", extra)
+    facts = gather(two, kernel_log_boots=2)
+    assert facts["kernel_log_boots"] == 2 and two.errors == []
+    assert facts["kernel_log_previous"]["boot_id"] == PREVIOUS_ID and facts["kernel_log"]["boot_id"] == CURRENT_ID
+    assert facts["kernel_log_previous"]["faults"]["0000:41:00.0"]["fallen_off_bus"]["count"] == 1
+    json.dumps(facts)
+    # a snapshot captured with one boot, read with two: unknown, naming the missing capture
+    old = _host(tmp_path / "old")
+    facts = gather(old, kernel_log_boots=2)
+    assert facts["kernel_log_previous"]["error"] == ("the journal's boots were not listed: "
+                                                     "commands/journalctl-list-boots.txt not captured in snapshot (missing)")
+    # bad input is an error of the facts, never a traceback: one boot is read
+    bad = _host(tmp_path / "bad", extra)
+    facts = gather(bad, kernel_log_boots="3; rm -rf /")
+    assert facts["kernel_log_boots"] == 1 and facts["kernel_log_previous"] is None
+    assert [e["path"] for e in bad.errors] == ["kernel_log_boots"]
+
+
+def test_gather_facts_passes_the_option_to_health_only(tmp_path):
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts  # pylint: disable=import-outside-toplevel
+
+    extra = {"/commands/journalctl-list-boots.txt": fixture("journalctl-list-boots-one.txt")}
+    facts = gather_facts(_host(tmp_path, extra), ["health", "kernel"], {"kernel_log_boots": 2})
+    assert facts["health"]["kernel_log_boots"] == 2 and "no previous boot" in facts["health"]["kernel_log_previous"]["error"]
+    assert facts["kernel"] is not None
