@@ -501,3 +501,14 @@ def test_the_report_states_the_xid_catalogue_version_and_how_to_update_it(catalo
     (rule,) = [r for r in catalogue.rules if r.id == "HEALTH-001"]
     text = " ".join(rule.rationale.split())
     assert CATALOGUE_VERSION in text and "xid_catalogue.py" in text and rule.source == SOURCE
+
+
+def test_the_report_states_the_sxid_catalogue_version_and_how_to_update_it(catalogue):
+    """HEALTH-014's rationale (in every report) names the version of NVIDIA's guide the SXid table
+    follows and the file to update; HEALTH-015 and HEALTH-017 name the guide's document too."""
+    rules = dict((r.id, r) for r in catalogue.rules)
+    text = " ".join(rules["HEALTH-014"].rationale.split())
+    assert xid_catalogue.SXID_CATALOGUE_VERSION in text and "xid_catalogue.py" in text
+    for rule_id in ("HEALTH-014", "HEALTH-015", "HEALTH-017"):
+        assert rules[rule_id].source == xid_catalogue.SXID_SOURCE
+        assert "DU-09883-001 v1.3" in " ".join(rules[rule_id].rationale.split()), rule_id
