@@ -124,6 +124,18 @@ def test_without_check_gives_the_same_findings(snapshot_trees, tmp_path, audited
     assert "demo-incident" in runner.stats["ok"] and sum(runner.stats["changed"].values()) == 0
 
 
+def test_kernel_log_boots_travels_from_the_role_to_the_facts(snapshot_trees, tmp_path):
+    """gpuhost_kernel_log_boots 2 reaches host_facts through baseline_evaluate: the demo snapshots were
+    captured with one boot, so HEALTH-016 is unknown and names the capture it misses (issue 21)."""
+    inventory = fleet({"incident": snapshot_trees["incident"]}, live=False)
+    runner = run_playbook(tmp_path, "audit.yml", inventory, cmdline="--check",
+                          extravars={"gpuhost_report_dir": str(tmp_path / "r"), "gpuhost_kernel_log_boots": 2})
+    assert runner.rc == 0, stdout_of(runner)
+    host = load_report(tmp_path / "r" / "report.json")["hosts"]["demo-incident"]
+    (finding,) = [f for f in host["findings"] if f["id"] == "HEALTH-016"]
+    assert finding["status"] == "unknown" and "journalctl-list-boots.txt not captured" in finding["message"]
+
+
 def test_fail_on_severity_fails_the_run_after_writing(snapshot_trees, tmp_path):
     inventory = fleet(dict((k, v) for k, v in snapshot_trees.items() if k in ("incident", "healthy")))
     runner = run_playbook(tmp_path, "audit.yml", inventory, cmdline="--check",
@@ -153,6 +165,7 @@ def test_waivers_keep_findings_visible_and_expire(snapshot_trees, tmp_path):
     ({"gpuhost_waivers": [{"rule": "NOPE-999", "reason": "x", "expires": "2099-01-01"}]}, "NOPE-999"),
     ({"gpuhost_waivers": [{"rule": "NUMA-001", "reason": "x", "expires": "someday"}]}, "someday"),
     ({"gpuhost_profile": "no-such-profile"}, "no-such-profile"),
+    ({"gpuhost_kernel_log_boots": 3}, "gpuhost_kernel_log_boots"),
 ])
 def test_bad_input_is_rejected_before_any_host_is_contacted(snapshot_trees, tmp_path, extravars, expected):
     extravars = dict(extravars, gpuhost_report_dir=str(tmp_path / "r"))
