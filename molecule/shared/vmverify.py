@@ -64,6 +64,15 @@ def prepared():
     return state
 
 
+def tuned_results():
+    """What molecule/remediate/side_effect.yml recorded (``tuned.json``), ``None`` before it ran."""
+    path = os.path.join(ephemeral(), "tuned.json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as handle:
+        return json.load(handle)
+
+
 def report_dirs(kind):
     """The report directories of the runs of one kind ("check", "apply", ...), oldest first."""
     return sorted(glob.glob(os.path.join(ephemeral(), "reports", "%s-*" % kind)))

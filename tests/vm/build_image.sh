@@ -21,6 +21,11 @@ suite=bookworm
 # python3-yaml, python3-jmespath, python3-jsonschema: what the self_audit role's runner needs
 # to judge the host on the host; prometheus-node-exporter serves its textfile (molecule/self_audit).
 packages=systemd-sysv,udev,kmod,iproute2,openssh-server,python3,pciutils,numactl,linux-image-amd64,initramfs-tools,procps,sudo,grub-pc-bin,grub2-common,python3-yaml,python3-jmespath,python3-jsonschema,prometheus-node-exporter
+# Installed with apt once debootstrap is done (debootstrap's one configure pass of --include packages
+# failed on polkitd, a dependency of tuned, configured before its own dependencies):
+# tuned, the distribution's tuned for cpu_power's tuned route (molecule/remediate's side effect starts
+# it), with dbus and polkitd; disabled below, so no other scenario sees it run.
+apt_packages=tuned
 
 die() { echo "build_image.sh: $*" >&2; exit 1; }
 
@@ -57,6 +62,23 @@ debootstrap --variant=minbase --include="$packages" "$suite" "$rootfs" "$mirror"
     || { tail -n 40 "$work/debootstrap.log" >&2; die "debootstrap failed (log above)"; }
 echo "   debootstrap took $((SECONDS - t0)) s"
 
+if [ -n "$apt_packages" ]; then
+    echo "== apt-get install $apt_packages"
+    t0=$SECONDS
+    # no service may start inside the chroot (dbus's init script would)
+    printf '#!/bin/sh\nexit 101\n' >"$rootfs/usr/sbin/policy-rc.d"
+    chmod 755 "$rootfs/usr/sbin/policy-rc.d"
+    mount -t proc proc "$rootfs/proc"
+    # shellcheck disable=SC2086  # a list of package names
+    if ! { chroot "$rootfs" apt-get -q update && DEBIAN_FRONTEND=noninteractive chroot "$rootfs" \
+             apt-get -q -y --no-install-recommends install $apt_packages; } >"$work/apt.log" 2>&1; then
+        umount "$rootfs/proc"; tail -n 40 "$work/apt.log" >&2; die "apt-get install $apt_packages in the guest failed (log above)"
+    fi
+    umount "$rootfs/proc"
+    rm -f "$rootfs/usr/sbin/policy-rc.d"
+    echo "   apt-get install took $((SECONDS - t0)) s"
+fi
+
 echo "== configure guest"
 echo gpuhost-vm >"$rootfs/etc/hostname"
 printf '127.0.0.1\tlocalhost\n127.0.1.1\tgpuhost-vm\n::1\tlocalhost ip6-localhost ip6-loopback\n' >"$rootfs/etc/hosts"
@@ -82,6 +104,14 @@ for unit in apt-daily.timer apt-daily-upgrade.timer systemd-networkd-wait-online
             e2scrub_reap.service fstrim.timer getty-static.service; do
     chroot "$rootfs" systemctl mask "$unit" >/dev/null 2>&1 || true
 done
+# tuned's package enables tuned.service: every scenario but remediate's side effect expects a guest
+# without a running tuned (cpu_power's boot unit). systemd-logind came with dbus (tuned's dependency):
+# masked, so SSH logins stay as cheap as in a guest without D-Bus (no user manager per login).
+if [ -e "$rootfs/lib/systemd/system/tuned.service" ]; then
+    chroot "$rootfs" systemctl disable tuned.service >/dev/null 2>&1
+    [ ! -e "$rootfs/etc/systemd/system/multi-user.target.wants/tuned.service" ] || die "tuned.service is still enabled"
+fi
+chroot "$rootfs" systemctl mask systemd-logind.service >/dev/null 2>&1 || true
 printf 'blacklist %s\n' cfg80211 pcspkr iTCO_wdt iTCO_vendor_support joydev >"$rootfs/etc/modprobe.d/gpuhost-vm.conf"
 
 # The initramfs only has to find /dev/vda: the default (MODULES=most) image is

@@ -12,6 +12,9 @@
 suite=bullseye
 # shellcheck disable=SC2034
 packages=systemd-sysv,udev,kmod,iproute2,openssh-server,python3,pciutils,linux-image-amd64,initramfs-tools,procps,sudo,grub2-common,prometheus-node-exporter
+# nothing installed after debootstrap: no tuned here (only molecule/remediate's bookworm guest runs it)
+# shellcheck disable=SC2034
+apt_packages=
 
 # The mirror: the one apt on this machine uses for bullseye, else the one it uses for bookworm (a
 # Debian archive serves every suite it carries). VM_DEBIAN_MIRROR still overrides both.
