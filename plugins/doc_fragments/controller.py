@@ -8,9 +8,10 @@ __metaclass__ = type
 
 
 class ModuleDocFragment:
-    # Attributes of every action plugin (gpuhost.baseline.controller.action): a module whose check mode
-    # does something of its own says so in its own attributes.check_mode, which takes the place of this one.
-    ACTION = r"""
+    # Attributes of every action plugin (gpuhost.baseline.controller): a module whose check mode does
+    # something of its own says so in its own attributes.check_mode, which takes the place of this one.
+    # Each fragment is one string literal: ansible-test's yamllint reads them from the source (no `+`).
+    DOCUMENTATION = r"""
 options: {}
 attributes:
   action:
@@ -31,7 +32,9 @@ attributes:
     platforms: posix
 """
 
-    # The same and the note of the judging action plugins (baseline_evaluate, baseline_validate).
-    DOCUMENTATION = ACTION + r"""notes:
+    # The note of the judging action plugins (baseline_evaluate, baseline_validate), beside the above.
+    JUDGING = r"""
+options: {}
+notes:
   - Needs the Python libraries C(jmespath) and C(PyYAML) on the controller.
 """

@@ -151,6 +151,7 @@ options:
     type: path
 extends_documentation_fragment:
   - gpuhost.baseline.controller
+  - gpuhost.baseline.controller.judging
 notes:
   - A malformed rule, profile, parameter or waiver fails the task with the file, the rule id and what is wrong.
 seealso:

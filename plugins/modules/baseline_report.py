@@ -134,7 +134,7 @@ options:
     type: int
     default: 50
 extends_documentation_fragment:
-  - gpuhost.baseline.controller.action
+  - gpuhost.baseline.controller
 attributes:
   check_mode:
     description: The reports are written in check mode too, since an audit run with C(--check) must report.

@@ -117,6 +117,7 @@ options:
     default: false
 extends_documentation_fragment:
   - gpuhost.baseline.controller
+  - gpuhost.baseline.controller.judging
 seealso:
   - module: gpuhost.baseline.baseline_evaluate
 """

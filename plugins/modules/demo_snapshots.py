@@ -36,7 +36,7 @@ options:
     type: path
     default: gpuhost-demo/snapshots
 extends_documentation_fragment:
-  - gpuhost.baseline.controller.action
+  - gpuhost.baseline.controller
 attributes:
   check_mode:
     description: In check mode nothing is written; C(changed) says whether a snapshot would be.

@@ -52,7 +52,7 @@ options:
     type: path
     required: true
 extends_documentation_fragment:
-  - gpuhost.baseline.controller.action
+  - gpuhost.baseline.controller
 attributes:
   check_mode:
     description: In check mode the tarball is checked and nothing is written.

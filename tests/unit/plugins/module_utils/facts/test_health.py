@@ -551,7 +551,7 @@ def test_list_boots_reads_only_the_tail_of_a_huge_list():
 @pytest.mark.parametrize("value,expected", [(1, 1), (2, 2), (0, 1), (3, 1), (True, 1), ("2", 1), (None, 1), (2.0, 1)])
 def test_kernel_log_boots_bounds(value, expected):
     boots, error = health.check_kernel_log_boots(value)
-    assert boots == expected and (error is None) == (value in (1, 2) and value is not True and type(value) is int)
+    assert boots == expected and (error is None) == (value in (1, 2) and value is not True and isinstance(value, int))
 
 
 class JournalHost(FakeHost):
