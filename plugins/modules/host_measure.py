@@ -16,7 +16,8 @@ description:
   - Runs short, time-bounded measurements on the live host and returns the figures. It gathers only; nothing
     is judged here (the C(validate) role that judges them as VAL rules is still to come, C(docs/validation.md)).
   - >-
-    B(cpu_freq) - loads every online CPU at once (on a host with more than O(max_cpus) online CPUs, O(max_cpus) of
+    B(cpu_freq) - loads every online CPU this process may run on (C(os.sched_getaffinity); the others are
+    listed in C(not_allowed)) at once (on a host with more than O(max_cpus) online CPUs, O(max_cpus) of
     them evenly spread over the CPU numbers, the first and last included) with one busy worker process pinned
     to it (C(os.sched_setaffinity)) for O(duration_s) seconds, samples each CPU's clock every 0.2 s from
     C(/sys/devices/system/cpu/cpuN/cpufreq/scaling_cur_freq) or, without cpufreq, from the C(cpu MHz) lines of
@@ -122,7 +123,8 @@ cpu_freq:
   description:
     - The CPU clock under load; absent when not in O(measurements) and in check mode.
     - C(status) V(ok) or V(unknown) (with C(reason)); C(source) V(scaling_cur_freq) or V(/proc/cpuinfo);
-      C(sample) which CPUs were loaded; C(online) the online CPUs; C(duration_s) the seconds of load;
+      C(sample) which CPUs were loaded; C(online) the online CPUs it may run on; C(not_allowed) the online CPUs
+      outside its affinity (a cpuset), not loaded; C(duration_s) the seconds of load;
       C(samples) the samples taken; C(workers) the worker pids (all killed and reaped before the result).
     - C(cpus) per CPU number, C(observed_khz) (the highest clock seen), C(rated_khz) and C(rated_source)
       (the figure compared to), C(rated) (every rated figure present), C(fraction) (observed / rated, or
@@ -152,7 +154,7 @@ mem_bw:
                            "detail": {"tool": "stress-ng", "instances": 2, "read_mbs": 4965.67, "write_mbs": 3310.44}}}}
 plan:
   description:
-    - What runs (or, in check mode, would run); C(cpu_freq) has C(cpus) (a CPU list), C(sample), C(source),
+    - What runs (or, in check mode, would run); C(cpu_freq) has C(cpus) (a CPU list), C(not_allowed), C(sample), C(source),
       C(duration_s), C(workers) (how many), C(status) and C(reason); C(mem_bw) has C(tool), C(looked_for),
       C(bound), C(commands), C(duration_s), C(status) and C(reason). C(timeout_s) bounds them together.
   returned: always
@@ -203,6 +205,7 @@ def main():
         plan["cpu_freq"] = {"status": cpu_plan["status"], "reason": cpu_plan["reason"],
                             "cpus": format_cpulist(cpu_plan["cpus"]), "sample": cpu_plan["sample"],
                             "source": cpu_plan["source"], "duration_s": params["duration_s"],
+                            "not_allowed": cpu_plan["not_allowed"],
                             "workers": len(cpu_plan["cpus"]) if cpu_plan["status"] == "ok" else 0}
     if "mem_bw" in wanted:
         mem_plan = measure_host.plan_mem_bw(module.get_bin_path, params["mem_duration_s"], tools=params["mem_tools"])

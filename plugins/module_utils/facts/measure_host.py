@@ -107,16 +107,33 @@ def rated_clock(cpu, read=_read, cpu_sys=CPU_SYS):
     return None, None, figures
 
 
-def plan_cpu_freq(max_cpus=256, read=_read, cpu_sys=CPU_SYS, cpuinfo=PROC_CPUINFO):
+def _allowed():
+    try:
+        return set(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return None
+
+
+def plan_cpu_freq(max_cpus=256, read=_read, cpu_sys=CPU_SYS, cpuinfo=PROC_CPUINFO, allowed=_allowed):
     """What :func:`measure_cpu_freq` would do: ``{"status", "reason", "online", "cpus", "sample", "source",
-    "rated": {cpu: {"khz", "source", "figures"}}}``. ``source`` is ``scaling_cur_freq`` where every sampled
-    CPU has one, else ``/proc/cpuinfo`` where it gives a ``cpu MHz`` per CPU, else ``None`` with
-    ``status: unknown`` and the reason."""
-    plan = {"status": "ok", "reason": None, "online": None, "cpus": [], "sample": None, "source": None, "rated": {}}
+    "not_allowed", "rated": {cpu: {"khz", "source", "figures"}}}``. Only the online CPUs this process may run
+    on (``os.sched_getaffinity``: a cpuset or a container can narrow them) are loaded; the others are listed
+    in ``not_allowed``. ``source`` is ``scaling_cur_freq`` where every sampled CPU has one, else
+    ``/proc/cpuinfo`` where it gives a ``cpu MHz`` per CPU, else ``None`` with ``status: unknown`` and the
+    reason."""
+    plan = {"status": "ok", "reason": None, "online": None, "cpus": [], "sample": None, "source": None, "rated": {},
+            "not_allowed": ""}
     online = parse_cpulist(read(cpu_sys + "/online"))
     if not online:
         plan.update(status="unknown", reason="%s/online is missing or not a CPU list" % cpu_sys)
         return plan
+    permitted = allowed()
+    if permitted is not None:
+        plan["not_allowed"] = format_cpulist([cpu for cpu in online if cpu not in permitted])
+        online = [cpu for cpu in online if cpu in permitted]
+        if not online:
+            plan.update(status="unknown", reason="this process may run on none of the online CPUs (sched_getaffinity)")
+            return plan
     cpus, rule = sample_cpus(online, max_cpus)
     plan.update(online=len(online), cpus=cpus, sample=rule)
     for cpu in cpus:
@@ -180,7 +197,8 @@ def measure_cpu_freq(plan, duration_s, read=_read, cpu_sys=CPU_SYS, cpuinfo=PROC
     "samples", "workers", "cpus": {"N": {"observed_khz", "rated_khz", "rated_source", "rated", "fraction",
     "reason"}}}``: ``fraction`` is observed / rated, ``None`` with a ``reason`` where either is missing."""
     result = {"status": plan["status"], "reason": plan["reason"], "source": plan["source"], "sample": plan["sample"],
-              "online": plan["online"], "duration_s": duration_s, "samples": 0, "workers": [], "cpus": {}}
+              "online": plan["online"], "not_allowed": plan.get("not_allowed", ""), "duration_s": duration_s,
+              "samples": 0, "workers": [], "cpus": {}}
     if plan["status"] != "ok":
         return result
     cpus = plan["cpus"]
@@ -188,7 +206,11 @@ def measure_cpu_freq(plan, duration_s, read=_read, cpu_sys=CPU_SYS, cpuinfo=PROC
     workers = []
     began = clock()
     try:
-        workers = start(cpus, duration_s + 2)
+        try:
+            workers = start(cpus, duration_s + 2)
+        except OSError as exc:
+            result.update(status="unknown", reason="the load workers could not be started: %s" % (exc.strerror or exc))
+            return result
         sleep(min(interval_s, duration_s))  # let the governor see the load before the first sample
         while True:
             if plan["source"] == "scaling_cur_freq":

@@ -178,7 +178,7 @@ class FakeLoad:
 
 
 def run_sampler(cpu_sys, info, load, duration=3, max_cpus=256):
-    plan = measure_host.plan_cpu_freq(max_cpus, cpu_sys=cpu_sys, cpuinfo=info)
+    plan = measure_host.plan_cpu_freq(max_cpus, cpu_sys=cpu_sys, cpuinfo=info, allowed=lambda: None)
     return plan, measure_host.measure_cpu_freq(plan, duration, cpu_sys=cpu_sys, cpuinfo=info, start=load.start,
                                                stop=load.stop, clock=load.clock, sleep=load.sleep)
 
@@ -233,7 +233,7 @@ def test_sampler_without_online_list_is_unknown(tmp_path):
 def test_workers_are_stopped_when_sampling_fails(tmp_path):
     cpu_sys, info = sysfs(tmp_path, 2)
     load = FakeLoad(cpu_sys, {0: 1, 1: 1})
-    plan = measure_host.plan_cpu_freq(cpu_sys=cpu_sys, cpuinfo=info)
+    plan = measure_host.plan_cpu_freq(cpu_sys=cpu_sys, cpuinfo=info, allowed=lambda: {0, 1, 2})
 
     def broken(path, limit=None):
         raise RuntimeError("sysfs went away")
@@ -242,6 +242,25 @@ def test_workers_are_stopped_when_sampling_fails(tmp_path):
         measure_host.measure_cpu_freq(plan, 3, read=broken, cpu_sys=cpu_sys, start=load.start, stop=load.stop,
                                       clock=load.clock, sleep=load.sleep)
     assert load.stopped == ["w0", "w1"]
+
+
+def test_only_the_cpus_this_process_may_use_are_loaded(tmp_path):
+    cpu_sys, info = sysfs(tmp_path, 4)
+    plan = measure_host.plan_cpu_freq(cpu_sys=cpu_sys, cpuinfo=info, allowed=lambda: {1, 3})
+    assert plan["cpus"] == [1, 3] and plan["not_allowed"] == "0,2" and plan["status"] == "ok"
+    plan = measure_host.plan_cpu_freq(cpu_sys=cpu_sys, cpuinfo=info, allowed=lambda: {9})
+    assert plan["status"] == "unknown" and "sched_getaffinity" in plan["reason"]
+
+
+def test_workers_that_cannot_start_are_unknown(tmp_path):
+    cpu_sys, info = sysfs(tmp_path, 1)
+    plan = measure_host.plan_cpu_freq(cpu_sys=cpu_sys, cpuinfo=info, allowed=lambda: None)
+
+    def start(cpus, seconds):
+        raise OSError(11, "Resource temporarily unavailable")
+
+    result = measure_host.measure_cpu_freq(plan, 1, cpu_sys=cpu_sys, start=start, stop=lambda workers: [])
+    assert result["status"] == "unknown" and "could not be started" in result["reason"] and result["cpus"] == {}
 
 
 @pytest.mark.parametrize("online, max_cpus, expected", [
