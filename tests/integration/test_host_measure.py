@@ -3,7 +3,8 @@
 One play, three tasks, PATH led by a directory of fake tools:
 
 * for real: the CPU clock with 1 s of load on every online CPU (at most 4) and memory bandwidth with the
-  distribution's ``mbw`` (about a second; ``unknown`` naming it where it is not installed): the result's
+  distribution's ``mbw`` (about a second; in the Makefile's DEB_TEST_PACKAGES; ``unknown`` naming it where it is
+  not installed): the result's
   shape, a clock per CPU, and every worker pid gone afterwards;
 * a memory tool that hangs (a fake ``sysbench`` that sleeps): killed at ``timeout_s``, ``unknown`` with the
   reason, its child gone too;
