@@ -94,7 +94,7 @@ attributes:
     description: No diff; the host is never changed.
     support: none
 notes:
-  - It never changes the host's configuration; RV(changed) is always V(false). It does load the CPUs and the
+  - It never changes the host's configuration; C(changed) is always V(false). It does load the CPUs and the
     memory for the time it runs, so run it in a maintenance window, not beside a serving model.
   - A CPU's clock under emulation (a VM guest) is whatever the hypervisor reports; its figures are not a
     statement about the hardware.

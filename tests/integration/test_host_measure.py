@@ -63,7 +63,7 @@ def test_host_measure_on_localhost(tmp_path):
                PATH="%s:%s" % (bindir, os.environ.get("PATH", "")))
     argv = [PLAYBOOK, "-i", "localhost,", "-c", "local", "-e", "ansible_python_interpreter=%s" % sys.executable, path]
     proc = subprocess.run(argv, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          universal_newlines=True, timeout=300)
+                          universal_newlines=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout[-4000:]
     with open(out) as handle:
         results = json.load(handle)
