@@ -1,8 +1,10 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.baseline contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Parsers of the GPU measurement tools' outputs: nvbandwidth, ``dcgmi diag -j``, ``dcgmi health -c -j``
-and nccl-tests (``all_reduce_perf`` and the other ``*_perf`` programs).
+"""Parsers of the measurement tools' outputs: nvbandwidth, ``dcgmi diag -j``, ``dcgmi health -c -j``
+and nccl-tests (``all_reduce_perf`` and the other ``*_perf`` programs) for the GPUs; ``stress-ng --stream``,
+``sysbench memory`` and ``mbw`` for memory bandwidth, and ``/proc/cpuinfo``'s ``cpu MHz`` for the CPU clock
+(run by ``facts/measure_host.py``).
 
 Pure functions over text (or bytes) that never raise: each returns ``(result, None)`` with plain data,
 figures in one unit (``GB/s`` for bandwidth, ``us`` for time, bytes for sizes), or ``(None, reason)``
@@ -31,6 +33,13 @@ Formats (real outputs and where they come from: tests/fixtures/measure/README.md
   (``size count type redop root time algbw busbw #wrong time algbw busbw #wrong``, out-of-place then
   in-place), one row per message size, then ``# Out of bounds values : 0 OK`` and
   ``# Avg bus bandwidth    : 72.7724``.
+* ``stress-ng --stream N --metrics-brief`` (on stderr): one ``stream: memory rate: 4965.67 MB read/sec,
+  3310.44 MB write/sec, 433.91 Mflop/sec (instance 0)`` line per instance, or ``stream: run duration too
+  short to determine memory rate``; ``metrc`` lines ``memory read rate (MB per sec) (geometic mean of N
+  instances)`` (stress-ng's spelling); ``successful run completed``.
+* ``sysbench memory ... run``: ``41071.00 MiB transferred (13655.19 MiB/sec)``.
+* ``mbw -q -n N -t0 SIZE``: one line per iteration and ``AVG\tMethod: MEMCPY\tElapsed: 0.04154\tMiB:
+  128.00000\tCopy: 3081.714 MiB/s``.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -501,3 +510,150 @@ def parse_nccl_tests(data):
                   max_busbw_gbs=max(max(row["out_of_place"]["busbw_gbs"], row["in_place"]["busbw_gbs"])
                                     for row in rows))
     return result, None
+
+
+# -- memory bandwidth: stress-ng --stream, sysbench memory, mbw -------------------------------------
+#: bytes in a MiB over bytes in a MB: every bandwidth is returned in MB/s (10**6 bytes per second)
+MIB_IN_MB = 1.048576
+_SNG_RATE_RE = re.compile(r"stream:\s*memory rate:\s*(\S+)\s*MB read/sec,\s*(\S+)\s*MB write/sec.*?\(instance (\d+)\)")
+_SNG_MEAN_RE = re.compile(r"stream\s+(\S+)\s+memory (read|write) rate \(MB per sec\)\s*\(geome\w* mean of (\d+) instances?\)")
+_SNG_SHORT = "run duration too short to determine memory rate"
+_SYSBENCH_RE = re.compile(r"^\s*(\S+)\s+MiB transferred\s*\(\s*(\S+)\s+MiB/sec\)")
+_SYSBENCH_THREADS_RE = re.compile(r"^\s*Number of threads:\s*(\d+)")
+_SYSBENCH_OPER_RE = re.compile(r"^\s*operation:\s*(\w+)")
+_MBW_RE = re.compile(r"^(AVG|\d+)\s+Method:\s*(\S+)\s+Elapsed:\s*(\S+)\s+MiB:\s*(\S+)\s+Copy:\s*(\S+)\s*MiB/s")
+
+
+def _positive(value):
+    number = _number(value)
+    return number if number is not None and number > 0 else None
+
+
+def parse_stress_ng_stream(data):
+    """``stress-ng --stream N --metrics-brief`` output (stderr and stdout together) -> ``(result, None)`` or
+    ``(None, reason)``.
+
+    ``result``: ``tool`` (``stress-ng``), ``instances``, ``read_mbs`` and ``write_mbs`` (the sums over the
+    instances), ``bandwidth_mbs`` (read plus write: the memory traffic of the copy, scale, add and triad
+    loops), ``per_instance`` (``[{"instance", "read_mbs", "write_mbs"}]``). The per-instance ``memory rate``
+    lines are read; without them the ``metrc`` geometric means times the instance count. A run too short for
+    a rate, or output without any rate, is a reason.
+    """
+    text, error = _text(data)
+    if error:
+        return None, "stress-ng: %s" % error
+    per = {}
+    means = {}
+    for line in text.splitlines():
+        match = _SNG_RATE_RE.search(line)
+        if match:
+            read, write = _positive(match.group(1)), _positive(match.group(2))
+            if read is None or write is None:
+                return None, "stress-ng printed a memory rate that is not a positive number: %r" % line.strip()[:200]
+            per[int(match.group(3))] = {"instance": int(match.group(3)), "read_mbs": read, "write_mbs": write}
+            continue
+        match = _SNG_MEAN_RE.search(line)
+        if match and _positive(match.group(1)) is not None:
+            means[match.group(2)] = (_positive(match.group(1)), int(match.group(3)))
+    if per:
+        rows = [per[key] for key in sorted(per)]
+        read = sum(row["read_mbs"] for row in rows)
+        write = sum(row["write_mbs"] for row in rows)
+        instances = len(rows)
+    elif "read" in means and "write" in means:
+        instances = means["read"][1]
+        read, write = means["read"][0] * instances, means["write"][0] * instances
+        rows = []
+    elif _SNG_SHORT in text:
+        return None, "stress-ng: %s (give the stream stressor at least 5 s)" % _SNG_SHORT
+    else:
+        first = text.strip().splitlines()[0][:120]
+        return None, "not stress-ng --stream output: no memory rate (first line: %r)" % first
+    return {"tool": "stress-ng", "instances": instances, "read_mbs": round(read, 2), "write_mbs": round(write, 2),
+            "bandwidth_mbs": round(read + write, 2), "per_instance": rows}, None
+
+
+def parse_sysbench_memory(data):
+    """``sysbench memory ... run`` output -> ``(result, None)`` or ``(None, reason)``.
+
+    ``result``: ``tool`` (``sysbench``), ``threads``, ``operation`` (``write``, ``read``), ``transferred_mib``,
+    ``bandwidth_mbs`` (the ``MiB/sec`` figure in MB/s) and ``bandwidth_mibs`` (as printed).
+    """
+    text, error = _text(data)
+    if error:
+        return None, "sysbench: %s" % error
+    result = {"tool": "sysbench", "threads": None, "operation": None}
+    for line in text.splitlines():
+        match = _SYSBENCH_THREADS_RE.match(line)
+        if match and result["threads"] is None:
+            result["threads"] = int(match.group(1))
+        match = _SYSBENCH_OPER_RE.match(line)
+        if match and result["operation"] is None:
+            result["operation"] = match.group(1)
+        match = _SYSBENCH_RE.match(line)
+        if match:
+            mib, rate = _number(match.group(1)), _positive(match.group(2))
+            if rate is None or mib is None:
+                return None, "sysbench printed a transfer rate that is not a positive number: %r" % line.strip()[:200]
+            result.update(transferred_mib=mib, bandwidth_mibs=rate, bandwidth_mbs=round(rate * MIB_IN_MB, 2))
+            return result, None
+    if "Running memory speed test" in text:
+        return None, "sysbench memory output ends before its 'MiB transferred' line (it failed or was cut short)"
+    first = text.strip().splitlines()[0][:120]
+    return None, "not sysbench memory output: no 'MiB transferred' line (first line: %r)" % first
+
+
+def parse_mbw(data):
+    """``mbw -q -n N -t0 SIZE`` output -> ``(result, None)`` or ``(None, reason)``.
+
+    ``result``: ``tool`` (``mbw``), ``method`` (``MEMCPY``), ``array_mib``, ``iterations`` (the numbered lines),
+    ``bandwidth_mbs`` (the ``AVG`` line's copy rate in MB/s: bytes copied per second, each read once and
+    written once) and ``bandwidth_mibs`` (as printed). Output without its ``AVG`` line is a reason.
+    """
+    text, error = _text(data)
+    if error:
+        return None, "mbw: %s" % error
+    iterations = 0
+    for line in text.splitlines():
+        match = _MBW_RE.match(line.strip())
+        if not match:
+            continue
+        if match.group(1) != "AVG":
+            iterations += 1
+            continue
+        rate = _positive(match.group(5))
+        if rate is None:
+            return None, "mbw printed an average copy rate that is not a positive number: %r" % line.strip()[:200]
+        return {"tool": "mbw", "method": match.group(2)[:20], "array_mib": _number(match.group(4)),
+                "iterations": iterations, "bandwidth_mibs": rate, "bandwidth_mbs": round(rate * MIB_IN_MB, 2)}, None
+    if iterations:
+        return None, "mbw output ends before its AVG line (cut short after %d iterations)" % iterations
+    first = text.strip().splitlines()[0][:120]
+    return None, "not mbw output: no 'Method: ... Copy: ... MiB/s' line (first line: %r)" % first
+
+
+#: the parser of each memory bandwidth tool, by the name the module's ``mem_tools`` option uses
+MEM_BW_PARSERS = {"stress-ng": parse_stress_ng_stream, "sysbench": parse_sysbench_memory, "mbw": parse_mbw}
+
+
+# -- CPU clock: /proc/cpuinfo ----------------------------------------------------------------------
+def parse_cpuinfo_mhz(data):
+    """``/proc/cpuinfo`` -> ``{cpu number: MHz}`` from each ``processor`` block's ``cpu MHz`` (x86; other
+    architectures print none: ``{}``). Never raises; a block without a number is left out."""
+    text = data.decode("utf-8", "replace") if isinstance(data, bytes) else data
+    out = {}
+    if not isinstance(text, str):
+        return out
+    cpu = None
+    for line in text[:MAX_TEXT].split("\n"):
+        key, sep, value = line.partition(":")
+        if not sep:
+            continue
+        key = key.strip()
+        if key == "processor":
+            cpu = int(value.strip()) if value.strip().isdigit() else None
+        elif key == "cpu MHz" and cpu is not None:
+            mhz = _positive(value)
+            if mhz is not None:
+                out[cpu] = mhz
+    return out
