@@ -438,13 +438,18 @@ def load_catalogue(base_dir=None, site_dirs=None):
     return catalogue
 
 
+#: a cache file's name (the key: 24 hex digits of a SHA-256) and the names :func:`_prune_disk_cache` may remove
+_CACHE_NAME = "catalogue-%s.json"
+_CACHE_NAME_RE = re.compile(r"\Acatalogue-[0-9a-f]{24}\.json\Z")
+
+
 def _cache_path(base_dir, stamp):
     import hashlib  # pylint: disable=import-outside-toplevel
     import sys  # pylint: disable=import-outside-toplevel
 
     cache_home = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
     key = hashlib.sha256(repr((base_dir, stamp, sys.version_info[:2], __file__)).encode("utf-8")).hexdigest()[:24]
-    return os.path.join(cache_home, "gpuhost-baseline", "catalogue-%s.json" % key)
+    return os.path.join(cache_home, "gpuhost-baseline", _CACHE_NAME % key)
 
 
 def _trusted(st):
@@ -516,12 +521,12 @@ DISK_CACHE_KEEP = 16
 
 
 def _prune_disk_cache(directory, keep, limit=DISK_CACHE_KEEP):
-    """Remove the oldest ``catalogue-*.json`` files of ``directory`` beyond ``limit`` (never
-    ``keep``, the file just written). A key changes with every edit of a catalogue file, so
+    """Remove the oldest cache files of ``directory`` (names :func:`_cache_path` gives) beyond
+    ``limit`` (never ``keep``, the file just written); no other file is touched. A key changes with every edit of a catalogue file, so
     without a bound the directory grows with every change a site makes (about 70 kB each)."""
     entries = []
     for name in os.listdir(directory):
-        if not (name.startswith("catalogue-") and name.endswith(".json")):
+        if not _CACHE_NAME_RE.match(name):
             continue
         path = os.path.join(directory, name)
         try:

@@ -705,14 +705,16 @@ def test_catalogue_disk_cache_keeps_the_newest_files(tmp_path, monkeypatch):
         os.utime(str(path), (1000000 + number, 1000000 + number))  # older than the one written below
         old.append(path.name)
     (cache / "notes.txt").write_text("mine")
+    (cache / "catalogue-mine.json").write_text("{}")  # not a name the cache gives: never removed
+    os.utime(str(cache / "catalogue-mine.json"), (1000, 1000))
     base = tmp_path / "coll"
     for sub in ("rules", "profiles"):
         shutil.copytree(os.path.join(schema.COLLECTION_ROOT, sub), str(base / sub))
     catalogue_load._CACHE.clear()
     catalogue_load.load_catalogue(str(base))
     names = sorted(os.listdir(str(cache)))
-    kept = [name for name in names if name.startswith("catalogue-")]
-    assert len(kept) == catalogue_load.DISK_CACHE_KEEP and "notes.txt" in names
+    kept = [name for name in names if name.startswith("catalogue-") and name != "catalogue-mine.json"]
+    assert len(kept) == catalogue_load.DISK_CACHE_KEEP and "notes.txt" in names and "catalogue-mine.json" in names
     # the newest old ones and the new one
     assert set(kept) == set(old[-(catalogue_load.DISK_CACHE_KEEP - 1):]) | set(
         name for name in kept if name not in old)
