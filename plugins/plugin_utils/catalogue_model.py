@@ -35,6 +35,7 @@ AREAS = (
     ("lxc", "LXC"),
     ("inventory", "INV"),
     ("health", "HEALTH"),
+    ("validation", "VAL"),
 )
 
 AREA_PREFIX = dict(AREAS)
@@ -44,7 +45,7 @@ AREA_NAMES = tuple(name for name, unused_label in AREAS)
 #: facts subsystem each area reads first (used to explain a missing section)
 AREA_SUBSYSTEM = {"cpu": "cpu", "kernel": "kernel", "numa": "numa", "pcie": "pci",
                   "iommu": "iommu", "nvidia": "nvidia", "lxc": "lxc",
-                  "inventory": "pci", "health": "health"}
+                  "inventory": "pci", "health": "health", "validation": "measure"}
 
 #: A rule's ``fix.action`` -> ``(module, kind)``: the module a task of the remediate role applies it
 #: with (``None``: the role has none, so only ``kind: manual`` may name it), and the ``fix.kind`` a rule

@@ -13,7 +13,7 @@ anything that cannot be worked out is ``None`` and, where useful, a ``reason`` s
 This module is the assembler and the parameter contract (:data:`REQUIRED_PARAMS`); each area
 is a module of its own: ``derive_cpu.py``, ``derive_kernel.py``, ``derive_pcie.py``,
 ``derive_nvidia.py``, ``derive_lxc.py`` (with ``derive_numa.py``), ``derive_inventory.py``,
-``derive_health.py`` and ``derive_counters.py``; ``derive_common.py`` holds the helpers they share.
+``derive_health.py``, ``derive_counters.py`` and ``derive_validation.py``; ``derive_common.py`` holds the helpers they share.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -27,13 +27,15 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_kernel imp
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_lxc import _lxc
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_nvidia import _nvidia
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_pcie import _devices, _pcie
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_validation import PARAMS as VALIDATION_PARAMS
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_validation import derive_validation
 
 __metaclass__ = type
 
 #: parameters :func:`derive` reads; every profile must define them
 REQUIRED_PARAMS = ("idle_latency_max_us", "nic_min_link_width", "power_limit_policy", "nvidia_driver_min",
                    "lxc_host_reserve_gib_per_node", "swappiness_max", "max_read_request_bytes_gpu",
-                   "max_read_request_bytes_nic") + COUNTER_PARAMS
+                   "max_read_request_bytes_nic") + COUNTER_PARAMS + VALIDATION_PARAMS
 
 
 def derive(facts, params):
@@ -56,4 +58,6 @@ def derive(facts, params):
     doc["derived"]["health"] = derive_health(facts, params, doc["derived"])  # plugin_utils/derive_health.py
     # error counters over the window of the audit history (plugins/plugin_utils/derive_counters.py)
     doc["derived"]["counters"] = derive_counters(facts, params, doc["derived"])
+    # what validate.yml measured (facts["measure"]) against what it is compared to (derive_validation.py)
+    doc["derived"]["validation"] = derive_validation(facts, params)
     return doc

@@ -77,6 +77,11 @@ _CMDLINE_FILES = ("/etc/kernel/cmdline", "/etc/default/grub", "/boot/loader/entr
 _PCI_DEVICE = (_CONFIG,)
 #: counter rules compare this audit's values with a record of the history (history/<host>.jsonl)
 _COUNTER_HISTORY = ("/proc/sys/kernel/random/boot_id", "and the counter values of earlier audits in history/<host>.jsonl")
+#: the measurements of validate.yml (module host_measure, docs/validation.md)
+#: (a measurement is named "host_measure <its name>", what it ran)
+_MEASURE_CPU = ("host_measure cpu_freq", "the CPU clock under load")
+_MEASURE_MEM = ("host_measure mem_bw", "stress-ng, sysbench or mbw per NUMA node")
+_MEASURE_GPU = ("host_measure gpu_bw", "nvbandwidth")
 
 #: fact key -> sources: a path (``/...``, with ``{field}`` and wildcards) or command, or a pair
 #: (path or command, what in it, or ``and ...`` for what else is read with it). Every key a shipped rule queries resolves here
@@ -191,6 +196,18 @@ SOURCES = {
     "derived.counters.nvlink_gpus[].increases": (_COUNTER_HISTORY, "nvidia-smi nvlink -e"),
     "derived.counters.ecc_gpus[]": (_COUNTER_HISTORY, _smi("<ecc_errors>/<volatile>")),
     "derived.counters.ecc_gpus[].increases": (_COUNTER_HISTORY, _smi("<ecc_errors>/<volatile>")),
+    # what validate.yml measured (module host_measure, derive_validation.py)
+    "derived.validation.cpus[]": (_MEASURE_CPU,),
+    "derived.validation.cpus[].fraction": (_MEASURE_CPU,),
+    "derived.validation.nodes[]": (_MEASURE_MEM,),
+    "derived.validation.nodes[].peer_fraction": (_MEASURE_MEM,),
+    "derived.validation.nodes[].bandwidth_mbs": (_MEASURE_MEM,),
+    "derived.validation.cross[]": (_MEASURE_MEM,),
+    "derived.validation.cross[].fraction": (_MEASURE_MEM,),
+    "derived.validation.gpus[]": (_MEASURE_GPU,),
+    "derived.validation.gpus[].fraction": (_MEASURE_GPU,),
+    "derived.validation.pairs[]": (_MEASURE_GPU,),
+    "derived.validation.pairs[].fraction": (_MEASURE_GPU,),
     "derived.health.gpus[].nccl_problems": (SMI_TOPO, DEVICES_DIR + "/*"),
     "derived.health.fabric_problems": ("systemctl show nvidia-fabricmanager.service",),
     "derived.health.gpudirect": ("/sys/module/nvidia_peermem", "/sys/class/infiniband"),

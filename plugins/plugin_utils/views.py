@@ -286,6 +286,10 @@ APPLIES_WORDS = {
     "cpu.tuned.running": "where the tuned daemon runs (it applies its own CPU power profile)",
     "numa.node_count != `1`": "with more than one NUMA node",
     "params.iommu_passthrough": "whose profile asks for IOMMU passthrough",
+    "derived.validation.measured": "measured by playbooks/validate.yml (an audit measures nothing)",
+    "length(derived.validation.nodes) > `1`": "with more than one NUMA node measured",
+    "length(derived.validation.cross) > `0`": "whose memory was measured across NUMA nodes",
+    "length(derived.validation.pairs) > `0`": "with GPU pairs measured peer to peer",
 }
 
 #: Subject lists of rules (``subjects``) in words, for "nothing to check" reasons.

@@ -12,7 +12,7 @@ import yaml
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 SOURCE = "audit"
-OTHERS = ("remediate", "self_audit")
+OTHERS = ("remediate", "self_audit", "validate")
 
 
 def spec(role):

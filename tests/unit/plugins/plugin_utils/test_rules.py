@@ -182,6 +182,7 @@ def test_summary_counts_every_status():
     health = [f["id"] for f in result["findings"] if f["area"] == "health" and f["status"] == "not_applicable"]
     assert sorted(health) == ["HEALTH-006", "HEALTH-010", "HEALTH-014", "HEALTH-015", "HEALTH-016", "HEALTH-017",
                               "HEALTH-020", "HEALTH-021"]
+    assert [f["id"] for f in result["findings"] if f["area"] == "validation" and f["status"] != "pass"] == []
     assert result["summary"]["not_applicable"] == 1 + len(inventory) + len(health)  # CPU-007 with smt: any
 
 

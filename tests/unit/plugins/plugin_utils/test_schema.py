@@ -82,7 +82,7 @@ def tree(tmp_path):
     ("profiles/amd-epyc-nvidia.yml", "include: [CPU-001, CPU-002]", "include: CPU-001",
      "profiles/amd-epyc-nvidia.yml: profile amd-epyc-nvidia: rules.include must be a list of rule ids, got 'CPU-001'"),
     ("profiles/amd-epyc-nvidia.yml", "include: [CPU-001, CPU-002]", "areas: [cpu, gpu]",
-     "profile amd-epyc-nvidia: rules.areas.1: unknown area 'gpu' (known: cpu, kernel, numa, pcie, iommu, nvidia, lxc, inventory, health)"),
+     "profile amd-epyc-nvidia: rules.areas.1: unknown area 'gpu' (known: cpu, kernel, numa, pcie, iommu, nvidia, lxc, inventory, health, validation)"),
 ])
 def test_malformed_file_names_file_item_and_field(tree, file, old, new, message):
     edit(tree / file, old, new)

@@ -128,13 +128,13 @@ def test_every_fact_a_rule_reads_has_a_source():
     assert missing == [], "add these fact keys to plugins/plugin_utils/sources.py SOURCES: %s" % missing
 
 
-def test_every_source_is_a_file_a_command_or_a_profile_parameter():
+def test_every_source_is_a_file_a_command_a_profile_parameter_or_a_measurement():
     for key, entries in sources.SOURCES.items():
         assert entries, key
         for entry in entries:
             where = entry[0] if isinstance(entry, tuple) else entry
             assert where.startswith("/") or where in sources._CAPTURES or \
-                where.startswith("profile parameter "), (key, where)
+                where.startswith("profile parameter ") or where.startswith("host_measure "), (key, where)
 
 
 # -- unknown findings name their source (evaluation.py) --------------------------------------

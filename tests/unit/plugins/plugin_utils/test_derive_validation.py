@@ -1,0 +1,197 @@
+"""derived.validation and the VAL rules on what validate.yml measured: the figures set beside what they
+are compared to, and every way a measurement can be missing or odd giving ``unknown`` with the reason
+(or, for an audit that measured nothing, ``not_applicable``), never a pass and never an exception."""
+import copy
+
+import pytest
+
+from helpers.baseline_facts import GPU0, GPU1, healthy_facts
+
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_validation import _norm_bus, derive_validation
+
+TODAY = "2026-06-01"
+
+
+def _judge(facts, **params):
+    params.setdefault("smt", "on")
+    result = evaluation.evaluate(facts, profile="amd-epyc-nvidia", params=params, host="gpu01", today=TODAY)
+    return [f for f in result["findings"] if f["area"] == "validation"]
+
+
+def _of(findings, rule_id):
+    return [f for f in findings if f["id"] == rule_id]
+
+
+def test_an_audit_measures_nothing_so_no_val_rule_applies():
+    facts = healthy_facts()
+    del facts["measure"]
+    assert derive_validation(facts)["measured"] is False
+    findings = _judge(facts)
+    assert {f["id"] for f in findings} == {"VAL-%03d" % n for n in range(1, 10)}
+    assert {f["status"] for f in findings} == {"not_applicable"}
+
+
+def test_healthy_measurements_pass_with_the_figures_they_were_compared_to():
+    derived = derive_validation(healthy_facts())
+    assert derived["cpus"][0] == {"cpu": "cpu0", "observed_mhz": 3695, "rated_mhz": 3700,
+                                  "rated_source": "amd_pstate_max_freq", "fraction": 0.999, "reason": None,
+                                  "detail": "3695 MHz under load of 3700 MHz rated (amd_pstate_max_freq)"}
+    node1 = derived["nodes"][1]
+    assert (node1["node"], node1["peer_fraction"], node1["best_mbs"]) == ("node1", 0.97, 182000.0)
+    assert derived["cross"][0]["fraction"] == round(98000 / 182000.0, 3)
+    gpu = derived["gpus"][0]
+    assert (gpu["link"], gpu["link_gbs"], gpu["fraction"]) == ("Gen5 x16", 63.015, round(55.3 / 63.015, 3))
+    assert derived["pairs"][0]["fraction"] == round(51.2 / 63.015, 3)
+    assert derived["nccl"]["fraction"] == round(41.7 / 63.015, 3)
+    findings = _judge(healthy_facts())
+    assert [f["id"] for f in findings if f["status"] != "pass"] == []
+    (cpu0,) = [f for f in _of(findings, "VAL-001") if f["subject"] == "cpu0"]
+    assert (cpu0["expected"], cpu0["observed"]) == (0.9, 0.999)
+
+
+def test_a_capped_cpu_fails_and_names_its_clock():
+    facts = healthy_facts()
+    facts["measure"]["cpu_freq"]["cpus"]["32"].update(observed_khz=1200000)
+    (bad,) = [f for f in _of(_judge(facts), "VAL-001") if f["status"] == "fail"]
+    assert bad["subject"] == "cpu32" and bad["observed"] == 0.324
+    assert "1200 MHz under load of 3700 MHz rated" in bad["message"]
+
+
+@pytest.mark.parametrize("cpu_freq, reason", [
+    (None, "the CPU clock under load was not measured"),
+    ({"status": "unknown", "reason": "no frequency source: no cpufreq and no cpu MHz"}, "no frequency source"),
+    ("garbage", "was not measured"),
+])
+def test_a_clock_that_was_not_measured_is_unknown_with_the_reason(cpu_freq, reason):
+    facts = healthy_facts()
+    if cpu_freq is None:
+        del facts["measure"]["cpu_freq"]
+    else:
+        facts["measure"]["cpu_freq"] = cpu_freq
+    (finding,) = _of(_judge(facts), "VAL-001")
+    assert finding["status"] == "unknown" and reason in finding["message"]
+
+
+def test_a_guest_without_a_rated_clock_is_unknown_per_cpu():
+    facts = healthy_facts()
+    for entry in facts["measure"]["cpu_freq"]["cpus"].values():
+        entry.update(rated_khz=None, rated_source=None, fraction=None,
+                     reason="no rated clock: /sys/devices/system/cpu/cpu0/cpufreq has none (no cpufreq driver)")
+    findings = _of(_judge(facts), "VAL-001")
+    assert [f["status"] for f in findings] == ["unknown", "unknown"]
+    assert "no rated clock" in findings[0]["message"]
+
+
+def test_one_node_has_no_peers_and_an_unbound_run_is_judged_only_against_the_floor():
+    facts = healthy_facts()
+    facts["measure"]["mem_bw"].update(bound=False, cross={}, nodes={
+        "all": {"status": "ok", "reason": None, "bandwidth_mbs": 15013.0}})
+    findings = _judge(facts, val_mem_min_mbs=20000)
+    assert [f["status"] for f in _of(findings, "VAL-002")] == ["not_applicable"]
+    assert [f["status"] for f in _of(findings, "VAL-004")] == ["not_applicable"]
+    (floor,) = _of(findings, "VAL-003")
+    assert floor["status"] == "fail" and floor["subject"] == "all CPUs (not bound to a node)"
+
+
+def test_a_node_whose_run_failed_is_unknown_and_its_peer_has_no_one_to_compare_with():
+    facts = healthy_facts()
+    facts["measure"]["mem_bw"]["nodes"]["1"] = {"status": "unknown", "bandwidth_mbs": None,
+                                                "reason": "stress-ng did not finish within 36 s: killed"}
+    by_subject = dict((f["subject"], f) for f in _of(_judge(facts), "VAL-002"))
+    assert by_subject["node1"]["status"] == "unknown" and "killed" in by_subject["node1"]["message"]
+    assert by_subject["node0"]["status"] == "unknown"
+    assert "no peer to compare with" in by_subject["node0"]["message"]
+    cross = dict((f["subject"], f) for f in _of(_judge(facts), "VAL-004"))
+    assert cross["CPUs node1, memory node0"]["status"] == "unknown"
+    assert "node1's own bandwidth was not measured" in cross["CPUs node1, memory node0"]["message"]
+
+
+def test_no_memory_tool_is_unknown_naming_the_tools():
+    facts = healthy_facts()
+    facts["measure"]["mem_bw"] = {"status": "unknown", "nodes": {},
+                                  "reason": "no memory bandwidth tool installed: looked for stress-ng, sysbench, mbw"}
+    findings = _judge(facts)  # the bundled floor 0: VAL-003 still says that nothing was measured
+    assert [f["status"] for f in _of(findings, "VAL-003")] == ["unknown"]
+    assert "looked for stress-ng, sysbench, mbw" in _of(findings, "VAL-003")[0]["message"]
+    assert [f["status"] for f in _of(findings, "VAL-002")] == ["not_applicable"]  # one element: no peers
+
+
+def test_missing_gpu_tools_are_unknown_naming_the_tool():
+    facts = healthy_facts()
+    for key, tool in (("gpu_bw", "nvbandwidth"), ("dcgm_diag", "dcgmi"), ("dcgm_health", "dcgmi"),
+                      ("nccl", "all_reduce_perf")):
+        facts["measure"][key] = {"status": "unknown", "reason": "%s not found in PATH" % tool}
+    findings = _judge(facts)
+    for rule_id, tool in (("VAL-005", "nvbandwidth"), ("VAL-006", "nvbandwidth"), ("VAL-007", "dcgmi"),
+                          ("VAL-008", "dcgmi"), ("VAL-009", "all_reduce_perf")):
+        (finding,) = _of(findings, rule_id)
+        assert finding["status"] == "unknown", rule_id
+        assert "%s not found in PATH" % tool in finding["message"], rule_id
+
+
+def test_gpus_are_matched_by_bus_id_not_by_cuda_index():
+    facts = healthy_facts()
+    facts["nvidia"]["gpus"][1]["pcie"].update(gen_max=4, gen_host_max=4)  # GPU1 on a Gen4 link
+    gpus = facts["measure"]["gpu_bw"]["gpus"]
+    gpus["0"], gpus["1"] = copy.deepcopy(gpus["1"]), copy.deepcopy(gpus["0"])  # CUDA's order differs
+    by_gpu = dict((g["gpu"], g) for g in derive_validation(facts)["gpus"])
+    assert by_gpu["GPU0 %s" % GPU1]["link"] == "Gen4 x16"
+    assert by_gpu["GPU1 %s" % GPU0]["link"] == "Gen5 x16"
+
+
+def test_the_link_falls_back_to_the_pci_facts_and_is_unknown_without_them():
+    facts = healthy_facts()
+    for gpu in facts["nvidia"]["gpus"]:
+        gpu["pcie"] = {}
+    gpu0 = derive_validation(facts)["gpus"][0]
+    assert (gpu0["link"], gpu0["link_gbs"]) == ("32GT/s x16", 63.015)
+    facts["pci"]["devices"] = []
+    finding = _of(_judge(facts), "VAL-005")[0]
+    assert finding["status"] == "unknown" and "link generation and width are unknown" in finding["message"]
+
+
+def test_p2p_without_figures_says_why():
+    facts = healthy_facts()
+    facts["measure"]["gpu_bw"].update(pairs=[], testcases={"device_to_device_memcpy_read_ce": {
+        "status": "waived", "error": "peer access is not supported between these GPUs"}})
+    (finding,) = _of(_judge(facts), "VAL-006")
+    assert finding["status"] == "unknown" and "peer access is not supported" in finding["message"]
+
+
+def test_dcgm_failures_and_health_warnings_are_listed():
+    facts = healthy_facts()
+    facts["measure"]["dcgm_diag"].update(overall="warn", failed=["PCIe on 0: replay rate 12/min"])
+    facts["measure"]["dcgm_health"].update(overall="failure", entities={"GPU 1": {"health": "failure", "systems": {
+        "Memory": {"health": "failure", "message": "A double-bit ECC error"}}}})
+    findings = _judge(facts)
+    (diag,) = _of(findings, "VAL-007")
+    assert diag["status"] == "fail" and "PCIe on 0: replay rate 12/min" in diag["message"]
+    (health,) = _of(findings, "VAL-008")
+    assert health["status"] == "fail" and "GPU 1 Memory: failure A double-bit ECC error" in health["message"]
+
+
+@pytest.mark.parametrize("measure", [
+    {"cpu_freq": {"status": "ok", "cpus": {"0": "x", "1": {"observed_khz": "fast"}}}},
+    {"mem_bw": {"status": "ok", "nodes": {"0": [], "1": {"status": "ok", "bandwidth_mbs": True}},
+                "cross": {"x": "y", "0->1": {"status": "ok", "bandwidth_mbs": -5}}}},
+    {"gpu_bw": {"status": "ok", "gpus": {"0": {"bus_id": "zz:1"}, "x": None}, "pairs": ["bad", {"gbs": "1"}]}},
+    {"dcgm_diag": {"status": "ok", "overall": None}, "dcgm_health": {"status": "ok", "entities": {"a": "b"}},
+     "nccl": {"status": "ok", "avg_busbw_gbs": float("nan")}},
+    {"gpu_bw": "broken", "mem_bw": 3, "cpu_freq": []},
+])
+def test_odd_measurements_never_raise_and_never_pass(measure):
+    facts = healthy_facts()
+    facts["measure"] = measure
+    derive_validation(facts)
+    findings = _judge(facts)
+    odd = [f for f in findings if f["status"] == "pass"]
+    assert all(f["id"] not in ("VAL-001", "VAL-007", "VAL-008") for f in odd)
+
+
+@pytest.mark.parametrize("text, bus", [
+    ("00000000:99:00", "0000:99:00.0"), ("0000:43:00.0", "0000:43:00.0"), ("00000000:9A:00.1", "0000:9a:00.1"),
+    ("99:00.0", None), (None, None), ("zz:99:00", None), ("", None),
+])
+def test_bus_ids_of_nvbandwidth_and_nvidia_smi_are_one_form(text, bus):
+    assert _norm_bus(text) == bus
