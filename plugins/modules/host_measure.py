@@ -70,9 +70,8 @@ description:
     C(unknown) with the reason, never a figure.
   - The CPU and memory measurements take about O(duration_s) plus O(mem_duration_s) (at least 6 s with
     stress-ng) per NUMA node, twice that with O(mem_cross) on a multi-node host, and never more than
-    O(timeout_s). The GPU measurements take what their tools take (nvbandwidth about a minute on 8 GPUs,
-    C(dcgmi diag -r 1) seconds, C(-r 2) minutes, C(-r 3) tens of minutes, nccl-tests under a minute), each at
-    most its own timeout.
+    O(timeout_s). The GPU measurements take what their tools take, each at most its own timeout; DCGM's
+    documentation gives C(dcgmi diag -r 1) seconds, C(-r 2) about two minutes, C(-r 3) about 15 minutes.
 author:
   - gpuhost.baseline maintainers (@gpuhost-baseline)
 options:
@@ -124,8 +123,8 @@ options:
     default: 300
   dcgm_diag_timeout_s:
     description:
-      - Seconds C(dcgmi diag) may run before it is killed with its process group (1 to 14400). Level 3 takes
-        far longer than the default allows; raise this with O(dcgm_diag_level=3).
+      - Seconds C(dcgmi diag) may run before it is killed with its process group (1 to 14400). Level 3 (about 15
+        minutes) needs more than the default; raise this with O(dcgm_diag_level=3).
     type: int
     default: 600
   dcgm_health_timeout_s:
@@ -137,7 +136,8 @@ options:
     type: int
     default: 300
   dcgm_diag_level:
-    description: The DCGM diagnostic level, C(dcgmi diag -r) 1 (quick, seconds), 2 (medium, minutes) or 3 (long).
+    description: The DCGM diagnostic level, C(dcgmi diag -r) 1 (quick, seconds), 2 (medium, about two minutes) or 3
+      (long, about 15 minutes).
     type: int
     choices: [1, 2, 3]
     default: 1
@@ -307,7 +307,7 @@ HOST_MEASUREMENTS = ["cpu_freq", "mem_bw"]
 MEASUREMENTS = HOST_MEASUREMENTS + list(measure_gpu.GPU_MEASUREMENTS)
 #: the option of each GPU measurement's timeout
 GPU_TIMEOUT_OPTIONS = dict((name, "%s_timeout_s" % name) for name in measure_gpu.GPU_MEASUREMENTS)
-#: the most seconds one GPU tool run may be given (a level 3 diagnostic takes about an hour and a half)
+#: the most seconds one GPU tool run may be given (DCGM documents about 15 minutes for a level 3 diagnostic)
 GPU_TIMEOUT_MAX = 4 * 3600
 
 ARGUMENT_SPEC = dict(
