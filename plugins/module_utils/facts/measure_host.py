@@ -331,7 +331,9 @@ def run_bounded(argv, timeout_s, env=None):
     """``(rc, output, reason)``: ``argv`` run in a new session with stdout and stderr together; at
     ``timeout_s`` its whole process group is killed (``SIGKILL``) and ``rc`` is ``None`` with the reason.
     ``env``: variables set for the run on top of this process's environment (and ``LC_ALL=C``)."""
-    env = dict(os.environ, LC_ALL="C", **(env or {}))
+    extra = env
+    env = dict(os.environ, LC_ALL="C")
+    env.update(extra or {})
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 env=env, close_fds=True, start_new_session=True)

@@ -438,3 +438,7 @@ def test_run_bounded_sets_the_given_environment():
     rc, out, reason = measure_host.run_bounded(["/bin/sh", "-c", "echo $CUDA_DEVICE_ORDER $LC_ALL"], 5,
                                                env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
     assert (rc, out, reason) == (0, "PCI_BUS_ID C\n", None)
+
+
+def test_run_bounded_env_may_override_the_locale():
+    assert measure_host.run_bounded(["/bin/sh", "-c", "echo $LC_ALL"], 5, env={"LC_ALL": "C.UTF-8"}) == (0, "C.UTF-8\n", None)
