@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: host_measure
-short_description: Measure what a host delivers without a GPU, the CPU clock under load and memory bandwidth per NUMA node
+short_description: Measure what a host delivers, the CPU clock under load, memory bandwidth per NUMA node and its GPUs
 version_added: 0.1.0
 description:
   - Runs short, time-bounded measurements on the live host and returns the figures. It gathers only; nothing
@@ -42,11 +42,36 @@ description:
   - Each node is measured alone, with C(numactl --cpunodebind=N --membind=N) and as many instances as the
     node has CPUs (at most 16). Without C(numactl) there is one run, not bound to a node, and the result
     says so. Nodes without CPUs (CXL memory, a Grace Hopper GPU's memory) are listed and not measured.
+  - >-
+    With O(mem_cross), C(numactl) and two or more nodes with CPUs, one more run per node N follows, with the
+    CPUs of N and the memory of the next node in the sorted list (the last node's CPUs with the first node's
+    memory), C(--cpunodebind=N --membind=M); n runs across the interconnect, not n x n. They share
+    O(timeout_s) with the per-node runs.
+  - >-
+    B(gpu_bw) - C(nvbandwidth -j -t host_to_device_memcpy_ce device_to_host_memcpy_ce
+    device_to_device_memcpy_read_ce): copy-engine bandwidth from the host to each GPU, from each GPU to the
+    host, and between each pair of GPUs (peer reads), per GPU in CUDA's numbering with
+    C(CUDA_DEVICE_ORDER=PCI_BUS_ID) (so the numbers are nvidia-smi's) and the GPU's bus id.
+  - B(dcgm_diag) - C(dcgmi diag -r) O(dcgm_diag_level) C(-j), the DCGM diagnostic (needs the DCGM host engine
+    running); the overall result, one line per failed or warned test, the worst result per GPU.
+  - B(dcgm_health) - C(dcgmi health -c -j), the incidents DCGM's health watches recorded (the watches must
+    have been set with C(dcgmi health -s), else it is C(unknown) with DCGM's message).
+  - B(nccl) - nccl-tests C(all_reduce_perf -b 8M -e 1G -f 2 -g N), an all-reduce across the host's N GPUs (N from
+    C(/proc/driver/nvidia/gpus)), with C(CUDA_DEVICE_ORDER=PCI_BUS_ID); the average and highest bus bandwidth.
+  - The GPU measurements run only on a host with an NVIDIA GPU (an entry under C(/proc/driver/nvidia/gpus) or
+    C(/dev/nvidia0)); elsewhere each is C(unknown) and nothing is run. Each runs only when its tool is in PATH
+    (else C(unknown) saying where to get it), one after the other, each with its own timeout
+    (O(gpu_bw_timeout_s), O(dcgm_diag_timeout_s), O(dcgm_health_timeout_s), O(nccl_timeout_s)), not bounded by
+    O(timeout_s). The output is read first whatever the exit status (C(dcgmi diag) exits non-zero when a test
+    fails and still prints its result); output that cannot be read, a non-zero exit without readable
+    output, or a hang (killed with its process group) is C(unknown) with a one-line reason, never a figure.
   - Each tool run gets its own session and is killed with its whole process group at its timeout; a missing
     tool, a non-zero exit, a hang or output the parser cannot read makes the node (or the measurement)
     C(unknown) with the reason, never a figure.
-  - The whole call takes about O(duration_s) plus O(mem_duration_s) (at least 6 s with stress-ng) per NUMA
-    node, and never more than O(timeout_s) for the measurements.
+  - The CPU and memory measurements take about O(duration_s) plus O(mem_duration_s) (at least 6 s with
+    stress-ng) per NUMA node, twice that with O(mem_cross) on a multi-node host, and never more than
+    O(timeout_s). The GPU measurements take what their tools take, each at most its own timeout; DCGM's
+    documentation gives C(dcgmi diag -r 1) seconds, C(-r 2) about two minutes, C(-r 3) about 15 minutes.
 author:
   - gpuhost.baseline maintainers (@gpuhost-baseline)
 options:
@@ -54,8 +79,8 @@ options:
     description: The measurements to run.
     type: list
     elements: str
-    choices: [cpu_freq, mem_bw]
-    default: [cpu_freq, mem_bw]
+    choices: [cpu_freq, mem_bw, gpu_bw, dcgm_diag, dcgm_health, nccl]
+    default: [cpu_freq, mem_bw, gpu_bw, dcgm_diag, dcgm_health, nccl]
   duration_s:
     description: Seconds every sampled CPU is loaded while its clock is sampled (1 to 60).
     type: int
@@ -78,32 +103,71 @@ options:
     elements: str
     choices: [stress-ng, sysbench, mbw]
     default: [stress-ng, sysbench, mbw]
+  mem_cross:
+    description:
+      - Also measure memory bandwidth across NUMA nodes (the CPUs of each node with the memory of the next),
+        on a host with two or more nodes with CPUs and C(numactl).
+    type: bool
+    default: true
   timeout_s:
     description:
-      - Seconds all the measurements may take together; must exceed O(duration_s). A tool run that would not
-        fit in what is left is not started (its node is C(unknown), saying so); one that runs past its own
-        timeout (its duration plus 30 s, or what is left) is killed.
+      - Seconds the CPU clock and memory bandwidth measurements may take together (the GPU measurements have
+        their own timeouts); must exceed O(duration_s). A tool run that would not fit in what is left is not
+        started (its node is C(unknown), saying so); one that runs past its own timeout (its duration plus 30 s,
+        or what is left) is killed.
     type: int
     default: 120
+  gpu_bw_timeout_s:
+    description: Seconds nvbandwidth may run before it is killed with its process group (1 to 14400).
+    type: int
+    default: 300
+  dcgm_diag_timeout_s:
+    description:
+      - Seconds C(dcgmi diag) may run before it is killed with its process group (1 to 14400). Level 3 (about 15
+        minutes) needs more than the default; raise this with O(dcgm_diag_level=3).
+    type: int
+    default: 600
+  dcgm_health_timeout_s:
+    description: Seconds C(dcgmi health -c) may run before it is killed with its process group (1 to 14400).
+    type: int
+    default: 60
+  nccl_timeout_s:
+    description: Seconds C(all_reduce_perf) may run before it is killed with its process group (1 to 14400).
+    type: int
+    default: 300
+  dcgm_diag_level:
+    description: The DCGM diagnostic level, C(dcgmi diag -r) 1 (quick, seconds), 2 (medium, about two minutes) or 3
+      (long, about 15 minutes).
+    type: int
+    choices: [1, 2, 3]
+    default: 1
 attributes:
   check_mode:
     description:
-      - Reads C(/sys) and PATH to say what it would run (RV(plan)) and runs nothing, no worker and no tool.
+      - Reads C(/sys), C(/proc/driver/nvidia/gpus) and PATH to say what it would run (RV(plan)) and runs
+        nothing, no worker and no tool.
     support: full
   diff_mode:
     description: No diff; the host is never changed.
     support: none
 notes:
-  - It never changes the host's configuration; C(changed) is always V(false). It does load the CPUs and the
-    memory for the time it runs, so run it in a maintenance window, not beside a serving model.
+  - It never changes the host's configuration; C(changed) is always V(false). It does load the CPUs, the
+    memory and the GPUs for the time it runs, so run it in a maintenance window, not beside a serving model.
   - A CPU's clock under emulation (a VM guest) is whatever the hypervisor reports; its figures are not a
     statement about the hardware.
   - The figures are documented in C(docs/validation.md) of the collection.
 """
 
 EXAMPLES = r"""
-- name: Both measurements with the defaults (about 3 s + 6 s per NUMA node)
+- name: Every measurement with the defaults (CPU and memory about 3 s + 12 s per NUMA node, then the GPUs)
   gpuhost.baseline.host_measure:
+  become: true
+
+- name: The GPU measurements only, the medium DCGM diagnostic
+  gpuhost.baseline.host_measure:
+    measurements: [gpu_bw, dcgm_diag, dcgm_health, nccl]
+    dcgm_diag_level: 2
+    dcgm_diag_timeout_s: 1800
   become: true
 
 - name: The CPU clock only, 5 s of load on at most 64 CPUs
@@ -145,57 +209,143 @@ mem_bw:
     - C(nodes) per node number (V(all) for one unbound run), C(status), C(reason), C(bandwidth_mbs) (stress-ng
       read plus write, sysbench write, mbw memcpy rate), C(detail) (the parser's figures), C(command), C(cpus)
       and C(seconds).
+    - C(cross) per C(N->M) (the CPUs of node N, the memory of node M), C(cpu_node), C(mem_node) and the keys of
+      a node; empty without O(mem_cross), numactl or a second node. C(status) counts C(nodes) only.
   returned: when mem_bw is measured and not in check mode
   type: dict
   sample: {"status": "ok", "reason": null, "tool": "stress-ng", "looked_for": ["stress-ng", "sysbench", "mbw"],
            "bound": true, "unit": "MB/s", "nodes_without_cpus": [],
            "nodes": {"0": {"status": "ok", "reason": null, "bandwidth_mbs": 8276.11, "cpus": "0-1", "seconds": 6.3,
                            "command": "/usr/bin/numactl --cpunodebind=0 --membind=0 /usr/bin/stress-ng --stream 2 -t 6s --metrics-brief",
-                           "detail": {"tool": "stress-ng", "instances": 2, "read_mbs": 4965.67, "write_mbs": 3310.44}}}}
+                           "detail": {"tool": "stress-ng", "instances": 2, "read_mbs": 4965.67, "write_mbs": 3310.44}}},
+           "cross": {}}
+gpu_bw:
+  description:
+    - nvbandwidth's copy bandwidth; absent when not in O(measurements) and in check mode.
+    - C(status) V(ok) when at least one figure was read, else V(unknown) with C(reason) (no GPU, no nvbandwidth,
+      a hang, a non-zero exit, output that cannot be read); C(reason) may note a non-zero exit beside figures.
+      C(tool) V(nvbandwidth), C(version), C(command), C(seconds).
+    - C(gpus) per CUDA index (PCI bus order), C(name) (nvbandwidth's device string), C(bus_id) (V(0000:18:00.0),
+      V(null) when the string has none), C(h2d_gbs) and C(d2h_gbs) (GB/s, V(null) when not measured).
+    - C(pairs) the GPU to GPU figures, C(src), C(dst) (CUDA indices) and C(gbs); C(testcases) per testcase
+      C(status) (V(passed), V(waived), V(not_found), V(error)) and C(error).
+  returned: when gpu_bw is in O(measurements) and not in check mode
+  type: dict
+  sample: {"status": "ok", "reason": null, "tool": "nvbandwidth", "version": "v0.8", "seconds": 41.2,
+           "command": "/usr/local/bin/nvbandwidth -j -t host_to_device_memcpy_ce device_to_host_memcpy_ce device_to_device_memcpy_read_ce",
+           "gpus": {"0": {"name": "NVIDIA H100 80GB HBM3 (00000000:18:00)", "bus_id": "0000:18:00.0",
+                          "h2d_gbs": 55.6, "d2h_gbs": 55.2}},
+           "pairs": [{"src": "0", "dst": "1", "gbs": 389.1}],
+           "testcases": {"host_to_device_memcpy_ce": {"status": "passed", "error": null}}}
+dcgm_diag:
+  description:
+    - The DCGM diagnostic; absent when not in O(measurements) and in check mode.
+    - C(status) V(ok) when its JSON was read (whatever the tests found), else V(unknown) with C(reason);
+      C(level), C(command), C(seconds).
+    - C(overall) the worst test result, V(fail), V(warn), V(unknown), V(pass) or V(skip) (V(null) when
+      C(status) is V(unknown)); C(failed) one line per failed or warned test; C(entities) the worst result
+      per entity (V(GPU 0)).
+  returned: when dcgm_diag is in O(measurements) and not in check mode
+  type: dict
+  sample: {"status": "ok", "reason": "dcgmi exited 226 after printing its result", "level": 2, "seconds": 95.1,
+           "command": "/usr/bin/dcgmi diag -r 2 -j", "overall": "fail",
+           "failed": ["memory on GPU 1: Couldn't allocate at least 75.0% of GPU memory on GPU 1"],
+           "entities": {"GPU 0": "pass", "GPU 1": "fail"}}
+dcgm_health:
+  description:
+    - DCGM's health incidents; absent when not in O(measurements) and in check mode.
+    - C(status) V(ok) when its JSON was read, else V(unknown) with C(reason) (also when the health watches are
+      not set); C(command), C(seconds).
+    - C(overall) V(healthy), V(warning), V(failure) or V(unknown) (V(null) when C(status) is V(unknown));
+      C(entities) the entities with incidents, C(health) and C(systems) (per system, C(health) and C(message)).
+  returned: when dcgm_health is in O(measurements) and not in check mode
+  type: dict
+  sample: {"status": "ok", "reason": null, "command": "/usr/bin/dcgmi health -c -j", "seconds": 0.4,
+           "overall": "warning", "entities": {"GPU 0": {"health": "warning", "systems": {"PCIe system": {
+             "health": "warning", "message": "Detected more than 8 PCIe replays per minute for GPU 0 : 13"}}}}}
+nccl:
+  description:
+    - An NCCL all-reduce across the host's GPUs; absent when not in O(measurements) and in check mode.
+    - C(status) V(ok) when its table and average were read, else V(unknown) with C(reason); C(gpus) the GPUs
+      used (C(-g)), C(command), C(seconds).
+    - C(avg_busbw_gbs) nccl-tests' average bus bandwidth, C(max_busbw_gbs) the highest of its rows (GB/s),
+      C(out_of_bounds) the values out of bounds (V(0) when the results were correct).
+  returned: when nccl is in O(measurements) and not in check mode
+  type: dict
+  sample: {"status": "ok", "reason": null, "gpus": 8, "seconds": 22.5,
+           "command": "/opt/nccl-tests/build/all_reduce_perf -b 8M -e 1G -f 2 -g 8",
+           "avg_busbw_gbs": 112.4, "max_busbw_gbs": 180.2, "out_of_bounds": 0}
 plan:
   description:
     - What runs (or, in check mode, would run); C(cpu_freq) has C(cpus) (a CPU list), C(not_allowed), C(sample), C(source),
       C(duration_s), C(workers) (how many), C(status) and C(reason); C(mem_bw) has C(tool), C(looked_for),
-      C(bound), C(commands), C(duration_s), C(status) and C(reason). C(timeout_s) bounds them together.
+      C(bound), C(commands), C(cross_commands), C(duration_s), C(status) and C(reason). C(timeout_s) bounds them together.
+    - Each GPU measurement asked for has C(status) (V(ok) it runs, V(unknown) it cannot, C(reason) says why, no
+      GPU, no tool), C(tool), C(command) (V(null) when it cannot run), C(env) (the variables set for the run),
+      C(timeout_s), and C(level) (dcgm_diag) or C(gpus) (nccl).
   returned: always
   type: dict
   sample: {"timeout_s": 120, "cpu_freq": {"status": "ok", "cpus": "0-1", "sample": "all online CPUs",
            "source": "/proc/cpuinfo", "duration_s": 3, "workers": 2, "reason": null},
            "mem_bw": {"status": "ok", "tool": "stress-ng", "bound": true, "duration_s": 6, "reason": null,
-                      "commands": ["/usr/bin/numactl --cpunodebind=0 --membind=0 /usr/bin/stress-ng --stream 2 -t 6s --metrics-brief"]}}
+                      "commands": ["/usr/bin/numactl --cpunodebind=0 --membind=0 /usr/bin/stress-ng --stream 2 -t 6s --metrics-brief"],
+                      "cross_commands": []},
+           "dcgm_health": {"status": "ok", "reason": null, "tool": "dcgmi", "command": "/usr/bin/dcgmi health -c -j",
+                           "env": {}, "timeout_s": 60},
+           "nccl": {"status": "unknown", "tool": "all_reduce_perf", "command": null, "env": {}, "timeout_s": 300, "gpus": 8,
+                    "reason": "all_reduce_perf not found in PATH (build https://github.com/NVIDIA/nccl-tests ...)"}}
 """
 
 import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import measure_host
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import measure_gpu, measure_host
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.cpu import format_cpulist
 
+HOST_MEASUREMENTS = ["cpu_freq", "mem_bw"]
+MEASUREMENTS = HOST_MEASUREMENTS + list(measure_gpu.GPU_MEASUREMENTS)
+#: the option of each GPU measurement's timeout
+GPU_TIMEOUT_OPTIONS = dict((name, "%s_timeout_s" % name) for name in measure_gpu.GPU_MEASUREMENTS)
+#: the most seconds one GPU tool run may be given (DCGM documents about 15 minutes for a level 3 diagnostic)
+GPU_TIMEOUT_MAX = 4 * 3600
 
-def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            measurements=dict(type="list", elements="str", choices=["cpu_freq", "mem_bw"],
-                              default=["cpu_freq", "mem_bw"]),
-            duration_s=dict(type="int", default=3),
-            max_cpus=dict(type="int", default=256),
-            mem_duration_s=dict(type="int", default=6),
-            mem_tools=dict(type="list", elements="str", choices=list(measure_host.MEM_TOOLS),
-                           default=list(measure_host.MEM_TOOLS)),
-            timeout_s=dict(type="int", default=120),
-        ),
-        supports_check_mode=True,
-    )
-    params = module.params
+ARGUMENT_SPEC = dict(
+    measurements=dict(type="list", elements="str", choices=MEASUREMENTS, default=MEASUREMENTS),
+    duration_s=dict(type="int", default=3),
+    max_cpus=dict(type="int", default=256),
+    mem_duration_s=dict(type="int", default=6),
+    mem_tools=dict(type="list", elements="str", choices=list(measure_host.MEM_TOOLS),
+                   default=list(measure_host.MEM_TOOLS)),
+    mem_cross=dict(type="bool", default=True),
+    timeout_s=dict(type="int", default=120),
+    gpu_bw_timeout_s=dict(type="int", default=measure_gpu.GPU_TIMEOUTS["gpu_bw"]),
+    dcgm_diag_timeout_s=dict(type="int", default=measure_gpu.GPU_TIMEOUTS["dcgm_diag"]),
+    dcgm_health_timeout_s=dict(type="int", default=measure_gpu.GPU_TIMEOUTS["dcgm_health"]),
+    nccl_timeout_s=dict(type="int", default=measure_gpu.GPU_TIMEOUTS["nccl"]),
+    dcgm_diag_level=dict(type="int", choices=[1, 2, 3], default=1),
+)
+
+
+def check_params(params):
+    """The message of the first parameter out of its bounds, or ``None``."""
     if not 1 <= params["duration_s"] <= 60:
-        module.fail_json(msg="duration_s must be 1 to 60, not %d" % params["duration_s"])
+        return "duration_s must be 1 to 60, not %d" % params["duration_s"]
     if not 1 <= params["mem_duration_s"] <= 120:
-        module.fail_json(msg="mem_duration_s must be 1 to 120, not %d" % params["mem_duration_s"])
+        return "mem_duration_s must be 1 to 120, not %d" % params["mem_duration_s"]
     if params["timeout_s"] <= params["duration_s"]:
-        module.fail_json(msg="timeout_s (%d) must exceed duration_s (%d)" % (params["timeout_s"], params["duration_s"]))
+        return "timeout_s (%d) must exceed duration_s (%d)" % (params["timeout_s"], params["duration_s"])
     if params["max_cpus"] < 0:
-        module.fail_json(msg="max_cpus must be 0 (all) or more, not %d" % params["max_cpus"])
+        return "max_cpus must be 0 (all) or more, not %d" % params["max_cpus"]
+    for option in sorted(GPU_TIMEOUT_OPTIONS.values()):
+        if not 1 <= params[option] <= GPU_TIMEOUT_MAX:
+            return "%s must be 1 to %d, not %d" % (option, GPU_TIMEOUT_MAX, params[option])
+    return None
+
+
+def gather(params, which, check_mode, gpus_dir=None, dev=None):
+    """The module's result (less ``changed``) for checked ``params``; ``which(name) -> path or None`` finds the
+    tools. Check mode returns the plan and runs nothing."""
     began = time.monotonic()
     wanted = params["measurements"]
     plan = {"timeout_s": params["timeout_s"]}
@@ -208,21 +358,39 @@ def main():
                             "not_allowed": cpu_plan["not_allowed"],
                             "workers": len(cpu_plan["cpus"]) if cpu_plan["status"] == "ok" else 0}
     if "mem_bw" in wanted:
-        mem_plan = measure_host.plan_mem_bw(module.get_bin_path, params["mem_duration_s"], tools=params["mem_tools"])
+        mem_plan = measure_host.plan_mem_bw(which, params["mem_duration_s"], tools=params["mem_tools"],
+                                            cross=params["mem_cross"])
         plan["mem_bw"] = {"status": mem_plan["status"], "reason": mem_plan["reason"], "tool": mem_plan["tool"],
                           "looked_for": mem_plan["looked_for"], "bound": mem_plan["bound"],
                           "duration_s": params["mem_duration_s"],
-                          "commands": [" ".join(run["argv"]) for run in mem_plan["runs"]]}
-    result = dict(changed=False, plan=plan)
-    if module.check_mode:
+                          "commands": [" ".join(run["argv"]) for run in mem_plan["runs"]],
+                          "cross_commands": [" ".join(run["argv"]) for run in mem_plan["cross_runs"]]}
+    gpu_plan = measure_gpu.plan_gpu(
+        wanted, which, level=params["dcgm_diag_level"],
+        timeouts=dict((name, params[option]) for name, option in GPU_TIMEOUT_OPTIONS.items()),
+        gpus_dir=gpus_dir or measure_gpu.GPU_PROC, dev=dev or measure_gpu.GPU_DEV)
+    for name, entry in gpu_plan.items():
+        plan[name] = dict((key, value) for key, value in entry.items() if key != "argv")
+    result = dict(plan=plan)
+    if check_mode:
         result["msg"] = "check mode: nothing run"
-        module.exit_json(**result)
+        return result
     if cpu_plan is not None:
         result["cpu_freq"] = measure_host.measure_cpu_freq(cpu_plan, params["duration_s"])
     if mem_plan is not None:
         left = params["timeout_s"] - (time.monotonic() - began)
         result["mem_bw"] = measure_host.measure_mem_bw(mem_plan, max(0, int(left)), params["mem_duration_s"])
-    module.exit_json(**result)
+    result.update(measure_gpu.measure_gpu(gpu_plan))
+    return result
+
+
+def main():
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
+    error = check_params(module.params)
+    if error:
+        module.fail_json(msg=error)
+    result = gather(module.params, module.get_bin_path, module.check_mode)
+    module.exit_json(changed=False, **result)
 
 
 if __name__ == "__main__":

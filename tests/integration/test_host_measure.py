@@ -11,6 +11,12 @@ One play, three tasks, PATH led by a directory of fake tools:
 * check mode with a fake ``stress-ng`` that would leave a marker: the plan names the command and the CPUs,
   no measurement runs, no marker is written.
 
+The first task also asks for the GPU measurements (the default) with fake ``nvbandwidth``, ``dcgmi`` and
+``all_reduce_perf`` in PATH that would leave a marker: on a host without an NVIDIA GPU (CI) each is
+``unknown`` saying so and none of them runs. The GPU measurements with the fake tools on a fake GPU host
+are tested in tests/unit/plugins/modules/test_host_measure_gpu.py, calling the module's code without
+ansible-playbook.
+
 About 10 s (three module runs: 1 s of load, mbw, a 4 s timeout).
 """
 import json
@@ -31,6 +37,15 @@ wait
 MARKER = """#!/bin/sh
 touch {dir}/ran
 """
+GPU_MARKER = """#!/bin/sh
+touch {dir}/gpu-ran
+"""
+GPU_MEASUREMENTS = ("gpu_bw", "dcgm_diag", "dcgm_health", "nccl")
+
+
+def host_has_gpu():
+    gpus = "/proc/driver/nvidia/gpus"
+    return bool(os.path.isdir(gpus) and os.listdir(gpus)) or os.path.exists("/dev/nvidia0")
 
 
 def play(tmp_path):
@@ -55,7 +70,8 @@ def play(tmp_path):
 def test_host_measure_on_localhost(tmp_path):
     bindir = tmp_path / "bin"
     bindir.mkdir()
-    for name, body in (("sysbench", HANG), ("stress-ng", MARKER)):
+    for name, body in (("sysbench", HANG), ("stress-ng", MARKER), ("nvbandwidth", GPU_MARKER),
+                       ("dcgmi", GPU_MARKER), ("all_reduce_perf", GPU_MARKER)):
         (bindir / name).write_text(body.format(dir=tmp_path))
         (bindir / name).chmod(0o755)
     path, out = play(tmp_path)
@@ -90,7 +106,14 @@ def test_host_measure_on_localhost(tmp_path):
         assert mem["bound"] == bool(shutil.which("numactl"))
     else:
         assert mem["status"] == "unknown" and "mbw" in mem["reason"]
-    assert set(real["plan"]) == {"timeout_s", "cpu_freq", "mem_bw"}
+    assert isinstance(mem["cross"], dict)
+    assert set(real["plan"]) == {"timeout_s", "cpu_freq", "mem_bw"} | set(GPU_MEASUREMENTS)
+    if not host_has_gpu():
+        for name in GPU_MEASUREMENTS:
+            assert real[name]["status"] == "unknown" and "no NVIDIA GPU" in real[name]["reason"], real[name]
+            assert real[name]["command"] is None and real[name]["seconds"] is None
+            assert real["plan"][name]["status"] == "unknown" and real["plan"][name]["command"] is None
+        assert not (tmp_path / "gpu-ran").exists(), "a GPU tool ran on a host without a GPU"
 
     hang = results["hang"]
     assert "cpu_freq" not in hang
@@ -106,6 +129,7 @@ def test_host_measure_on_localhost(tmp_path):
 
     check = results["check"]
     assert check["changed"] is False and "cpu_freq" not in check and "mem_bw" not in check
+    assert not set(GPU_MEASUREMENTS) & set(check) and set(GPU_MEASUREMENTS) <= set(check["plan"])
     assert check["plan"]["mem_bw"]["tool"] == "stress-ng"
     assert str(bindir / "stress-ng") in check["plan"]["mem_bw"]["commands"][0]
     assert check["plan"]["cpu_freq"]["workers"] >= 1 and check["plan"]["cpu_freq"]["duration_s"] == 3

@@ -11,7 +11,9 @@ NUMA node (issue 23; module ``host_measure``, docs/validation.md). Gathering onl
   directories are arguments, so a test runs the sampler on a fake sysfs tree; workers are injectable too.
 * :func:`plan_mem_bw` / :func:`measure_mem_bw`: the first installed tool of ``stress-ng``, ``sysbench``,
   ``mbw``, run once per NUMA node with CPUs under ``numactl --cpunodebind=N --membind=N`` (one unbound run
-  without numactl), each run in its own session and killed with its process group at its timeout.
+  without numactl), then once per node across the interconnect (``--membind`` the next node), each run in
+  its own session and killed with its process group at its timeout (:func:`run_bounded`, which
+  ``facts/measure_gpu.py`` uses too).
 
 Nothing raises for a missing source, a tool's garbage, a non-zero exit or a hang: the measurement (or the
 node) is ``unknown`` with the reason. Standard library only, Python 3.8+.
@@ -278,11 +280,16 @@ def tool_argv(tool, binary, threads, duration_s):
 
 
 def plan_mem_bw(which, duration_s, tools=MEM_TOOLS, threads_max=MEM_THREADS_MAX, read=_read, node_sys=NODE_SYS,
-                listdir=os.listdir):
+                listdir=os.listdir, cpu_sys=CPU_SYS, cross=True):
     """What :func:`measure_mem_bw` would run: ``{"status", "reason", "tool", "looked_for", "bound", "numactl",
-    "runs": [{"node", "cpus", "argv"}], "nodes_without_cpus"}``. ``which(name) -> path or None``."""
+    "runs": [{"node", "cpus", "argv"}], "cross_runs": [{"cpu_node", "mem_node", "cpus", "argv"}],
+    "nodes_without_cpus"}``. ``which(name) -> path or None``.
+
+    ``cross_runs`` (with ``cross``, numactl and at least two nodes with CPUs): one run per node N with the CPUs
+    of N and the memory of the next node in the sorted list (the last wraps to the first), so n runs, not n^2;
+    each crosses the interconnect once."""
     plan = {"status": "ok", "reason": None, "tool": None, "looked_for": list(tools), "bound": False,
-            "numactl": None, "runs": [], "nodes_without_cpus": []}
+            "numactl": None, "runs": [], "cross_runs": [], "nodes_without_cpus": []}
     for tool in tools:
         binary = which(tool)
         if binary:
@@ -302,8 +309,17 @@ def plan_mem_bw(which, duration_s, tools=MEM_TOOLS, threads_max=MEM_THREADS_MAX,
             plan["runs"].append({"node": str(node), "cpus": format_cpulist(nodes[node]),
                                  "argv": [numactl, "--cpunodebind=%d" % node, "--membind=%d" % node]
                                  + tool_argv(plan["tool"], binary, threads, duration_s)})
+        order = sorted(nodes)
+        if cross and len(order) >= 2:
+            for index, node in enumerate(order):
+                memory = order[(index + 1) % len(order)]
+                threads = min(len(nodes[node]), threads_max)
+                plan["cross_runs"].append({"cpu_node": str(node), "mem_node": str(memory),
+                                           "cpus": format_cpulist(nodes[node]),
+                                           "argv": [numactl, "--cpunodebind=%d" % node, "--membind=%d" % memory]
+                                           + tool_argv(plan["tool"], binary, threads, duration_s)})
     else:
-        cpus = parse_cpulist(read(CPU_SYS + "/online")) or [0]
+        cpus = parse_cpulist(read(cpu_sys + "/online")) or [0]
         plan["reason"] = ("numactl not found: one run, not bound to a node" if not numactl
                           else "no NUMA node with CPUs under %s: one run, not bound" % node_sys)
         plan["runs"].append({"node": "all", "cpus": format_cpulist(cpus),
@@ -311,10 +327,13 @@ def plan_mem_bw(which, duration_s, tools=MEM_TOOLS, threads_max=MEM_THREADS_MAX,
     return plan
 
 
-def run_bounded(argv, timeout_s):
+def run_bounded(argv, timeout_s, env=None):
     """``(rc, output, reason)``: ``argv`` run in a new session with stdout and stderr together; at
-    ``timeout_s`` its whole process group is killed (``SIGKILL``) and ``rc`` is ``None`` with the reason."""
+    ``timeout_s`` its whole process group is killed (``SIGKILL``) and ``rc`` is ``None`` with the reason.
+    ``env``: variables set for the run on top of this process's environment (and ``LC_ALL=C``)."""
+    extra = env
     env = dict(os.environ, LC_ALL="C")
+    env.update(extra or {})
     try:
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                 env=env, close_fds=True, start_new_session=True)
@@ -348,44 +367,55 @@ def _killpg(pgid):
             raise
 
 
+def _mem_run(argv, cpus, parser, deadline, timeout_s, own, run, clock):
+    """One memory bandwidth run within ``deadline``: ``{"status", "reason", "bandwidth_mbs", "detail", "cpus",
+    "command", "seconds"}``."""
+    entry = {"status": "unknown", "reason": None, "bandwidth_mbs": None, "detail": None, "cpus": cpus,
+             "command": " ".join(argv), "seconds": None}
+    left = deadline - clock()
+    if left < own + 1:
+        entry["reason"] = "not run: %.0f s left of timeout_s %d, the run needs %d s" % (max(0, left), timeout_s, own + 1)
+        return entry
+    began = clock()
+    rc, out, reason = run(argv, int(min(left, own + MEM_GRACE_S)))
+    entry["seconds"] = round(clock() - began, 2)
+    if reason:
+        entry["reason"] = reason
+        return entry
+    if rc != 0:
+        lines = [line.strip() for line in out.strip().splitlines() if line.strip()]
+        entry["reason"] = "%s exited %s: %s" % (os.path.basename(argv[0]), rc, lines[0][:200] if lines else "no output")
+        return entry
+    detail, error = parser(out)
+    if error:
+        entry["reason"] = error
+        return entry
+    entry.update(status="ok", bandwidth_mbs=detail["bandwidth_mbs"], detail=detail)
+    return entry
+
+
 def measure_mem_bw(plan, timeout_s, duration_s, run=run_bounded, clock=time.monotonic):
     """Run ``plan["runs"]`` one after the other (never two nodes at once: they would share the memory
-    controllers' bandwidth across the interconnect), each with its own timeout (``duration_s`` plus
-    :data:`MEM_GRACE_S`), all within ``timeout_s``. Returns ``{"status", "reason", "tool", "looked_for",
-    "bound", "unit": "MB/s", "nodes": {"N": {"status", "reason", "bandwidth_mbs", "detail", "command",
-    "seconds"}}}``; a node is ``unknown`` with the reason for a non-zero exit, a hang, output the parser
-    does not read, or no time left."""
+    controllers' bandwidth across the interconnect), then ``plan["cross_runs"]``, each with its own timeout
+    (``duration_s`` plus :data:`MEM_GRACE_S`), all within ``timeout_s``. Returns ``{"status", "reason", "tool",
+    "looked_for", "bound", "unit": "MB/s", "nodes": {"N": {"status", "reason", "bandwidth_mbs", "detail",
+    "command", "cpus", "seconds"}}, "cross": {"N->M": {"cpu_node", "mem_node", ... the same keys}}}``; a run is
+    ``unknown`` with the reason for a non-zero exit, a hang, output the parser does not read, or no time left.
+    ``status`` says whether a node of ``nodes`` was measured (``cross`` does not count)."""
     result = dict((key, plan[key]) for key in ("status", "reason", "tool", "looked_for", "bound", "nodes_without_cpus"))
-    result.update(unit="MB/s", nodes={})
+    result.update(unit="MB/s", nodes={}, cross={})
     if plan["status"] != "ok":
         return result
     parser = measure.MEM_BW_PARSERS[plan["tool"]]
     deadline = clock() + timeout_s
     own = max(STRESS_NG_MIN_S, duration_s) if plan["tool"] == "stress-ng" else duration_s
     for entry in plan["runs"]:
-        argv = entry["argv"]
-        node = {"status": "unknown", "reason": None, "bandwidth_mbs": None, "detail": None, "cpus": entry["cpus"],
-                "command": " ".join(argv), "seconds": None}
-        result["nodes"][entry["node"]] = node
-        left = deadline - clock()
-        if left < own + 1:
-            node["reason"] = "not run: %.0f s left of timeout_s %d, the run needs %d s" % (max(0, left), timeout_s, own + 1)
-            continue
-        began = clock()
-        rc, out, reason = run(argv, int(min(left, own + MEM_GRACE_S)))
-        node["seconds"] = round(clock() - began, 2)
-        if reason:
-            node["reason"] = reason
-            continue
-        if rc != 0:
-            lines = [line.strip() for line in out.strip().splitlines() if line.strip()]
-            node["reason"] = "%s exited %s: %s" % (os.path.basename(argv[0]), rc, lines[0][:200] if lines else "no output")
-            continue
-        detail, error = parser(out)
-        if error:
-            node["reason"] = error
-            continue
-        node.update(status="ok", bandwidth_mbs=detail["bandwidth_mbs"], detail=detail)
+        result["nodes"][entry["node"]] = _mem_run(entry["argv"], entry["cpus"], parser, deadline, timeout_s, own,
+                                                  run, clock)
+    for entry in plan.get("cross_runs") or []:
+        crossed = {"cpu_node": entry["cpu_node"], "mem_node": entry["mem_node"]}
+        crossed.update(_mem_run(entry["argv"], entry["cpus"], parser, deadline, timeout_s, own, run, clock))
+        result["cross"]["%s->%s" % (entry["cpu_node"], entry["mem_node"])] = crossed
     if result["nodes"] and all(node["status"] != "ok" for node in result["nodes"].values()):
         result.update(status="unknown", reason="no node measured: %s" % "; ".join(
             "%s: %s" % (name, node["reason"]) for name, node in sorted(result["nodes"].items())))

@@ -375,3 +375,70 @@ def test_run_bounded_exit_and_missing_binary(tmp_path):
     assert measure_host.run_bounded(["/bin/sh", "-c", "echo out; echo err >&2; exit 3"], 5) == (3, "out\nerr\n", None)
     rc, out, reason = measure_host.run_bounded([str(tmp_path / "absent")], 5)
     assert rc is None and "cannot run" in reason
+
+
+def test_cross_node_runs_bind_the_cpus_of_one_node_and_the_memory_of_the_next(tmp_path):
+    node_sys = nodes_tree(tmp_path, {0: "0-1", 1: "2-3", 3: "4-5", 2: ""})
+    plan = measure_host.plan_mem_bw(which_of("numactl", "mbw"), 6, node_sys=node_sys)
+    assert [(run["cpu_node"], run["mem_node"]) for run in plan["cross_runs"]] == [("0", "1"), ("1", "3"), ("3", "0")]
+    assert plan["cross_runs"][1]["argv"][:3] == ["/usr/bin/numactl", "--cpunodebind=1", "--membind=3"]
+    assert plan["cross_runs"][1]["cpus"] == "2-3"
+    assert measure_host.plan_mem_bw(which_of("numactl", "mbw"), 6, node_sys=node_sys, cross=False)["cross_runs"] == []
+    (tmp_path / "one").mkdir()
+    one = measure_host.plan_mem_bw(which_of("numactl", "mbw"), 6, node_sys=nodes_tree(tmp_path / "one", {0: "0-1"}))
+    assert one["cross_runs"] == []
+    assert measure_host.plan_mem_bw(which_of("mbw"), 6, node_sys=node_sys)["cross_runs"] == []  # no numactl
+
+
+def test_cross_node_results_and_the_shared_timeout(tmp_path):
+    plan = measure_host.plan_mem_bw(which_of("numactl", "mbw"), 1, node_sys=nodes_tree(tmp_path, {0: "0", 1: "1"}))
+    now = [0.0]
+    ran = []
+
+    def run(argv, timeout):
+        ran.append(argv[1:3])
+        now[0] += 3
+        if argv[2] == "--membind=0" and argv[1] == "--cpunodebind=1":
+            return 1, "libnuma: Warning: node 0 not allowed\n", None
+        return 0, fixture("mbw-1.2.2-memcpy.txt"), None
+
+    result = measure_host.measure_mem_bw(plan, 60, 1, run=run, clock=lambda: now[0])
+    assert ran == [["--cpunodebind=0", "--membind=0"], ["--cpunodebind=1", "--membind=1"],
+                   ["--cpunodebind=0", "--membind=1"], ["--cpunodebind=1", "--membind=0"]]
+    assert set(result["cross"]) == {"0->1", "1->0"}
+    good, bad = result["cross"]["0->1"], result["cross"]["1->0"]
+    assert set(good) == {"cpu_node", "mem_node", "status", "reason", "bandwidth_mbs", "detail", "command", "cpus",
+                         "seconds"}
+    assert good["status"] == "ok" and good["cpu_node"] == "0" and good["mem_node"] == "1" and good["bandwidth_mbs"] > 0
+    assert "--membind=1" in good["command"] and good["cpus"] == "0" and good["seconds"] == 3
+    assert bad["status"] == "unknown" and bad["bandwidth_mbs"] is None and "exited 1" in bad["reason"]
+    now[0] = 0.0
+    short = measure_host.measure_mem_bw(plan, 7, 1, run=run, clock=lambda: now[0])
+    assert short["nodes"]["1"]["status"] == "ok" and short["cross"]["0->1"]["status"] == "unknown"
+    assert "not run" in short["cross"]["0->1"]["reason"] and short["cross"]["1->0"]["seconds"] is None
+
+
+def test_cross_is_empty_without_cross_runs(tmp_path):
+    plan = measure_host.plan_mem_bw(which_of("numactl", "mbw"), 1, node_sys=nodes_tree(tmp_path, {0: "0"}))
+    result = measure_host.measure_mem_bw(plan, 60, 1, run=lambda argv, timeout: (0, fixture("mbw-1.2.2-memcpy.txt"), None))
+    assert result["cross"] == {} and result["status"] == "ok"
+    unknown = measure_host.measure_mem_bw(measure_host.plan_mem_bw(which_of(), 1), 60, 1)
+    assert unknown["cross"] == {} and unknown["status"] == "unknown"
+
+
+def test_unbound_fallback_reads_the_injected_cpu_directory(tmp_path):
+    cpu_sys = tmp_path / "cpu"
+    cpu_sys.mkdir()
+    (cpu_sys / "online").write_text("0-5\n")
+    plan = measure_host.plan_mem_bw(which_of("sysbench"), 2, node_sys=str(tmp_path / "absent"), cpu_sys=str(cpu_sys))
+    assert plan["runs"][0]["cpus"] == "0-5" and "--threads=6" in plan["runs"][0]["argv"]
+
+
+def test_run_bounded_sets_the_given_environment():
+    rc, out, reason = measure_host.run_bounded(["/bin/sh", "-c", "echo $CUDA_DEVICE_ORDER $LC_ALL"], 5,
+                                               env={"CUDA_DEVICE_ORDER": "PCI_BUS_ID"})
+    assert (rc, out, reason) == (0, "PCI_BUS_ID C\n", None)
+
+
+def test_run_bounded_env_may_override_the_locale():
+    assert measure_host.run_bounded(["/bin/sh", "-c", "echo $LC_ALL"], 5, env={"LC_ALL": "C.UTF-8"}) == (0, "C.UTF-8\n", None)
