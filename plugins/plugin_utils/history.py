@@ -31,6 +31,7 @@ import os
 import re
 import stat
 
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import AREA_PREFIX
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import (
     DirectoryLock, FileRefused, atomic_write, controller_path, loads_json, read_bytes)
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.isotime import epoch
@@ -372,6 +373,21 @@ def _index(rows):
     return out, order
 
 
+#: rule id prefix of what validate.yml measures: an audit measures nothing (its VAL findings are not
+#: applicable), so VAL findings are compared only between two records that both measured
+_MEASURED_PREFIX = AREA_PREFIX["validation"] + "-"
+
+
+def _measured(index):
+    return any(rule.startswith(_MEASURED_PREFIX) and status != "not_applicable" for (rule, unused), (status, unused2)
+               in index.items())
+
+
+def _without_measurements(index, order):
+    keep = [key for key in order if not key[0].startswith(_MEASURED_PREFIX)]
+    return dict((key, index[key]) for key in keep), keep
+
+
 def boot_relation(before, after):
     """``same`` (both boot ids known and equal), ``reboot`` (known and different) or ``unknown``."""
     if isinstance(before, str) and before and isinstance(after, str) and after:
@@ -401,7 +417,8 @@ def compare(previous, current):
     Per rule and subject: ``new_fails`` (now fail, before not, or not reported), ``resolved``
     (fail before; now pass, waived, not applicable or no longer reported), ``status_changed``
     (any other status move, a subject appearing or disappearing included) and ``values_changed``
-    (same status, another observed value). Each item: ``rule``, ``subject``, ``status_before``,
+    (same status, another observed value). The VAL findings (what validate.yml measured) are compared
+    only when both records measured: an audit between two validate runs moves none of them. Each item: ``rule``, ``subject``, ``status_before``,
     ``status_after``, ``observed_before``, ``observed_after``. ``boot`` says whether both audits
     saw the same boot. ``last_change`` is the time since which the statuses are as they are now:
     this audit's when a status moved (or there is no earlier audit), else the earlier record's
@@ -416,6 +433,10 @@ def compare(previous, current):
         changes["boot"] = boot_relation(previous.get("boot_id"), current.get("boot_id"))
         before, before_order = _index(previous["findings"])
         after, after_order = _index(current["findings"])
+        if not (_measured(before) and _measured(after)):
+            # an audit beside a validate run: the measurements are neither resolved nor new
+            before, before_order = _without_measurements(before, before_order)
+            after, after_order = _without_measurements(after, after_order)
         for key in after_order + [k for k in before_order if k not in after]:
             old = before.get(key)
             new = after.get(key)

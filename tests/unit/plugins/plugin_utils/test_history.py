@@ -122,6 +122,28 @@ def test_a_lowered_value_is_exactly_one_new_fail_in_the_same_boot():
     assert changes["last_change"] == T2
 
 
+VAL_AUDIT = (finding("VAL-001", None, "not_applicable", None), finding("VAL-003", None, "not_applicable", None))
+
+
+def _validated(bandwidth, status="pass"):
+    return (finding("VAL-001", "cpu0", "pass", 0.99), finding("VAL-003", "node0", status, bandwidth))
+
+
+def test_an_audit_beside_validate_runs_moves_no_measurement():
+    validated, audited = record(extra=_validated(180000.0)), record(T2, extra=VAL_AUDIT)
+    for before, after in ((validated, audited), (audited, record(T3, extra=_validated(181000.0)))):
+        changes = history.compare(before, after)
+        assert changes["count"] == 0, changes
+        assert changes["last_change"] == before["time"]
+    # between two validate runs the measurements are compared as any finding
+    changes = history.compare(validated, record(T3, extra=_validated(90000.0, "fail")))
+    assert [(c["rule"], c["observed_before"], c["observed_after"]) for c in changes["new_fails"]] == [
+        ("VAL-003", 180000.0, 90000.0)]
+    # and the configuration findings are compared whatever was measured
+    changes = history.compare(validated, record(T2, gpu0_mrrs=512, gpu0_status="fail", extra=VAL_AUDIT))
+    assert [c["rule"] for c in changes["new_fails"]] == ["PCI-001"] and changes["count"] == 1
+
+
 def test_across_a_reboot_and_unknown_boot():
     changes = history.compare(record(), record(T2, boot=BOOT_B))
     assert changes["boot"] == "reboot" and changes["count"] == 0
