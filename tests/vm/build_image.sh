@@ -20,7 +20,8 @@ suite=bookworm
 # writes kernel command-line parameters there) without installing a boot loader.
 # python3-yaml, python3-jmespath, python3-jsonschema: what the self_audit role's runner needs
 # to judge the host on the host; prometheus-node-exporter serves its textfile (molecule/self_audit).
-packages=systemd-sysv,udev,kmod,iproute2,openssh-server,python3,pciutils,numactl,linux-image-amd64,initramfs-tools,procps,sudo,grub-pc-bin,grub2-common,python3-yaml,python3-jmespath,python3-jsonschema,prometheus-node-exporter
+# mbw: the memory bandwidth tool validate.yml uses in molecule/audit (one small package, no dependencies).
+packages=systemd-sysv,udev,kmod,iproute2,openssh-server,python3,pciutils,numactl,linux-image-amd64,initramfs-tools,procps,sudo,grub-pc-bin,grub2-common,python3-yaml,python3-jmespath,python3-jsonschema,prometheus-node-exporter,mbw
 # Installed with apt once debootstrap is done (debootstrap's one configure pass of --include packages
 # failed on polkitd, a dependency of tuned, configured before its own dependencies):
 # tuned, the distribution's tuned for cpu_power's tuned route (molecule/remediate's side effect starts
