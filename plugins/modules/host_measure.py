@@ -13,8 +13,8 @@ module: host_measure
 short_description: Measure what a host delivers, the CPU clock under load, memory bandwidth per NUMA node and its GPUs
 version_added: 0.1.0
 description:
-  - Runs short, time-bounded measurements on the live host and returns the figures. It gathers only; nothing
-    is judged here (the C(validate) role that judges them as VAL rules is still to come, C(docs/validation.md)).
+  - Runs short, time-bounded measurements on the live host and returns the figures. It gathers only; the
+    C(validate) role (C(playbooks/validate.yml)) judges the figures as the VAL rules (C(docs/validation.md)).
   - >-
     B(cpu_freq) - loads every online CPU this process may run on (C(os.sched_getaffinity); the others are
     listed in C(not_allowed)) at once (on a host with more than O(max_cpus) online CPUs, O(max_cpus) of
