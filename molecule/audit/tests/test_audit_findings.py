@@ -146,7 +146,7 @@ def test_pcie_facts_equal_lspci_in_the_guest(host, capture_facts, snapshot_dir):
 
 @pytest.fixture(scope="module")
 def validated():
-    runs = vm.report_dirs("validate-capped")
+    runs = vm.report_dirs("validate")
     assert len(runs) == 1, runs
     return vm.load_report(runs[0])
 
