@@ -12,8 +12,6 @@ docs/rules.md ("Derived keys").
 
 from __future__ import absolute_import, division, print_function
 
-import re
-
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import compare_kernel_release
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.xid_catalogue import describe, describe_sxid
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.docpath import get as _get
@@ -56,21 +54,30 @@ def _fmt_speed(value):
 
 # -- Xid ------------------------------------------------------------------------------------
 
-def _xid_text(code, entry):
+def _grade(severity, action, past=False, detail=""):
+    """The severity and action of an event text: ``[high]; action: reset the GPU``; for an event of the
+    previous boot (``past``) ``[high in that boot]``: its severity is that boot's, and the action it asked
+    for then (drain, reset, reboot) was overtaken by the reboot. ``detail`` goes inside the brackets."""
+    if past:
+        return "[%s in that boot%s]" % (severity, detail)
+    return "[%s%s]; action: %s" % (severity, detail, action)
+
+
+def _xid_text(code, entry, past=False):
     info = describe(code)
     count = _int(entry.get("count")) or 0
     when = entry.get("first_s")
-    text = "Xid %s x%d%s: %s [%s]; action: %s" % (
+    text = "Xid %s x%d%s: %s %s" % (
         code, count, " (first %.0f s after boot)" % when if isinstance(when, (int, float)) else "",
-        info["meaning"], info["severity"], info["action"])
+        info["meaning"], _grade(info["severity"], info["action"], past))
     message = entry.get("message")
     if isinstance(message, str) and message:
         text += "; log: %s" % message[:160]
     return info["class"], text
 
 
-def _xids(kernel_log, address):
-    """``(hardware, other, reason)`` lists of one GPU's Xid events."""
+def _xids(kernel_log, address, past=False):
+    """``(hardware, other, reason)`` lists of one GPU's Xid events (``past``: of the previous boot, :func:`_grade`)."""
     if not isinstance(kernel_log, dict):
         return None, None, "the kernel log was not read (no NVIDIA driver or GPU seen when the facts were gathered)"
     if kernel_log.get("error") or not isinstance(kernel_log.get("by_gpu"), dict):
@@ -81,7 +88,7 @@ def _xids(kernel_log, address):
         for code in sorted(events, key=lambda c: int(c) if str(c).isdigit() else 1 << 30):
             if not isinstance(events[code], dict):
                 continue
-            klass, text = _xid_text(code, events[code])
+            klass, text = _xid_text(code, events[code], past)
             (hardware if klass == "hardware" else other).append(text)
     if kernel_log.get("truncated"):
         note = "only the newest %s kernel messages of this boot were read" % kernel_log.get("lines")
@@ -101,7 +108,7 @@ FAULTS = {
 }
 
 
-def _fault_texts(kinds, note):
+def _fault_texts(kinds, note, past=False):
     texts = []
     for kind in sorted(kinds):
         entry = kinds[kind]
@@ -109,9 +116,9 @@ def _fault_texts(kinds, note):
             continue
         meaning, action = FAULTS.get(kind, (kind, "see the kernel log"))
         when = entry.get("first_s")
-        text = "%s x%d%s [critical]; action: %s" % (
+        text = "%s x%d%s %s" % (
             meaning, _int(entry.get("count")) or 0,
-            " (first %.0f s after boot)" % when if isinstance(when, (int, float)) else "", action)
+            " (first %.0f s after boot)" % when if isinstance(when, (int, float)) else "", _grade("critical", action, past))
         if isinstance(entry.get("message"), str) and entry["message"]:
             text += "; log: %s" % entry["message"][:160]
         texts.append(text + note)
@@ -140,7 +147,7 @@ def _truncated_note(kernel_log):
 
 # -- NVSwitch SXid ------------------------------------------------------------------------------
 
-def _sxid_texts(kernel_log, switch):
+def _sxid_texts(kernel_log, switch, past=False):
     """``(fatal, nonfatal, minor)`` texts of one NVSwitch's SXid events (``switch`` its entry of
     ``kernel_log.nvswitch``), sorted by the severity of :func:`xid_catalogue.describe_sxid`:
     fatal (critical), non-fatal with an impact (high, medium), non-fatal without (low)."""
@@ -153,12 +160,12 @@ def _sxid_texts(kernel_log, switch):
         info = describe_sxid(code, entry.get("severity"))
         when = entry.get("first_s")
         logged = entry.get("message") if isinstance(entry.get("message"), str) else None
-        text = "SXid %s x%d%s: %s [%s; %s]; action: %s" % (
+        text = "SXid %s x%d%s: %s %s" % (
             code, max(_int(entry.get("count")) or 0, 1),
             " (first %.0f s after boot)" % when if isinstance(when, (int, float)) else "",
-            logged or info["meaning"], info["severity"],
-            "NVIDIA's SXid table: %s, %s" % (info["category"], info["meaning"]) if info["listed"]
-            else "not in this collection's SXid table", info["action"])
+            logged or info["meaning"], _grade(info["severity"], info["action"], past, "; " + (
+                "NVIDIA's SXid table: %s, %s" % (info["category"], info["meaning"]) if info["listed"]
+                else "not in this collection's SXid table")))
         bucket = fatal if info["fatal"] else minor if info["severity"] == "low" else nonfatal
         bucket.append(text + _truncated_note(kernel_log))
     return fatal, nonfatal, minor
@@ -204,15 +211,6 @@ def _now(address, present):
     return "the GPU is on the bus but nvidia-smi does not list it now (the rules of this boot judge it)"
 
 
-_SEVERITY_ACTION_RE = re.compile(r"\[(critical|high|medium|low)(;[^\]]*)?\]; action: .*?(?=; log: |$)")
-
-
-def _past(text):
-    """An event text of the previous boot: its severity is that boot's, and the action it asked
-    for then (drain, reset, reboot) was overtaken by the reboot."""
-    return _SEVERITY_ACTION_RE.sub(lambda m: "[%s in that boot%s]" % (m.group(1), m.group(2) or ""), text, count=1)
-
-
 def _previous_boot(facts, derived):
     """``derived.health.previous_boot``: ``[]`` when the previous boot's kernel log was not asked for
     (``gpuhost_kernel_log_boots`` 1), else one item ``{boot_id, label, faults, reason}``: the GPU
@@ -234,21 +232,22 @@ def _previous_boot(facts, derived):
     where = "in the previous boot %s" % (boot_id or "")
     texts = []
     for address in sorted(a for a in previous["by_gpu"] if isinstance(a, str)):
-        hardware, unused_other, unused_reason = _xids(dict(previous, truncated=False), address)
-        texts.extend("GPU %s %s: %s; now: %s" % (address, where.strip(), _past(text), _now(address, present))
+        hardware, unused_other, unused_reason = _xids(dict(previous, truncated=False), address, past=True)
+        texts.extend("GPU %s %s: %s; now: %s" % (address, where.strip(), text, _now(address, present))
                      for text in hardware or [])
     for key, table in (("faults", previous.get("faults")), ("faults_no_address", previous.get("faults_no_address"))):
         for address in sorted(a for a in (table or {}) if isinstance(a, str)) if isinstance(table, dict) else []:
             kinds = table[address] if isinstance(table[address], dict) else {}
             gpu = address if key == "faults" else None
-            texts.extend("GPU %s %s: %s; now: %s" % (gpu or "(not named)", where.strip(), _past(text), _now(gpu, present))
-                         for text in _fault_texts(kinds, ""))
+            texts.extend("GPU %s %s: %s; now: %s" % (gpu or "(not named)", where.strip(), text, _now(gpu, present))
+                         for text in _fault_texts(kinds, "", past=True))
     switches = previous.get("nvswitch") if isinstance(previous.get("nvswitch"), dict) else {}
     for address in sorted(a for a in switches if isinstance(a, str)):
         if isinstance(switches[address], dict):
-            fatal, unused_nonfatal, unused_minor = _sxid_texts(dict(previous, truncated=False), switches[address])
+            fatal, unused_nonfatal, unused_minor = _sxid_texts(dict(previous, truncated=False), switches[address],
+                                                               past=True)
             texts.extend("NVSwitch %s %s: %s; now: check the fabric (HEALTH-014 judges this boot's SXids)"
-                         % (address, where.strip(), _past(text)) for text in fatal)
+                         % (address, where.strip(), text) for text in fatal)
     if previous.get("truncated"):
         texts = [t + " (only the newest %s kernel messages of that boot were read)" % previous.get("lines")
                  for t in texts]
