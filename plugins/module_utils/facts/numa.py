@@ -89,7 +89,8 @@ def parse_numa_maps(text):
                         counts.append((str(int(node)), int(value)))
                 elif word.startswith("kernelpagesize_kB="):
                     size = word[len("kernelpagesize_kB="):]
-                    page_kb = int(size) if size.isdigit() else None
+                    # a page size of 0 kB is no page size: the line's kilobytes are unknown
+                    page_kb = int(size) if size.isdigit() and int(size) > 0 else None
             if not counts:
                 continue
             if page_kb is None:

@@ -152,12 +152,17 @@ def test_numa_maps_broken(data):
                  st.lists(st.sampled_from(["7f00 default", " N0=", " N1=", " N12=", "5", "0", " anon=2",
                                            " kernelpagesize_kB=", "4", "2048", "\n", " ", "=", "N", "x"]),
                           max_size=40).map("".join)))
-def test_numa_maps_fuzz(data):
+def test_numa_maps_fuzz(data):  # found: ' kernelpagesize_kB=0 N0=5' gave 0 kB for 5 pages
     parsed = parse_numa_maps(data)
     assert parsed["pages"] == sum(parsed["pages_per_node"].values())
     assert all(key.isdigit() for key in parsed["pages_per_node"])
     if parsed["kb"] is not None:
         assert parsed["kb"] >= parsed["pages"]
+
+
+def test_numa_maps_page_size_zero_is_unknown_not_zero_kilobytes():
+    parsed = parse_numa_maps(" kernelpagesize_kB=0 N0=5")
+    assert (parsed["pages"], parsed["kb"], parsed["kb_per_node"]) == (5, None, None)
 
 
 # -- summary --------------------------------------------------------------------------------------------
