@@ -10,6 +10,7 @@ import pytest
 from helpers.fixhost import copy_tree, tree_state
 from helpers.runner import run_playbook, stdout_of
 from helpers.report_file import load_report
+from helpers.incident import incident_inventory
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pci import parse_config
 
@@ -19,9 +20,7 @@ RULE_ID = re.compile(r"\b[A-Z]+-[0-9]{3}\b")
 
 
 def inventory(root, **hostvars):
-    host = {"ansible_connection": "local", "ansible_python_interpreter": shutil.which("python3"), "gpuhost_root": root}
-    host.update(hostvars)
-    return {"all": {"hosts": {"gpu-incident": host}}}
+    return incident_inventory(root, **hostvars)
 
 
 def read_report(directory):
@@ -33,18 +32,10 @@ def statuses(findings, rule):
 
 
 @pytest.fixture(scope="module")
-def remediated(snapshot_trees, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("remediate")
-    root = copy_tree(snapshot_trees["incident"], tmp / "incident")
-    pristine = tree_state(root)
-    check = run_playbook(tmp, "remediate.yml", inventory(root), cmdline="--check --diff",
-                         extravars={"gpuhost_report_dir": str(tmp / "check")})
-    after_check = tree_state(root)
-    apply = run_playbook(tmp, "remediate.yml", inventory(root), extravars={"gpuhost_report_dir": str(tmp / "apply")})
-    after_apply = tree_state(root)
-    again = run_playbook(tmp, "remediate.yml", inventory(root), extravars={"gpuhost_report_dir": str(tmp / "again")})
-    return {"root": root, "tmp": tmp, "pristine": pristine, "check": check, "after_check": after_check,
-            "apply": apply, "after_apply": after_apply, "again": again, "after_again": tree_state(root)}
+def remediated(remediated_incident):
+    """check, apply and again on one incident copy (tests/integration/conftest.py: the session shares it
+    with test_console_output.py)."""
+    return remediated_incident
 
 
 def test_check_diff_shows_changes_and_changes_nothing(remediated):
