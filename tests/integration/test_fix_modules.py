@@ -4,7 +4,6 @@ Each step is one playbook run (tasks of the three modules together, on the incid
 copy at once), so the four-run pattern costs four ansible-playbook runs for both snapshots: check
 -> changed (trees untouched), apply -> changed, check -> unchanged, apply -> unchanged (no command
 listed). A test reads its own tasks' results and its own tasks' part of the output (task_output).
-The boot-loader-spec scenario and the bad input share one run too.
 """
 import json
 import os
