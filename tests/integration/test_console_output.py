@@ -11,7 +11,7 @@ import shutil
 import pytest
 import yaml
 
-from helpers.fixhost import copy_tree
+from helpers.incident import incident_inventory
 from helpers.runner import REPO, run_playbook, stdout_of
 
 PYTHON = shutil.which("python3")
@@ -131,10 +131,13 @@ def test_hostile_values_are_escaped_and_the_capture_is_marked(audited):
     assert "foo=unterminated x==y =\\n only" in out
 
 
-def test_remediate_shows_before_and_after_counts(snapshot_trees, tmp_path):
-    root = copy_tree(snapshot_trees["incident"], tmp_path / "incident")
-    runner = run_playbook(tmp_path, "remediate.yml", inventory({"gpu-incident": root}),
-                          extravars={"gpuhost_report_dir": str(tmp_path / "reports")})
+def test_remediate_shows_before_and_after_counts(remediated_incident):
+    # the real run of tests/integration/conftest.py's remediation: the demo inventory's gpu-incident on
+    # an incident copy, as inventory() makes it here, since the demo inventory gives it no other variable
+    assert set(demo_hostvars()["gpu-incident"]) == {"gpuhost_root"}
+    root = remediated_incident["root"]
+    assert inventory({"gpu-incident": root}) == incident_inventory(root)
+    runner = remediated_incident["apply"]
     assert runner.rc == 0, stdout_of(runner)
     lines = console_of(runner)
     assert lines[0].startswith("gpuhost baseline remediation (counts before -> after), profile amd-epyc-nvidia: "

@@ -1,13 +1,17 @@
 """The sysctl, kernel_cmdline and cpu_power modules run by ansible-playbook on writable snapshot copies.
 
-Each scenario is one playbook run per step (tasks of the three modules together), so the
-four-run pattern costs four ansible-playbook runs per snapshot: check -> changed (tree
-untouched), apply -> changed, check -> unchanged, apply -> unchanged (no command listed).
+Each step is one playbook run (tasks of the three modules together, on the incident and the intel
+copy at once), so the four-run pattern costs four ansible-playbook runs for both snapshots: check
+-> changed (trees untouched), apply -> changed, check -> unchanged, apply -> unchanged (no command
+listed). A test reads its own tasks' results and its own tasks' part of the output (task_output).
 """
 import json
 import os
+import shutil
 import subprocess
 import sys
+
+import pytest
 
 from helpers.fixhost import changed_paths, copy_tree, make_readonly, read, tree_state
 
@@ -45,20 +49,38 @@ def run_play(tmp_path, name, tasks, check=False, diff=False):
     return proc.stdout, [results["r%d" % index] for index in range(len(tasks))]
 
 
-def _four_runs(tmp_path, name, root, tasks):
-    """Run the four steps; returns ``(tree before, tree after apply, [results per step])``."""
-    before = tree_state(root)
+def task_output(stdout, indices):
+    """The output of the tasks ``indices`` of a :func:`run_play` run: each ``TASK [task N ...]``
+    section (its header, its diff, its warnings) up to the next task's header."""
+    wanted = set("task %d " % index for index in indices)
+    kept, keep = [], False
+    for line in stdout.splitlines(True):
+        if line.startswith("TASK ["):
+            keep = any(line.startswith("TASK [" + name) for name in wanted)
+        elif line.startswith(("PLAY RECAP", "PLAY [")):
+            keep = False
+        if keep:
+            kept.append(line)
+    return "".join(kept)
+
+
+def _four_runs(tmp_path, name, roots, tasks):
+    """Run the four steps on the trees ``roots`` ({name: root}); returns ``({name: tree before},
+    {name: tree after apply}, [(stdout, [result per task]) per step])``."""
+    before = dict((key, tree_state(root)) for key, root in roots.items())
     steps = []
     stdout, results = run_play(tmp_path, name + "-check", tasks, check=True, diff=True)
-    assert tree_state(root) == before, "check mode changed the tree"
+    for key, root in roots.items():
+        assert tree_state(root) == before[key], "check mode changed the %s tree" % key
     steps.append((stdout, results))
     stdout, results = run_play(tmp_path, name + "-apply", tasks)
-    applied = tree_state(root)
+    applied = dict((key, tree_state(root)) for key, root in roots.items())
     steps.append((stdout, results))
     for step in ("check-again", "apply-again"):
         stdout, results = run_play(tmp_path, name + "-" + step, tasks, check=step.startswith("check"), diff=True)
         steps.append((stdout, results))
-        assert tree_state(root) == applied, "%s changed the tree" % step
+        for key, root in roots.items():
+            assert tree_state(root) == applied[key], "%s changed the %s tree" % (step, key)
     for index, (_stdout, results) in enumerate(steps):
         for task, result in zip(tasks, results):
             assert not result.get("failed"), (task, result.get("msg"))
@@ -75,9 +97,8 @@ def _backups(root):
     return sorted(found)
 
 
-def test_incident_four_runs(snapshot_trees, tmp_path):
-    root = copy_tree(snapshot_trees["incident"], tmp_path / "incident")
-    tasks = [
+def _incident_tasks(root):
+    return [
         ("gpuhost.baseline.kernel_sysctl", {"key": "kernel.numa_balancing", "value": "0", "root": root, "backup": True}),
         ("gpuhost.baseline.kernel_sysctl", {"key": "vm.swappiness", "value": "10", "root": root, "backup": True}),
         ("gpuhost.baseline.kernel_cmdline", {"add": {"amd_pstate": "active", "iommu": "pt"}, "root": root,
@@ -85,8 +106,47 @@ def test_incident_four_runs(snapshot_trees, tmp_path):
         ("gpuhost.baseline.cpu_power", {"governor": "performance", "epp": "performance", "boost": True,
                                         "idle_latency_max_us": 10, "root": root, "backup": True}),
     ]
-    original_cmdline = read(root, "/etc/kernel/cmdline")
-    before, applied, steps = _four_runs(tmp_path, "incident", root, tasks)
+
+
+def _intel_tasks(root):
+    return [
+        ("gpuhost.baseline.kernel_sysctl", {"key": "vm.swappiness", "value": "10", "root": root}),
+        ("gpuhost.baseline.kernel_cmdline", {"add": ["processor.max_cstate=1"], "remove": ["rd.lvm.lv"],
+                                             "bootloader": "grub", "root": root}),
+        ("gpuhost.baseline.cpu_power", {"governor": "performance", "epp": "performance", "idle_latency_max_us": 10,
+                                        "root": root}),
+    ]
+
+
+@pytest.fixture(scope="module")
+def four_runs(snapshot_trees, tmp_path_factory):
+    """The four steps once, with the incident tasks and the intel (grub forced) tasks in each run;
+    ``{name: {"root", "original", "before", "applied", "steps": [(its output, its results)]}}``."""
+    tmp = tmp_path_factory.mktemp("fix-modules")
+    roots = {"incident": copy_tree(snapshot_trees["incident"], tmp / "incident"),
+             "intel": copy_tree(snapshot_trees["intel"], tmp / "intel")}
+    original = {"incident": read(roots["incident"], "/etc/kernel/cmdline"),
+                "intel": read(roots["intel"], "/etc/default/grub")}
+    groups = (("incident", _incident_tasks(roots["incident"])), ("intel", _intel_tasks(roots["intel"])))
+    tasks, spans = [], {}
+    for name, group in groups:
+        spans[name] = range(len(tasks), len(tasks) + len(group))
+        tasks.extend(group)
+    before, applied, steps = _four_runs(tmp, "both", roots, tasks)
+    runs = {}
+    for name, span in spans.items():
+        runs[name] = {"root": roots[name], "original": original[name], "before": before[name],
+                      "applied": applied[name],
+                      "steps": [(task_output(stdout, span), results[span.start:span.stop])
+                                for stdout, results in steps]}
+    yield runs
+    shutil.rmtree(str(tmp), ignore_errors=True)
+
+
+def test_incident_four_runs(four_runs):
+    run = four_runs["incident"]
+    root, original_cmdline, before, applied, steps = (run["root"], run["original"], run["before"], run["applied"],
+                                                      run["steps"])
 
     check_out, check_results = steps[0]
     # --check --diff shows each change
@@ -134,17 +194,9 @@ def test_incident_four_runs(snapshot_trees, tmp_path):
                                                  "etc/udev", "etc/udev/rules.d"})
 
 
-def test_intel_four_runs_with_grub_forced(snapshot_trees, tmp_path):
-    root = copy_tree(snapshot_trees["intel"], tmp_path / "intel")
-    grub_before = read(root, "/etc/default/grub")
-    tasks = [
-        ("gpuhost.baseline.kernel_sysctl", {"key": "vm.swappiness", "value": "10", "root": root}),
-        ("gpuhost.baseline.kernel_cmdline", {"add": ["processor.max_cstate=1"], "remove": ["rd.lvm.lv"],
-                                             "bootloader": "grub", "root": root}),
-        ("gpuhost.baseline.cpu_power", {"governor": "performance", "epp": "performance", "idle_latency_max_us": 10,
-                                        "root": root}),
-    ]
-    before, applied, steps = _four_runs(tmp_path, "intel", root, tasks)
+def test_intel_four_runs_with_grub_forced(four_runs):
+    run = four_runs["intel"]
+    root, grub_before, before, applied, steps = run["root"], run["original"], run["before"], run["applied"], run["steps"]
     check_out = steps[0][0]
     assert "may not boot from" in check_out  # the forced boot loader warns
     _out, (sysctl, cmdline, cpu) = steps[1]

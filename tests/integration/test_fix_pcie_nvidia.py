@@ -1,5 +1,8 @@
 """pcie_tune and nvidia_gpu through ansible-playbook: the four-run pattern on writable snapshot copies.
 
+pcie_tune's four runs and those of nvidia_gpu with a snapshot root are the same four runs (two
+tasks, two copies: the four_runs fixture); each test reads its own task's result and log.
+
 pcie_tune acts on a copy of the generated ``incident`` snapshot (root option); afterwards the
 config-space bytes are compared with the original byte by byte and decoded by ``parse_config``
 and by ``lspci -F``. nvidia_gpu runs with root ``/`` against the stand-in
@@ -19,6 +22,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pci import 
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "helpers"))
 import lspci as lspci_helper  # noqa: E402
+from test_fix_modules import task_output  # noqa: E402
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")
@@ -54,6 +58,32 @@ def run_task(tmp_path, module, args, *extra, env=None):
     return proc.returncode, json.loads(out.read_text()), log
 
 
+def run_tasks(tmp_path, tasks, *extra):
+    """Tasks ``[(module, args)]`` as one play on localhost; returns (rc, [registered result per task],
+    {index: the log of that task alone (test_fix_modules.task_output)})."""
+    out = tmp_path / "results.json"
+    if out.exists():
+        out.unlink()
+    book = tmp_path / "play-tasks.yml"
+    play_tasks = [{"name": "task %d %s" % (index, module), "gpuhost.baseline.%s" % module: args,
+                   "register": "r%d" % index, "ignore_errors": True} for index, (module, args) in enumerate(tasks)]
+    collected = ", ".join("'r%d': r%d" % (index, index) for index in range(len(tasks)))
+    play_tasks.append({"name": "keep the results", "ansible.builtin.copy": {
+        "content": "{{ {%s} | to_json }}" % collected, "dest": str(out)}, "check_mode": False, "diff": False})
+    book.write_text(json.dumps([{"name": "fix", "hosts": "localhost", "connection": "local", "gather_facts": False,
+                                 "tasks": play_tasks}]))
+    environ = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="0")
+    assert "ANSIBLE_COLLECTIONS_PATH" in environ  # set by tests/conftest.py
+    proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", "localhost,", "-e", "ansible_python_interpreter=" + sys.executable,
+                           str(book)] + list(extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=environ,
+                          cwd=REPO, timeout=300, check=False)
+    log = proc.stdout.decode("utf-8", "replace")
+    assert out.exists(), log
+    results = json.loads(out.read_text())
+    return (proc.returncode, [results["r%d" % index] for index in range(len(tasks))],
+            dict((index, task_output(log, [index])) for index in range(len(tasks))))
+
+
 def tree_hash(root):
     digest = hashlib.sha256()
     for base, dirs, files in sorted(os.walk(root)):
@@ -86,28 +116,54 @@ PCIE_ARGS = {"kinds": ["gpu", "nic"], "max_read_request": 4096, "acs_redirect": 
              "backup": True}
 
 
-def test_pcie_tune_four_runs_and_exact_bytes(tree, snapshot_trees, tmp_path):
-    original = snapshot_trees["incident"]
-    args = dict(PCIE_ARGS, root=tree)
-    start = tree_hash(tree)
+#: the four steps of the four-run pattern: check (with the diff), apply, check again, apply again
+FOUR_STEPS = (("--check", "--diff"), (), ("--check", "--diff"), ())
 
-    rc, result, log = run_task(tmp_path, "pcie_tune", args, "--check", "--diff")
+
+@pytest.fixture(scope="module")
+def four_runs(snapshot_trees, tmp_path_factory):
+    """pcie_tune (task 0) and nvidia_gpu with a snapshot root (task 1), each on its own incident copy,
+    in the same four ansible-playbook runs: ``{"trees", "steps": [(rc, results, logs)], "hashes":
+    {tree: [hash at the start, after each step]}}``."""
+    tmp = tmp_path_factory.mktemp("pcie-nvidia")
+    trees = {}
+    for name in ("pcie", "nvidia"):
+        trees[name] = str(tmp / name)
+        shutil.copytree(snapshot_trees["incident"], trees[name], symlinks=True)
+    tasks = [("pcie_tune", dict(PCIE_ARGS, root=trees["pcie"])),
+             ("nvidia_gpu", {"persistence": True, "power_limit": "max", "root": trees["nvidia"]})]
+    hashes = dict((name, [tree_hash(root)]) for name, root in trees.items())
+    steps = []
+    for extra in FOUR_STEPS:
+        steps.append(run_tasks(tmp, tasks, *extra))
+        for name, root in trees.items():
+            hashes[name].append(tree_hash(root))
+    yield {"trees": trees, "steps": steps, "hashes": hashes}
+    shutil.rmtree(str(tmp), ignore_errors=True)
+
+
+def test_pcie_tune_four_runs_and_exact_bytes(four_runs, snapshot_trees, tmp_path):
+    original = snapshot_trees["incident"]
+    tree = four_runs["trees"]["pcie"]
+    start, after_check, after_apply, _after_check_again, after_apply_again = four_runs["hashes"]["pcie"]
+    steps = [(rc, results[0], logs[0]) for rc, results, logs in four_runs["steps"]]
+
+    rc, result, log = steps[0]
     assert rc == 0 and result["changed"] and not result.get("failed"), log
-    assert tree_hash(tree) == start, "check mode changed the tree"
+    assert after_check == start, "check mode changed the tree"
     assert result["commands"] == ["systemctl daemon-reload", "udevadm control --reload"]
     assert "+0000:43:00.0 CAP_EXP+8.w 0x593e MaxPayload 256 MaxReadReq 4096" in log
 
-    rc, result, log = run_task(tmp_path, "pcie_tune", args)
+    rc, result, log = steps[1]
     assert rc == 0 and result["changed"] and not result.get("failed"), log
     assert result["persisted"]["covers"] and not result["persisted_before"]["covers"]
     assert [d["max_read_request_after"] for d in result["runtime"]["devices"]] == [4096] * 10
-    after_apply = tree_hash(tree)
 
-    rc, result, log = run_task(tmp_path, "pcie_tune", args, "--check", "--diff")
+    rc, result, log = steps[2]
     assert rc == 0 and not result["changed"], log
-    rc, result, log = run_task(tmp_path, "pcie_tune", args)
+    rc, result, log = steps[3]
     assert rc == 0 and not result["changed"] and result["commands"] == [], log
-    assert tree_hash(tree) == after_apply
+    assert after_apply_again == after_apply
 
     # only the MaxReadReq bits of Device Control changed on GPUs and NICs
     dumps = {}
@@ -291,19 +347,19 @@ def test_nvidia_gpu_out_of_range_limit_runs_nothing(tmp_path):
     assert all(call == ["-q", "-x"] for call in read_state(state)["calls"])
 
 
-def test_nvidia_gpu_on_a_snapshot_root_runs_nothing_and_is_idempotent(tree, tmp_path):
-    start = tree_hash(tree)
-    args = {"persistence": True, "power_limit": "max", "root": tree}
-    rc, result, log = run_task(tmp_path, "nvidia_gpu", args, "--check", "--diff")
+def test_nvidia_gpu_on_a_snapshot_root_runs_nothing_and_is_idempotent(four_runs):
+    # the same four runs as pcie_tune's (four_runs), on a copy of its own; the check again shows the
+    # diff there (test_nvidia_gpu_four_runs_with_fake_smi checks again without it)
+    start, after_check, applied, _after_check_again, after_apply_again = four_runs["hashes"]["nvidia"]
+    steps = [(rc, results[1], logs[1]) for rc, results, logs in four_runs["steps"]]
+    rc, result, log = steps[0]
     assert rc == 0 and result["changed"], log
-    assert tree_hash(tree) == start
-    rc, result, log = run_task(tmp_path, "nvidia_gpu", args)
+    assert after_check == start
+    rc, result, log = steps[1]
     assert rc == 0 and result["changed"], log
     assert result["commands"][:2] == ["nvidia-smi -i 0 -pm 1", "nvidia-smi -i 1 -pm 1"]
     assert "nvidia-smi -i 7 -pl 600" in result["commands"]
-    applied = tree_hash(tree)
     assert applied != start  # the captured nvidia-smi XML now shows the applied state
-    for extra in (("--check",), ()):
-        rc, result, log = run_task(tmp_path, "nvidia_gpu", args, *extra)
+    for rc, result, log in steps[2:]:
         assert rc == 0 and not result["changed"] and result["commands"] == [], log
-    assert tree_hash(tree) == applied
+    assert after_apply_again == applied

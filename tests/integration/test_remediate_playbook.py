@@ -10,6 +10,7 @@ import pytest
 from helpers.fixhost import copy_tree, tree_state
 from helpers.runner import run_playbook, stdout_of
 from helpers.report_file import load_report
+from helpers.incident import incident_inventory
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pci import parse_config
 
@@ -19,9 +20,7 @@ RULE_ID = re.compile(r"\b[A-Z]+-[0-9]{3}\b")
 
 
 def inventory(root, **hostvars):
-    host = {"ansible_connection": "local", "ansible_python_interpreter": shutil.which("python3"), "gpuhost_root": root}
-    host.update(hostvars)
-    return {"all": {"hosts": {"gpu-incident": host}}}
+    return incident_inventory(root, **hostvars)
 
 
 def read_report(directory):
@@ -33,18 +32,10 @@ def statuses(findings, rule):
 
 
 @pytest.fixture(scope="module")
-def remediated(snapshot_trees, tmp_path_factory):
-    tmp = tmp_path_factory.mktemp("remediate")
-    root = copy_tree(snapshot_trees["incident"], tmp / "incident")
-    pristine = tree_state(root)
-    check = run_playbook(tmp, "remediate.yml", inventory(root), cmdline="--check --diff",
-                         extravars={"gpuhost_report_dir": str(tmp / "check")})
-    after_check = tree_state(root)
-    apply = run_playbook(tmp, "remediate.yml", inventory(root), extravars={"gpuhost_report_dir": str(tmp / "apply")})
-    after_apply = tree_state(root)
-    again = run_playbook(tmp, "remediate.yml", inventory(root), extravars={"gpuhost_report_dir": str(tmp / "again")})
-    return {"root": root, "tmp": tmp, "pristine": pristine, "check": check, "after_check": after_check,
-            "apply": apply, "after_apply": after_apply, "again": again, "after_again": tree_state(root)}
+def remediated(remediated_incident):
+    """check, apply and again on one incident copy (tests/integration/conftest.py: the session shares it
+    with test_console_output.py)."""
+    return remediated_incident
 
 
 def test_check_diff_shows_changes_and_changes_nothing(remediated):
@@ -149,8 +140,8 @@ def test_a_fix_left_out_by_skip_tags_is_not_said_to_have_run(snapshot_trees, tmp
     assert "NUMA-001" not in fix_tasks_that_ran(runner)
 
 
-def test_busy_gpus_stop_the_host_unless_forced(snapshot_trees, tmp_path):
-    root = copy_tree(snapshot_trees["incident"], tmp_path / "busy")
+def _make_busy(root):
+    """A compute process on the GPUs of the snapshot ``root``; returns nothing."""
     xml = os.path.join(root, "commands", "nvidia-smi-q.xml")
     with open(xml) as handle:
         text = handle.read()
@@ -159,20 +150,19 @@ def test_busy_gpus_stop_the_host_unless_forced(snapshot_trees, tmp_path):
             "<used_memory>81000 MiB</used_memory></process_info>\n")
     with open(xml, "w") as handle:
         handle.write(text.replace("<processes>\n", busy, 1))
-    before = tree_state(root)
-    runner = run_playbook(tmp_path, "remediate.yml", inventory(root), extravars={"gpuhost_report_dir": str(tmp_path / "r")})
-    assert runner.rc == 0, stdout_of(runner)
-    assert "GPUs are running compute work" in stdout_of(runner) and "pid 4242" in stdout_of(runner)
-    assert tree_state(root) == before
-    host = read_report(tmp_path / "r")
-    assert "skipped" in host["message"]
 
 
-def test_failed_fix_reports_the_host_failed_and_a_rerun_completes(snapshot_trees, tmp_path):
-    """A fix that fails keeps the host in the play: it is audited again, reported failed with the
-    task and its error, the other host is fixed, the run fails; once the cause is gone a rerun completes."""
-    broken = copy_tree(snapshot_trees["incident"], tmp_path / "broken")
-    fine = copy_tree(snapshot_trees["incident"], tmp_path / "fine")
+@pytest.fixture(scope="module")
+def failed_then_rerun(snapshot_trees, tmp_path_factory):
+    """A fix that fails on gpu-broken beside gpu-fine, then a rerun once the cause is gone; the
+    rerun has gpu-busy too (GPUs running compute work): one run shows both that a busy host is
+    stopped without failing the run and that the rerun completes."""
+    tmp = tmp_path_factory.mktemp("remediate-failed")
+    broken = copy_tree(snapshot_trees["incident"], tmp / "broken")
+    fine = copy_tree(snapshot_trees["incident"], tmp / "fine")
+    busy = copy_tree(snapshot_trees["incident"], tmp / "busy")
+    _make_busy(busy)
+    busy_before = tree_state(busy)
     sysctl_d = os.path.join(broken, "etc", "sysctl.d")
     shutil.rmtree(sysctl_d, ignore_errors=True)
     with open(sysctl_d, "w") as handle:  # a file where the sysctl.d directory belongs: the sysctl fix fails
@@ -181,7 +171,30 @@ def test_failed_fix_reports_the_host_failed_and_a_rerun_completes(snapshot_trees
         "gpu-broken": inventory(broken)["all"]["hosts"]["gpu-incident"],
         "gpu-fine": inventory(fine)["all"]["hosts"]["gpu-incident"],
     }}}
-    first = run_playbook(tmp_path, "remediate.yml", hosts, extravars={"gpuhost_report_dir": str(tmp_path / "r1")})
+    first = run_playbook(tmp, "remediate.yml", hosts, extravars={"gpuhost_report_dir": str(tmp / "r1")})
+    os.remove(sysctl_d)
+    os.mkdir(sysctl_d)
+    hosts["all"]["hosts"]["gpu-busy"] = inventory(busy)["all"]["hosts"]["gpu-incident"]
+    rerun = run_playbook(tmp, "remediate.yml", hosts, extravars={"gpuhost_report_dir": str(tmp / "r2")})
+    yield {"tmp": tmp, "first": first, "rerun": rerun, "busy": busy, "busy_before": busy_before,
+           "busy_after": tree_state(busy)}
+    shutil.rmtree(str(tmp), ignore_errors=True)
+
+
+def test_busy_gpus_stop_the_host_unless_forced(failed_then_rerun):
+    runner = failed_then_rerun["rerun"]
+    assert runner.rc == 0, stdout_of(runner)
+    assert "GPUs are running compute work" in stdout_of(runner) and "pid 4242" in stdout_of(runner)
+    assert failed_then_rerun["busy_after"] == failed_then_rerun["busy_before"]
+    host = load_report(failed_then_rerun["tmp"] / "r2")["hosts"]["gpu-busy"]
+    assert "skipped" in host["message"]
+
+
+def test_failed_fix_reports_the_host_failed_and_a_rerun_completes(failed_then_rerun):
+    """A fix that fails keeps the host in the play: it is audited again, reported failed with the
+    task and its error, the other host is fixed, the run fails; once the cause is gone a rerun completes."""
+    tmp_path = failed_then_rerun["tmp"]
+    first = failed_then_rerun["first"]
     out = stdout_of(first)
     assert first.rc != 0, out
     assert "remediation of gpu-broken did not complete" in out
@@ -199,9 +212,7 @@ def test_failed_fix_reports_the_host_failed_and_a_rerun_completes(snapshot_trees
     assert pending["NUMA-001"]["message"].startswith("still failing after the sysctl fix")
     assert pending["KERNEL-005"]["kind"] == "not-applied", pending["KERNEL-005"]
 
-    os.remove(sysctl_d)
-    os.mkdir(sysctl_d)
-    rerun = run_playbook(tmp_path, "remediate.yml", hosts, extravars={"gpuhost_report_dir": str(tmp_path / "r2")})
+    rerun = failed_then_rerun["rerun"]
     assert rerun.rc == 0, stdout_of(rerun)
     report = load_report(tmp_path / "r2")["hosts"]
     assert report["gpu-broken"]["state"] == "audited"
