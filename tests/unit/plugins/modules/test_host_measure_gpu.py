@@ -10,6 +10,8 @@ import time
 
 import pytest
 
+from helpers.gpu_host import gpu_host
+
 from ansible_collections.gpuhost.baseline.plugins.modules import host_measure
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "fixtures", "measure")
@@ -31,14 +33,6 @@ def fake_tools(tmp_path, scripts):
         (bindir / name).write_text("#!/bin/sh\necho \"$0 $*\" >> %s/ran\n%s\n" % (tmp_path, body))
         (bindir / name).chmod(0o755)
     return lambda name: shutil.which(name, path=str(bindir))
-
-
-def gpu_host(tmp_path, count=2):
-    gpus = tmp_path / "gpus"
-    gpus.mkdir()
-    for index in range(count):
-        (gpus / ("0000:%02x:00.0" % (0x18 + index))).mkdir()
-    return str(gpus), str(tmp_path / "nvidia0")
 
 
 def cat(name):

@@ -7,6 +7,8 @@ import os
 
 import pytest
 
+from helpers.gpu_host import gpu_host
+
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import measure_gpu
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "fixtures", "measure")
@@ -24,14 +26,6 @@ FIGURES = {"gpu_bw": ("pairs",), "dcgm_diag": ("overall", "failed", "entities"),
 def fixture(name):
     with open(os.path.join(FIXTURES, name)) as handle:
         return handle.read()
-
-
-def gpu_host(tmp_path, count=2):
-    gpus = tmp_path / "gpus"
-    gpus.mkdir()
-    for index in range(count):
-        (gpus / ("0000:%02x:00.0" % (0x18 + index))).mkdir()
-    return str(gpus), str(tmp_path / "nvidia0")
 
 
 def which_of(*names):
