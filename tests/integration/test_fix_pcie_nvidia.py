@@ -34,6 +34,19 @@ SWITCH_DOWNSTREAM = ["0000:42:00.0", "0000:42:01.0", "0000:46:00.0", "0000:46:01
                      "0000:c2:00.0", "0000:c2:01.0", "0000:c6:00.0", "0000:c6:01.0"]
 
 
+def _play(book, out, extra, env=None):
+    """``(rc, log)`` of ansible-playbook running ``book`` on localhost; the play must have written ``out``."""
+    environ = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="0")
+    environ.update(env or {})
+    assert "ANSIBLE_COLLECTIONS_PATH" in environ  # set by tests/conftest.py
+    proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", "localhost,", "-e", "ansible_python_interpreter=" + sys.executable,
+                           str(book)] + list(extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=environ,
+                          cwd=REPO, timeout=300, check=False)
+    log = proc.stdout.decode("utf-8", "replace")
+    assert out.exists(), log
+    return proc.returncode, log
+
+
 def run_task(tmp_path, module, args, *extra, env=None):
     """One task of ``module`` with ``args`` on localhost; returns (rc, registered result, log)."""
     out = tmp_path / "result.json"
@@ -47,15 +60,8 @@ def run_task(tmp_path, module, args, *extra, env=None):
             {"name": "keep the result", "ansible.builtin.copy": {"content": "{{ r | to_json }}", "dest": str(out)},
              "check_mode": False, "diff": False},
         ]}]))
-    environ = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="0")
-    environ.update(env or {})
-    assert "ANSIBLE_COLLECTIONS_PATH" in environ  # set by tests/conftest.py
-    proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", "localhost,", "-e", "ansible_python_interpreter=" + sys.executable,
-                           str(book)] + list(extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=environ,
-                          cwd=REPO, timeout=300, check=False)
-    log = proc.stdout.decode("utf-8", "replace")
-    assert out.exists(), log
-    return proc.returncode, json.loads(out.read_text()), log
+    rc, log = _play(book, out, extra, env)
+    return rc, json.loads(out.read_text()), log
 
 
 def run_tasks(tmp_path, tasks, *extra):
@@ -72,15 +78,9 @@ def run_tasks(tmp_path, tasks, *extra):
         "content": "{{ {%s} | to_json }}" % collected, "dest": str(out)}, "check_mode": False, "diff": False})
     book.write_text(json.dumps([{"name": "fix", "hosts": "localhost", "connection": "local", "gather_facts": False,
                                  "tasks": play_tasks}]))
-    environ = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="0")
-    assert "ANSIBLE_COLLECTIONS_PATH" in environ  # set by tests/conftest.py
-    proc = subprocess.run([ANSIBLE_PLAYBOOK, "-i", "localhost,", "-e", "ansible_python_interpreter=" + sys.executable,
-                           str(book)] + list(extra), stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=environ,
-                          cwd=REPO, timeout=300, check=False)
-    log = proc.stdout.decode("utf-8", "replace")
-    assert out.exists(), log
+    rc, log = _play(book, out, extra)
     results = json.loads(out.read_text())
-    return (proc.returncode, [results["r%d" % index] for index in range(len(tasks))],
+    return (rc, [results["r%d" % index] for index in range(len(tasks))],
             dict((index, task_output(log, [index])) for index in range(len(tasks))))
 
 
