@@ -192,12 +192,13 @@ def _gpus(facts, measure):
             None, None, "GPU %s (%s) is not among nvidia-smi's GPUs: no link to compare with" % (key, bus))
         links[str(key)] = rate
         h2d, d2h = _num(entry.get("h2d_gbs")), _num(entry.get("d2h_gbs"))
-        worst = min([v for v in (h2d, d2h) if v is not None] or [None]) if (h2d, d2h) != (None, None) else None
+        figures = [value for value in (h2d, d2h) if value is not None]
+        worst = min(figures) if figures else None
         if worst is None:
             reason = "nvbandwidth gave no host<->device figure for GPU %s" % key
+        # reason is None here only when both the figure and the link rate are known
         gpus_out.append({"gpu": "GPU%s %s" % (key, bus or ""), "h2d_gbs": h2d, "d2h_gbs": d2h, "link_gbs": rate,
-                         "link": label, "fraction": _ratio(worst, rate), "reason": reason if worst is None or
-                         rate is None else None,
+                         "link": label, "fraction": _ratio(worst, rate), "reason": reason,
                          "detail": "H2D %s, D2H %s GB/s of %s GB/s per direction (%s)" % (h2d, d2h, rate, label)})
     pairs_out = []
     for pair in section.get("pairs") or []:
