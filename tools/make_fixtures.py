@@ -9,36 +9,13 @@ Output is byte for byte deterministic: the same command gives the same tree ever
 """
 
 import argparse
-import atexit
 import os
-import shutil
 import sys
-import tempfile
 
-REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def _collection_path():
-    """A collections path where ``ansible_collections.gpuhost.baseline`` is this checkout: the build
-    link (``make link``, ``tests/conftest.py``), else a private link in a temporary directory."""
-    link = os.path.join(REPO, "build", "collections")
-    if os.path.isdir(os.path.join(link, "ansible_collections", "gpuhost", "baseline", "plugins")):
-        return link
-    scratch = tempfile.mkdtemp(prefix="make-fixtures-collections-")
-    atexit.register(shutil.rmtree, scratch, True)
-    os.makedirs(os.path.join(scratch, "ansible_collections", "gpuhost"))
-    os.symlink(REPO, os.path.join(scratch, "ansible_collections", "gpuhost", "baseline"))
-    return scratch
-
-
-try:
-    import ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen  # noqa: F401  pylint: disable=unused-import
-except ImportError:
-    sys.path.insert(0, _collection_path())
-
+import collection_path  # noqa: F401  pylint: disable=unused-import  (the collection importable)
 # the one generator, shipped in the collection (plugins/plugin_utils/snapgen)
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen import scenarios  # noqa: E402
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen.pciconfig import snapshot_dump  # noqa: E402
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen import scenarios
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen.pciconfig import snapshot_dump
 
 
 def main(argv=None):
