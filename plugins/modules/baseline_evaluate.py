@@ -316,6 +316,13 @@ busy_gpus:
   type: list
   elements: dict
   sample: [{"index": 0, "bus_id": "0000:43:00.0", "processes": ["python3 (pid 4242)"]}]
+busy_reason:
+  description:
+    - Why the maintenance guards of the remediate and validate roles leave this host alone: one sentence naming
+      the compute processes of RV(busy_gpus); an empty string when no GPU runs compute work.
+  returned: success
+  type: str
+  sample: "GPUs are running compute work (python3 (pid 4242)); drain the host or set gpuhost_force=true"
 """
 
 from ansible.module_utils.basic import AnsibleModule

@@ -510,6 +510,15 @@ def busy_gpus(facts):
     return busy
 
 
+def busy_reason(busy):
+    """Why the maintenance guards (the remediate and validate roles) leave a host alone: one sentence
+    naming the compute processes of ``busy`` (:func:`busy_gpus`), or "" when no GPU is busy."""
+    processes = [name for gpu in busy for name in gpu["processes"]]
+    if not processes:
+        return ""
+    return "GPUs are running compute work (%s); drain the host or set gpuhost_force=true" % ", ".join(processes)
+
+
 def _today(today):
     if today is None:
         return datetime.date.today()
@@ -521,7 +530,7 @@ def evaluate(facts, profile="auto", params=None, waivers=None, host=None, today=
     """Judge one host's facts document.
 
     Returns ``{"findings", "summary", "profile", "params", "failing", "failing_ids", "fix_plan",
-    "busy_gpus"}``. Raises
+    "busy_gpus", "busy_reason", "pending_items"}``. Raises
     :class:`CatalogueError` for a malformed catalogue, profile name, parameter or waiver.
     """
     catalogue = catalogue or load_catalogue(base_dir)
@@ -536,6 +545,7 @@ def evaluate(facts, profile="auto", params=None, waivers=None, host=None, today=
         waiver["_expired"] = waiver["expires"] < day
     doc = derive(facts, effective)
     doc["params"] = effective
+    busy = busy_gpus(facts)
     findings = []
     for rid in chosen.rule_ids:
         for finding in _evaluate_rule(catalogue.by_id[rid], doc, effective):
@@ -548,6 +558,7 @@ def evaluate(facts, profile="auto", params=None, waivers=None, host=None, today=
         "failing": failing_lines(findings),
         "failing_ids": sorted(set(f["id"] for f in findings if f["status"] == "fail")),
         "fix_plan": fix_plan(findings, facts),
-        "busy_gpus": busy_gpus(facts),
+        "busy_gpus": busy,
+        "busy_reason": busy_reason(busy),
         "pending_items": pending_items(findings, catalogue, applied),
     }

@@ -642,6 +642,17 @@ def test_busy_gpus_lists_compute_processes_and_tolerates_garbage():
     assert busy_gpus({"nvidia": {"gpus": [None, "gpu0", {"index": 3, "processes": 5}]}}) == []
 
 
+def test_busy_reason_names_every_compute_process_once_for_both_guards():
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import busy_gpus, busy_reason
+
+    facts = {"nvidia": {"gpus": [{"index": 0, "processes": [{"pid": 7, "name": "python3"}]},
+                                 {"index": 1, "processes": [{"pid": 8, "name": "vllm"}, {"pid": 9, "name": "x"}]}]}}
+    assert busy_reason(busy_gpus(facts)) == (
+        "GPUs are running compute work (python3 (pid 7), vllm (pid 8), x (pid 9)); drain the host or set gpuhost_force=true")
+    assert busy_reason(busy_gpus({"nvidia": {"gpus": [{"index": 0, "processes": []}]}})) == ""
+    assert busy_reason([]) == ""
+
+
 def test_pending_items_say_why_each_failure_is_still_open():
     from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import pending_items
 
