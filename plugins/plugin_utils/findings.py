@@ -44,6 +44,8 @@ STATUS_LABELS = {
 SEVERITY_RANK = {"info": 0, "low": 1, "medium": 2, "high": 3, "critical": 4}
 #: Worst first, as ``totals.fail_by_severity`` of report.json lists them.
 SEVERITIES = tuple(sorted(SEVERITY_RANK, key=SEVERITY_RANK.get, reverse=True))
+#: The values of ``gpuhost_fail_on``: a severity that can fail a host, or ``none``.
+FAIL_ON_LEVELS = tuple(level for level in SEVERITIES if level != "info") + ("none",)
 
 #: What became of a host in a run.
 HOST_STATES = ("audited", "unreachable", "failed")
