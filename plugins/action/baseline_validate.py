@@ -11,7 +11,8 @@ from __future__ import absolute_import, division, print_function
 
 import json
 
-from ansible.errors import AnsibleActionFail
+from ansible.errors import AnsibleActionFail, AnsibleError
+from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import validate
@@ -22,10 +23,14 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inventory_vars im
     controller_refusal,
     describe_unknown,
     known_names,
+    role_argument_spec,
     unknown_names,
 )
 
 __metaclass__ = type
+
+#: how many hosts a problem shared by many names before "and N more"
+HOSTS_NAMED = 5
 
 
 class ActionModule(ActionBase):
@@ -46,6 +51,7 @@ class ActionModule(ActionBase):
             controller_guard=dict(type="bool", default=False),
             root=dict(type="str", default="/"),
             allow_controller=dict(type="bool", default=False),
+            role_spec=dict(type="str"),
         ))
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
@@ -53,7 +59,11 @@ class ActionModule(ActionBase):
         if args["controller_guard"] and args["hosts"] is not None:
             raise AnsibleActionFail("controller_guard checks the host the task runs for, through its connection: "
                                     "run it per host, without hosts")
+        if args["role_spec"] and args["hosts"] is None:
+            raise AnsibleActionFail("role_spec checks the role variables of the hosts listed in hosts: give hosts")
         problems = self._inventory_checks(args, task_vars, result)
+        if args["role_spec"]:
+            problems.extend(self._role_variables(args["role_spec"], args["hosts"], task_vars))
         if problems:
             result.update(failed=True, changed=False, msg="; ".join(problems))
             if args["hosts"] is None:
@@ -128,6 +138,37 @@ class ActionModule(ActionBase):
             elif args["inventory_vars"] == "warn":
                 result.setdefault("warnings", []).append(text)
         return problems
+
+    @staticmethod
+    def _role_variables(role, hosts, task_vars):
+        """Each host's values of the role's options checked against its argument spec, once for the fleet:
+        what Ansible's own check at the start of the role does per host (a round of forks over the fleet),
+        which the collection's playbooks turn off (``rolespec_validate: false``). Hosts sharing their values
+        (group vars) are checked once. Returns the problems, by host."""
+        try:
+            options = role_argument_spec(COLLECTION_ROOT, role)
+        except (InventoryVarsError, IOError, OSError) as exc:
+            raise AnsibleActionFail("baseline_validate: %s" % exc)
+        validator = ArgumentSpecValidator(options)
+        hostvars = task_vars.get("hostvars") or {}
+        hosts_by_error, seen = {}, {}
+        for host in hosts:
+            host_vars = hostvars.get(host) or {}
+            try:
+                values = dict((name, host_vars[name]) for name in options if name in host_vars)
+            except AnsibleError as exc:
+                hosts_by_error.setdefault("a variable cannot be templated: %s" % exc, []).append(host)
+                continue
+            key = json.dumps(values, sort_keys=True, default=str)
+            if key not in seen:
+                seen[key] = "; ".join(validator.validate(values).error_messages)
+            if seen[key]:
+                hosts_by_error.setdefault(seen[key], []).append(host)
+        # the same wrong group variable on a thousand hosts is one problem, not a thousand
+        return ["invalid variable(s) for role gpuhost.baseline.%s on host(s) %s%s: %s"
+                % (role, ", ".join(names[:HOSTS_NAMED]),
+                   " and %d more" % (len(names) - HOSTS_NAMED) if len(names) > HOSTS_NAMED else "", error)
+                for error, names in hosts_by_error.items()]
 
     def _connection_name(self):
         """The connection plugin of the task's host (``local``, ``ssh``...): what runs the fixes."""

@@ -115,6 +115,16 @@ options:
         C(localhost) fix the controller through a local connection.
     type: bool
     default: false
+  role_spec:
+    description:
+      - With O(hosts), also check each host's values of this collection role's variables (V(audit), V(remediate),
+        V(validate)...) against the role's argument spec (C(roles/<role>/meta/argument_specs.yml)), the check Ansible
+        makes at the start of the role for each host. Hosts sharing their values are checked once.
+      - The collection's playbooks check the fleet here, in one task on the controller, and run the role with
+        C(rolespec_validate=false), since Ansible's own check is a task per host, one more round of forks over the fleet.
+      - A wrong value fails the task, and with C(run_once) the run, before any host is contacted; the message names
+        the role, the hosts (five, then how many more) and Ansible's words for each wrong value.
+    type: str
 extends_documentation_fragment:
   - gpuhost.baseline.controller
   - gpuhost.baseline.controller.judging
@@ -186,6 +196,7 @@ def main():
             controller_guard=dict(type="bool", default=False),
             root=dict(type="str", default="/"),
             allow_controller=dict(type="bool", default=False),
+            role_spec=dict(type="str"),
         ),
         supports_check_mode=True,
     )

@@ -107,6 +107,20 @@ def _role_options(path):
                for name in (entry.get("options") or {}))
 
 
+def role_argument_spec(collection_root, role):
+    """The options of ``role``'s ``main`` entry point (its ``meta/argument_specs.yml``), as Ansible's
+    ``validate_argument_spec`` takes them. Raises :class:`InventoryVarsError` when the role or its
+    argument spec is missing or malformed."""
+    path = os.path.join(collection_root, "roles", role, "meta", "argument_specs.yml")
+    if os.sep in role or role.startswith(".") or not os.path.isfile(path):
+        raise InventoryVarsError("no role %r with an argument spec under %s" % (role, collection_root))
+    main = ((_load(path) or {}).get("argument_specs") or {}).get("main")
+    options = main.get("options") if isinstance(main, dict) else None
+    if not isinstance(options, dict):
+        raise InventoryVarsError("%s has no argument_specs.main.options" % path)
+    return options
+
+
 def known_names(collection_root):
     """Every ``gpuhost_*`` name the collection at ``collection_root`` knows (a frozenset).
 

@@ -1,5 +1,6 @@
 """playbooks/audit.yml end to end through ansible-runner: the demo fleet, an unreachable host,
 check mode, fail_on, and bad input rejected before any host is contacted (issue 3)."""
+import re
 import shutil
 
 import pytest
@@ -173,6 +174,27 @@ def test_bad_input_is_rejected_before_any_host_is_contacted(snapshot_trees, tmp_
     out = stdout_of(runner)
     assert runner.rc != 0
     assert expected in out
+    assert [e for e in runner.events if e.get("event") == "runner_on_start"
+            and e["event_data"].get("task_action") == "gpuhost.baseline.baseline_evaluate"] == []
+    assert not (tmp_path / "r").exists()
+
+
+@pytest.mark.parametrize("playbook, role", [("audit.yml", "audit"), ("remediate.yml", "remediate"),
+                                            ("validate.yml", "validate")])
+def test_a_wrong_role_variable_is_named_for_its_hosts_before_any_host_is_contacted(snapshot_trees, tmp_path,
+                                                                                   playbook, role):
+    # the playbooks run their role with rolespec_validate=false: the first play checks the role's argument
+    # spec for the whole fleet at once, and a group variable wrong on many hosts is one problem
+    inventory = fleet(snapshot_trees, live=False)
+    inventory["all"]["children"]["snapshots"]["vars"]["gpuhost_fail_on"] = "hihg"
+    runner = run_playbook(tmp_path, playbook, inventory, cmdline="--check",
+                          extravars={"gpuhost_report_dir": str(tmp_path / "r")})
+    out = " ".join(stdout_of(runner).split())
+    assert runner.rc != 0, out
+    named = re.search(r"invalid variable\(s\) for role gpuhost\.baseline\.%s on host\(s\) ([^:]*): value of "
+                      r"gpuhost_fail_on must be one of: [a-z, ]*, got: hihg" % role, out)
+    assert named, out
+    assert sorted(named.group(1).split(", ")) == ["demo-healthy", "demo-hostile", "demo-incident", "demo-intel"]
     assert [e for e in runner.events if e.get("event") == "runner_on_start"
             and e["event_data"].get("task_action") == "gpuhost.baseline.baseline_evaluate"] == []
     assert not (tmp_path / "r").exists()

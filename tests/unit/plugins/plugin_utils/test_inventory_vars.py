@@ -18,6 +18,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inventory_vars im
     InventoryVarsError,
     controller_refusal,
     known_names,
+    role_argument_spec,
     unknown_names,
 )
 
@@ -91,6 +92,19 @@ def test_a_new_role_option_is_known_without_touching_a_list(tmp_path):
     spec.write_text(yaml.safe_dump(data))
     assert "gpuhost_brand_new" not in KNOWN
     assert "gpuhost_brand_new" in known_names(str(root))
+
+
+def test_role_argument_spec_is_the_main_entry_points_options_and_refuses_what_is_no_role(tmp_path):
+    options = role_argument_spec(COLLECTION_ROOT, "audit")
+    assert options["gpuhost_fail_on"]["choices"] == ["none", "low", "medium", "high", "critical"]
+    assert set(options) == spec_options("audit")
+    for bad in ("no_such_role", "../roles/audit", ".", ""):
+        with pytest.raises(InventoryVarsError, match="no role"):
+            role_argument_spec(COLLECTION_ROOT, bad)
+    (tmp_path / "roles" / "odd" / "meta").mkdir(parents=True)
+    (tmp_path / "roles" / "odd" / "meta" / "argument_specs.yml").write_text("argument_specs:\n  other: {}\n")
+    with pytest.raises(InventoryVarsError, match="no argument_specs.main.options"):
+        role_argument_spec(str(tmp_path), "odd")
 
 
 def test_a_root_without_role_specs_is_an_error_not_every_name_unknown(tmp_path):
