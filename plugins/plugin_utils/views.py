@@ -755,7 +755,9 @@ def report_view(report, inline_hosts=None):
     (one page: a matrix row and a section per host) up to ``inline_hosts`` hosts
     (:data:`INLINE_HOSTS`), else ``groups``: ``groups`` holds one entry per set of hosts with
     the same problems (:func:`problem_key`), worst first, and each host's detail goes to its
-    own page (``pages``: host name -> ``hosts/<stem>``)."""
+    own page (``pages``: host name -> ``hosts/<stem>``); ``rules`` (the fleet page's rules table)
+    and ``rule_text`` (rule id -> its row's ``ref`` and finding there) hold the text of every rule a
+    host page shows, once: the host pages link to it rather than repeat it."""
     inline_hosts = INLINE_HOSTS if inline_hosts is None else inline_hosts
     columns = _rule_columns(report)
     areas = []
