@@ -128,6 +128,15 @@ def test_host_pages_link_the_rule_text_stated_once_on_the_fleet_page(tmp_path):
             assert html.escape(finding["rationale"]) not in page, rule_id
         if finding.get("fix"):
             assert html.escape(finding["fix"]) not in page, rule_id
+    # the Markdown page: a rule's fix at its first problem, "fix: as above" at the next ones
+    md = (tmp_path / "hosts" / "gpu-0000.md").read_text(encoding="utf-8")
+    problems = [f for f in incident["findings"] if f["status"] in ("fail", "unknown", "waived")]
+    repeated = set(f["id"] for f in problems if f.get("fix") and sum(1 for g in problems if g["id"] == f["id"]) > 1)
+    assert repeated
+    for rule_id in repeated:
+        fix = next(f["fix"] for f in problems if f["id"] == rule_id)
+        assert md.count("  - fix: %s" % views.md_text(fix)) == 1, rule_id
+    assert md.count("  - fix: as above") == sum(1 for f in problems if f["id"] in repeated) - len(repeated)
 
 
 def test_hostile_host_names_give_safe_unique_page_names(tmp_path):
