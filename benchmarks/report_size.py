@@ -77,8 +77,8 @@ def main():
         size, count = tree_size(path) if os.path.isdir(path) else (os.path.getsize(path), 1)
         total += size
         label = name + ("/" if os.path.isdir(path) else "")
-        print("  %-14s %10.2f MB %8.1f kB/host%s" % (label, size / 1e6, size / 1e3 / args.hosts,
-                                                    " (%d files)" % count if count > 1 else ""))
+        files = " (%d files)" % count if count > 1 else ""
+        print("  %-14s %10.2f MB %8.1f kB/host%s" % (label, size / 1e6, size / 1e3 / args.hosts, files))
     print("  %-14s %10.2f MB %8.1f kB/host (target <= 60 kB at 1,000 hosts)" % ("all", total / 1e6, total / 1e3 / args.hosts))
     if args.keep:
         print("kept: %s" % work)
