@@ -26,7 +26,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import (
     FORMAT_FILES, FORMATS, ReportError, compact_document, dumps_document, expand_document,
 )
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import (
-    HOST_PAGES_DIR, TEMPLATES, render_host_pages, render_html, render_markdown, report_view,
+    HOST_PAGES_DIR, TEMPLATES, iter_host_pages, render_html, render_markdown, report_view,
 )
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views_machine import iter_junit, render_prometheus
 
@@ -331,10 +331,9 @@ def _stage_host_pages(staged, stored, formats, template_dir=None, view=None):
     """The per-host pages of a fleet above :data:`INLINE_HOSTS` hosts, as ``hosts/<stem>.<ext>``
     (without an fsync each: they are views, regenerated from report.json at will)."""
     for fmt in formats:
-        pages = render_host_pages(stored, fmt, template_dir, view=view)
-        if pages:
+        # rendered and written one page at a time: the pages of the fleet are never held together
+        for relative, text in iter_host_pages(stored, fmt, template_dir, view=view):  # "hosts/<stem>.<ext>"
             staged.pages_dir()
-        for relative, text in sorted(pages.items()):  # "hosts/<stem>.<ext>"
             staged.add(relative, text, sync=False)
 
 

@@ -755,7 +755,9 @@ def report_view(report, inline_hosts=None):
     (one page: a matrix row and a section per host) up to ``inline_hosts`` hosts
     (:data:`INLINE_HOSTS`), else ``groups``: ``groups`` holds one entry per set of hosts with
     the same problems (:func:`problem_key`), worst first, and each host's detail goes to its
-    own page (``pages``: host name -> ``hosts/<stem>``)."""
+    own page (``pages``: host name -> ``hosts/<stem>``); ``rules`` (the fleet page's rules table)
+    and ``rule_text`` (rule id -> its row's ``ref`` and finding there) hold the text of every rule a
+    host page shows, once: the host pages link to it rather than repeat it."""
     inline_hosts = INLINE_HOSTS if inline_hosts is None else inline_hosts
     columns = _rule_columns(report)
     areas = []
@@ -775,7 +777,7 @@ def report_view(report, inline_hosts=None):
     view = {"columns": columns, "areas": areas, "hosts": hosts, "mode": "hosts", "groups": [], "pages": {},
             "filter_areas": [("a%d" % i, area) for i, (area, dummy) in enumerate(areas)],
             "filter_rules": [("r%d" % i, rid, title) for i, (dummy, rid, title) in enumerate(columns)],
-            "rules": [], "pages_dir": HOST_PAGES_DIR, "back": None, "memo": {},
+            "rules": [], "rule_text": {}, "pages_dir": HOST_PAGES_DIR, "back": None, "memo": {},
             "fclass": dict((rid, "a%d r%d" % (area_index[area], rule_index[rid])) for area, rid, dummy in columns)}
     if not grouped:
         return view
@@ -810,10 +812,21 @@ def report_view(report, inline_hosts=None):
         }
         problem_rules.update(row["f"]["id"] for row in group["problems"])
         view["groups"].append(group)
+    # the rule text of every rule a host page shows a row of (all but not applicable ones), stated
+    # here once: the host pages link to it instead of repeating it in each finding's row
+    shown = {}
+    for entry in hosts:
+        for finding, dummy in entry["problems"] + entry["passes"]:
+            shown.setdefault(finding["id"], finding)
     for dummy, rid, dummy2 in columns:
         if rid in problem_rules:
             finding = next(f for g in view["groups"] for f in (r["f"] for r in g["problems"]) if f["id"] == rid)
-            view["rules"].append({"id": rid, "ref": "rule-%d" % rule_index[rid], "f": finding})
+        elif rid in shown:
+            finding = shown[rid]
+        else:
+            continue
+        view["rules"].append({"id": rid, "ref": "rule-%d" % rule_index[rid], "f": finding})
+        view["rule_text"][rid] = {"ref": "rule-%d" % rule_index[rid], "f": finding}
     return view
 
 
@@ -835,15 +848,22 @@ def render_html(report, template_dir=None, inline_hosts=None, view=None):
     return render_template("html", report, template_dir, view=view or report_view(report, inline_hosts))
 
 
-def render_host_pages(report, fmt, template_dir=None, inline_hosts=None, view=None):
-    """``{relative path: text}`` of the per-host pages of ``fmt`` (``html`` or ``md``):
-    ``hosts/<stem>.<ext>``, one per host, empty when the fleet fits on one page."""
+def iter_host_pages(report, fmt, template_dir=None, inline_hosts=None, view=None):
+    """``(relative path, text)`` of each per-host page of ``fmt`` (``html`` or ``md``), one at a time
+    in the order of the paths: ``hosts/<stem>.<ext>``, none when the fleet fits on one page. Each
+    page is rendered when it is asked for, so a writer holds one page's text at a time."""
     report = expand_document(report)
     view = view or report_view(report, inline_hosts)
     if view["mode"] != "groups":
-        return {}
+        return
     template, where = _template(fmt, template_dir)
     ext = "html" if fmt == "html" else "md"
-    return dict(("%s.%s" % (view["pages"][entry["name"]], ext),
-                 _render(template, where, report, view=host_page_view(view, entry)))
-                for entry in view["hosts"])
+    for path, entry in sorted(("%s.%s" % (view["pages"][entry["name"]], ext), entry) for entry in view["hosts"]):
+        yield path, _render(template, where, report, view=host_page_view(view, entry))
+
+
+def render_host_pages(report, fmt, template_dir=None, inline_hosts=None, view=None):
+    """``{relative path: text}`` of the per-host pages of ``fmt`` (``html`` or ``md``):
+    ``hosts/<stem>.<ext>``, one per host, empty when the fleet fits on one page
+    (:func:`iter_host_pages` gathered)."""
+    return dict(iter_host_pages(report, fmt, template_dir, inline_hosts, view))

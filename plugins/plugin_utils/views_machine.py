@@ -33,28 +33,29 @@ def _x(value):
     return _XML_INVALID.sub(u"\ufffd", _text(value))
 
 
-#: The rule text a testcase refers to instead of repeating it: stated once per suite, in its
-#: ``<system-out>`` (a finding whose text differs from its rule's there keeps its own lines).
+#: The rule text a testcase refers to instead of repeating it: stated once in the file, in the
+#: ``<system-out>`` of the last suite, :data:`JUNIT_RULES_SUITE` (a finding whose text differs from
+#: its rule's there keeps its own lines).
 _JUNIT_RULE_TEXT = ("rationale", "source", "fix")
+#: The name of the suite without testcases that states each rule's text once for the whole file.
+JUNIT_RULES_SUITE = "gpuhost.baseline rules"
 
 
 def _junit_details(f, rules):
-    """A testcase's text: the finding, with the rule's text by reference to the suite's ``rules``."""
+    """A failing or unknown testcase's text: the finding (its message is the element's ``message``
+    attribute, not repeated), the rule's text by reference to ``rules`` (the rules suite's)."""
     rule = rules.get(f["id"]) or {}
-    lines = [
-        "rule: %s %s" % (f["id"], f.get("title") or ""),
-        "subject: %s" % _text(f.get("subject") or "-"),
-        "severity: %s" % _text(f.get("severity")),
-        "expected: %s" % _text(f.get("expected")),
-        "observed: %s" % _text(f.get("observed")),
-    ]
-    if f.get("message"):
-        lines.append("message: %s" % _text(f["message"]))
+    lines = ["rule: %s %s" % (f["id"], f.get("title") or "")]
+    if f.get("subject") not in (None, ""):
+        lines.append("subject: %s" % _text(f["subject"]))
+    lines.extend(("severity: %s" % _text(f.get("severity")),
+                  "expected: %s" % _text(f.get("expected")),
+                  "observed: %s" % _text(f.get("observed"))))
     for key in _JUNIT_RULE_TEXT:
         if f.get(key) and f.get(key) != rule.get(key):
             lines.append("%s: %s" % (key, _text(f[key])))
     if any(rule.get(key) for key in _JUNIT_RULE_TEXT):
-        lines.append("rationale, source and fix of %s: this suite's system-out" % f["id"])
+        lines.append("rationale, source, fix: suite %s" % JUNIT_RULES_SUITE)
     if f.get("waiver"):
         lines.append("waiver: %s" % _waiver_text(f["waiver"]))
     if f.get("pending") is True:
@@ -64,9 +65,10 @@ def _junit_details(f, rules):
     return _x("\n".join(lines))
 
 
-def _junit_rules(findings):
-    """``{id: rule text}`` of a suite: each rule's :data:`_JUNIT_RULE_TEXT` as its first finding states it."""
-    rules = {}
+def _junit_rules(findings, rules=None):
+    """``rules`` (``{id: rule text}``, a new mapping when ``None``) with the rule of each finding not
+    yet in it: its :data:`_JUNIT_RULE_TEXT` and title as its first finding states them."""
+    rules = {} if rules is None else rules
     for f in findings:
         if f.get("id") not in rules:
             rules[f.get("id")] = dict((key, f.get(key)) for key in ("title",) + _JUNIT_RULE_TEXT)
@@ -75,13 +77,25 @@ def _junit_rules(findings):
 
 def _junit_rules_text(rules):
     blocks = []
-    for rule_id, rule in rules.items():
+    for rule_id, rule in sorted(rules.items(), key=lambda item: _text(item[0])):
         if not any(rule.get(key) for key in _JUNIT_RULE_TEXT):
             continue
         lines = ["%s %s" % (rule_id, _text(rule.get("title") or ""))]
         lines.extend("  %s: %s" % (key, _text(rule[key])) for key in _JUNIT_RULE_TEXT if rule.get(key))
         blocks.append("\n".join(lines))
     return _x("\n\n".join(blocks))
+
+
+def _junit_rules_suite(report, rules):
+    """The suite :data:`JUNIT_RULES_SUITE`: no testcase, each rule of the file's findings once in
+    its ``<system-out>``; ``None`` when no rule has text."""
+    text = _junit_rules_text(rules)
+    if not text:
+        return None
+    suite = ET.Element("testsuite", {"name": JUNIT_RULES_SUITE, "timestamp": _x(report["generated"]), "time": "0",
+                                     "tests": "0", "failures": "0", "errors": "0", "skipped": "0"})
+    ET.SubElement(suite, "system-out").text = text
+    return suite
 
 
 def _junit_counts(host):
@@ -101,8 +115,9 @@ def _junit_property(props, name, key, value):
     ET.SubElement(props, "property", {"name": _x("%s[%s]" % (key, name)), "value": _x(value)})
 
 
-def _junit_suite(report, name, host):
-    """One host's ``<testsuite>`` element; ``host`` as :func:`report.expand_document` gives it."""
+def _junit_suite(report, name, host, rules):
+    """One host's ``<testsuite>`` element; ``host`` as :func:`report.expand_document` gives it; the
+    rules of its findings are added to ``rules`` (the file's, stated once in the rules suite)."""
     suite = ET.Element("testsuite", {"name": _x(name), "hostname": _x(name),
                                      "timestamp": _x(report["generated"]), "time": "0"})
     props = ET.SubElement(suite, "properties")
@@ -118,7 +133,7 @@ def _junit_suite(report, name, host):
         err.text = _x(host.get("message") or "")
         counts["tests"] += 1
         counts["errors"] += 1
-    rules = _junit_rules(host["findings"])
+    _junit_rules(host["findings"], rules)
     for f in host["findings"]:
         case_name = f["id"] if not f.get("subject") else "%s %s" % (f["id"], f["subject"])
         case = ET.SubElement(suite, "testcase", {"classname": _x(f.get("area") or "baseline"),
@@ -139,12 +154,7 @@ def _junit_suite(report, name, host):
             reason = _waiver_text(f.get("waiver")) if status == "waived" and f.get("waiver") else f.get("message")
             ET.SubElement(case, "skipped", {"message": _x("%s: %s" % (STATUS_LABELS[status], _text(reason or "")))})
             counts["skipped"] += 1
-        else:
-            out = ET.SubElement(case, "system-out")
-            out.text = _junit_details(f, rules)
-    text = _junit_rules_text(rules)
-    if text:
-        ET.SubElement(suite, "system-out").text = text
+        # a pass is its testcase alone: its expected and observed values are in report.json
     for key, value in counts.items():
         suite.set(key, str(value))
     return suite
@@ -156,8 +166,9 @@ def _one_host(report, name, host):
 
 
 def iter_junit(report):
-    """JUnit XML in pieces, host by host: a testsuite per host, a testcase per finding (docs/report.md
-    has the mapping). ``report`` is the document as stored (``report.json``) or expanded; each host is
+    """JUnit XML in pieces, host by host: a testsuite per host, a testcase per finding, then the suite
+    :data:`JUNIT_RULES_SUITE` with the rule text of the file's findings once (docs/report.md has the
+    mapping). ``report`` is the document as stored (``report.json``) or expanded; each host is
     expanded on its own while its suite is written, so the whole expanded fleet is never held."""
     totals = {"tests": 0, "failures": 0, "errors": 0, "skipped": 0}
     for host in report["hosts"].values():
@@ -168,9 +179,11 @@ def iter_junit(report):
                                          + [(key, str(value)) for key, value in totals.items()]))
     head = ET.tostring(root, encoding="unicode")  # <testsuites ... />
     yield '<?xml version="1.0" encoding="UTF-8"?>\n' + head[:-3] + ">"
+    rules = {}
     for name, host in report["hosts"].items():
-        yield ET.tostring(_junit_suite(report, name, _one_host(report, name, host)), encoding="unicode")
-    yield "</testsuites>\n"
+        yield ET.tostring(_junit_suite(report, name, _one_host(report, name, host), rules), encoding="unicode")
+    suite = _junit_rules_suite(report, rules)
+    yield ("" if suite is None else ET.tostring(suite, encoding="unicode")) + "</testsuites>\n"
 
 
 def render_junit(report):

@@ -110,6 +110,35 @@ def test_per_host_pages_have_the_detail_and_a_link_back(tmp_path):
     assert not (tmp_path / "hosts").exists()
 
 
+def test_host_pages_link_the_rule_text_stated_once_on_the_fleet_page(tmp_path):
+    """A host page does not repeat a rule's rationale, fix and source in each finding's row: the rule
+    id links to the rule's row of the fleet page's rules table, which states each rule shown once."""
+    report = fleet(30)
+    report_dir.write_reports(report, str(tmp_path))
+    fleet_page = (tmp_path / "report.html").read_text(encoding="utf-8")
+    incident = report["hosts"]["gpu-0000"]
+    shown = dict((f["id"], f) for f in incident["findings"] if f["status"] != "not_applicable")
+    page = (tmp_path / "hosts" / "gpu-0000.html").read_text(encoding="utf-8")
+    for rule_id, finding in shown.items():
+        ref = re.search(r'<tr id="(rule-\d+)"[^>]*><td><span class="mono">%s</span>' % re.escape(rule_id), fleet_page)
+        assert ref, rule_id
+        assert '<a class="mono" href="../report.html#%s">%s</a>' % (ref.group(1), rule_id) in page
+        if finding.get("rationale"):
+            assert fleet_page.count(html.escape(finding["rationale"])) == 1, rule_id
+            assert html.escape(finding["rationale"]) not in page, rule_id
+        if finding.get("fix"):
+            assert html.escape(finding["fix"]) not in page, rule_id
+    # the Markdown page: a rule's fix at its first problem, "fix: as above" at the next ones
+    md = (tmp_path / "hosts" / "gpu-0000.md").read_text(encoding="utf-8")
+    problems = [f for f in incident["findings"] if f["status"] in ("fail", "unknown", "waived")]
+    repeated = set(f["id"] for f in problems if f.get("fix") and sum(1 for g in problems if g["id"] == f["id"]) > 1)
+    assert repeated
+    for rule_id in repeated:
+        fix = next(f["fix"] for f in problems if f["id"] == rule_id)
+        assert md.count("  - fix: %s" % views.md_text(fix)) == 1, rule_id
+    assert md.count("  - fix: as above") == sum(1 for f in problems if f["id"] in repeated) - len(repeated)
+
+
 def test_hostile_host_names_give_safe_unique_page_names(tmp_path):
     base = golden()["hosts"]["demo-intel"]
     report = fleet(24, extra=dict((name, base) for name in HOSTILE_NAMES))

@@ -22,6 +22,7 @@ from junitparser import Error, Failure, JUnitXml, Skipped
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report_dir, views
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views_machine import JUNIT_RULES_SUITE
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURE = os.path.join(REPO, "tests", "fixtures", "report", "hosts.json")
@@ -269,7 +270,8 @@ def test_junit_counts_with_junitparser(written):
     report, paths = written
     xml = JUnitXml.fromfile(paths["junit"])
     suites = dict((suite.name, suite) for suite in xml)
-    assert set(suites) == set(report["hosts"])
+    assert set(suites) == set(report["hosts"]) | {JUNIT_RULES_SUITE}
+    assert list(suites[JUNIT_RULES_SUITE]) == [] and suites[JUNIT_RULES_SUITE].tests == 0
     for name, host in report["hosts"].items():
         counts = {Failure: 0, Error: 0, Skipped: 0}
         cases = list(suites[name])

@@ -19,7 +19,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils import files, fin
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ReportError, build_report, failing_at_or_above
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import md_escape, render_html, render_markdown
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report_dir import write_reports
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views_machine import render_junit, render_prometheus
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views_machine import JUNIT_RULES_SUITE, render_junit, render_prometheus
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "..", "..", "..", "fixtures", "report", "hosts.json")
@@ -398,7 +398,9 @@ def test_html_escapes_any_value(name, message, subject):
 def test_junit_counts_match_summary(report):
     root = ET.fromstring(render_junit(report).encode("utf-8"))
     suites = dict((s.get("name"), s) for s in root.findall("testsuite"))
-    assert set(suites) == set(report["hosts"])
+    assert set(suites) == set(report["hosts"]) | {JUNIT_RULES_SUITE}
+    assert root.findall("testsuite")[-1].get("name") == JUNIT_RULES_SUITE
+    assert suites[JUNIT_RULES_SUITE].findall("testcase") == [] and suites[JUNIT_RULES_SUITE].get("tests") == "0"
     for name, host in report["hosts"].items():
         suite = suites[name]
         s = host["summary"]
@@ -439,23 +441,38 @@ def test_junit_property_names_are_unique_in_the_file(report):
     assert len(names) == 4 * len(report["hosts"]) and len(set(names)) == len(names)
 
 
-def test_junit_states_rule_text_once_per_suite(report):
-    """Rationale, source and fix are in the suite's system-out once per rule, not in each testcase."""
+def test_junit_states_rule_text_once_per_file(report):
+    """Rationale, source and fix are in the rules suite's system-out once per rule for the whole
+    file, never in a host's suite; a failing testcase points there and does not repeat its message."""
     root = ET.fromstring(render_junit(report).encode("utf-8"))
-    incident = [s for s in root.findall("testsuite") if s.get("name") == "gpu-incident-01"][0]
-    host = report["hosts"]["gpu-incident-01"]
-    rationale = dict((f["id"], f["rationale"]) for f in host["findings"] if f.get("rationale"))
+    rationale = {}  # each rule's text as its first finding in the file states it (a finding differing keeps its own)
+    for host in report["hosts"].values():
+        for f in host["findings"]:
+            rationale.setdefault(f["id"], f.get("rationale"))
+    rationale = dict((i, t) for i, t in rationale.items() if t)
     assert rationale
-    rules_text = incident.find("system-out").text
+    rules_suite = [s for s in root.findall("testsuite") if s.get("name") == JUNIT_RULES_SUITE][0]
+    rules_text = rules_suite.find("system-out").text
     for rule_id, text in rationale.items():
         assert rules_text.count(text) == 1, rule_id
-    for case in incident.findall("testcase"):
-        for el in case:
-            if el.text:
-                assert not [t for t in rationale.values() if t in el.text], case.get("name")
+    for suite in root.findall("testsuite"):
+        if suite is rules_suite:
+            continue
+        assert suite.find("system-out") is None
+        for case in suite.findall("testcase"):
+            for el in case:
+                if el.text:
+                    assert not [t for i, t in rationale.items() if t in el.text and i == case.get("name").split()[0]], \
+                        case.get("name")
+    incident = [s for s in root.findall("testsuite") if s.get("name") == "gpu-incident-01"][0]
     failing = [c for c in incident.findall("testcase") if c.find("failure") is not None][0]
     rule_id = failing.get("name").split()[0]
-    assert "of %s: this suite's system-out" % rule_id in failing.find("failure").text
+    failure = failing.find("failure")
+    assert failure.text.startswith("rule: %s " % rule_id)
+    assert "rationale, source, fix: suite %s" % JUNIT_RULES_SUITE in failure.text
+    assert "message: " not in failure.text and failure.get("message")
+    passing = [c for c in incident.findall("testcase") if not list(c)]
+    assert passing and all(not c.text for c in passing)
 
 
 def test_junit_is_written_host_by_host(report, monkeypatch):
@@ -473,7 +490,7 @@ def test_junit_is_written_host_by_host(report, monkeypatch):
 
     monkeypatch.setattr(views_machine, "expand_document", one_at_a_time)
     pieces = list(views_machine.iter_junit(stored))
-    assert len(pieces) == len(report["hosts"]) + 2
+    assert len(pieces) == len(report["hosts"]) + 2  # the last piece: the rules suite and the end
     assert expanded == [1] * len(report["hosts"])
     monkeypatch.undo()
     assert "".join(pieces) == render_junit(report)
@@ -490,7 +507,7 @@ def test_junit_read_by_two_independent_readers(tmp_path, report):
     xml = junitparser.JUnitXml.fromfile(str(path))
     cases = [case for suite in xml for case in suite]
     assert len(cases) == tests
-    assert sorted(suite.name for suite in xml) == sorted(report["hosts"])
+    assert sorted(suite.name for suite in xml) == sorted(list(report["hosts"]) + [JUNIT_RULES_SUITE])
     assert sum(1 for c in cases for r in c.result if isinstance(r, junitparser.Failure)) == totals["fail"]
     with open(str(path), "rb") as handle:
         suite, result = xunitparser.parse(handle)  # asserts the root's totals itself

@@ -1,0 +1,91 @@
+"""Benchmark: the report files' bytes per host, the report writer alone (issue 20).
+
+The hosts are the demo incident, healthy and intel snapshots cycled (as ``benchmarks/fleet.py``
+builds a fleet), each as ``audit.yml`` judged it: their parts of the golden ``report.json``
+(tests/fixtures/golden/, written by the audit of the demo snapshots), expanded, copied under
+``node-0001``... The writer then runs as ``baseline_report`` runs it (``report.build_report``, then
+``report_dir.write_reports``) into a temporary directory, and each file's size is printed, in all and
+per host, with the writer's time and the process's peak RSS. No Ansible run: the figures of the
+whole audit are ``benchmarks/fleet.py``'s.
+
+Target: all report files together <= 60 kB per host at 1,000 hosts.
+
+Usage: python benchmarks/report_size.py [--hosts 300] [--formats json,md,html,junit,prom] [--keep]
+"""
+import argparse
+import json
+import os
+import resource
+import shutil
+import sys
+import tempfile
+import time
+
+from common import REPO, import_collection
+
+GOLDEN = os.path.join(REPO, "tests", "fixtures", "golden", "report.json")
+SNAPSHOTS = ("demo-incident", "demo-healthy", "demo-intel")
+
+
+def fleet_hosts(count):
+    """``{name: host part}`` of ``count`` hosts cycling through :data:`SNAPSHOTS` (expanded, as
+    ``with_rule_text`` gives ``build_report`` its input)."""
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document
+    with open(GOLDEN) as handle:
+        golden = expand_document(json.load(handle))
+    hosts = {}
+    for index in range(count):
+        hosts["node-%04d" % (index + 1)] = json.loads(json.dumps(golden["hosts"][SNAPSHOTS[index % len(SNAPSHOTS)]]))
+    return hosts, golden
+
+
+def tree_size(path):
+    total, count = 0, 0
+    for root, unused_dirs, names in os.walk(path):
+        for name in names:
+            total += os.path.getsize(os.path.join(root, name))
+            count += 1
+    return total, count
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--hosts", type=int, default=300)
+    parser.add_argument("--formats", default="json,md,html,junit,prom")
+    parser.add_argument("--keep", action="store_true", help="keep the report directory and print it")
+    args = parser.parse_args()
+    import_collection()
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report_dir import MANIFEST, write_reports
+    hosts, golden = fleet_hosts(args.hosts)
+    work = tempfile.mkdtemp(prefix="gpuhost-report-size-")
+    reports = os.path.join(work, "reports")
+    start = time.perf_counter()
+    cpu = time.process_time()
+    report = build_report(hosts, generated=golden["generated"], collection_version=golden["collection_version"])
+    del hosts
+    write_reports(report, reports, args.formats.split(","))
+    took, cpu = time.perf_counter() - start, time.process_time() - cpu
+    peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
+    print("%d hosts (%s cycled): build_report + write_reports %.1f s wall, %.1f s CPU; peak RSS %.0f MiB"
+          % (args.hosts, ", ".join(SNAPSHOTS), took, cpu, peak))
+    total = 0
+    for name in sorted(os.listdir(reports)):
+        if name == MANIFEST:
+            continue
+        path = os.path.join(reports, name)
+        size, count = tree_size(path) if os.path.isdir(path) else (os.path.getsize(path), 1)
+        total += size
+        label = name + ("/" if os.path.isdir(path) else "")
+        files = " (%d files)" % count if count > 1 else ""
+        print("  %-14s %10.2f MB %8.1f kB/host%s" % (label, size / 1e6, size / 1e3 / args.hosts, files))
+    print("  %-14s %10.2f MB %8.1f kB/host (target <= 60 kB at 1,000 hosts)" % ("all", total / 1e6, total / 1e3 / args.hosts))
+    if args.keep:
+        print("kept: %s" % work)
+    else:
+        shutil.rmtree(work, ignore_errors=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
