@@ -6,6 +6,7 @@
 from __future__ import absolute_import, division, print_function
 
 import datetime
+from collections.abc import Mapping
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.actionbase import ControllerAction
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ARGUMENT_SPEC, ReportError, build_report, failing_at_or_above
@@ -39,6 +40,50 @@ def with_rule_text(hosts, catalogue):
     return out
 
 
+#: What ``play_hosts`` reads from each host's variables (docs: option ``play_hosts`` of the module):
+#: the audit role's registered evaluation, the remediate role's controller guard, the host's note.
+EVAL_VAR = "gpuhost_eval"
+GUARD_VAR = "gpuhost_remediate_guard"
+NOTE_VAR = "gpuhost_note"
+
+
+def _registered_report(variables, name):
+    """``variables[name].host_report`` of a registered result, or None (not registered, skipped, empty)."""
+    registered = variables.get(name)
+    report = registered.get("host_report") if isinstance(registered, Mapping) else None
+    return report or None
+
+
+def hosts_from_play(names, active, raw_vars, note_of):
+    """``(hosts, notes, unknown)`` read from the play, one host at a time: ``hosts`` maps each host of
+    ``names`` that has a report to it, ``notes`` each host with a ``gpuhost_note`` to it, ``unknown``
+    lists the names that are no inventory host.
+
+    A host's report is its ``gpuhost_eval.host_report`` (a host without one, e.g. a later
+    ``gpuhost_serial`` batch's host, is left out); a host not in ``active`` (failed in this play)
+    whose ``gpuhost_remediate_guard.host_report`` is set was refused by the remediate role's guard,
+    and that report replaces its evaluation. ``raw_vars(name)``: the host's variables as stored,
+    not templated (``HostVars.raw_get``: the registered results are data, never templates), or
+    None for an unknown host; ``note_of(name)``: the host's
+    ``gpuhost_note`` templated in its own context (an inventory variable may be a template). Only
+    these values are kept, never a host's whole variables."""
+    hosts, notes, unknown = {}, {}, []
+    active = frozenset(active or ())
+    for name in names:
+        variables = raw_vars(name)
+        if not isinstance(variables, Mapping):
+            unknown.append(name)
+            continue
+        report = _registered_report(variables, EVAL_VAR)
+        if name not in active:
+            report = _registered_report(variables, GUARD_VAR) or report
+        if report:
+            hosts[name] = report
+        if NOTE_VAR in variables:
+            notes[name] = note_of(name)
+    return hosts, notes, unknown
+
+
 def finding_label(finding):
     """``"PCI-001 0000:41:00.0 (high)"``: rule id, subject when there is one, severity."""
     subject = finding.get("subject")
@@ -49,6 +94,34 @@ class ActionModule(ControllerAction):
     # Reports are written on the controller in check mode too: an audit with --check must report.
     ARGUMENT_SPEC = ARGUMENT_SPEC
 
+    def run(self, tmp=None, task_vars=None):
+        # play_hosts reads the hosts' results from task_vars' hostvars (act gets the arguments only)
+        self._play_vars = task_vars or {}
+        return super(ActionModule, self).run(tmp, task_vars)
+
+    def _hosts(self, args):
+        """``(hosts, notes)``: ``hosts`` as given, or read from the play for ``play_hosts``; raises
+        ValueError with the reason when neither or both are given or a name is no inventory host."""
+        if args.get("play_hosts") is None:
+            if args.get("hosts") is None:
+                raise ValueError("give hosts (each host's results) or play_hosts (the hosts whose results to read "
+                                 "from the play, as the roles do)")
+            return args["hosts"], args["host_notes"]
+        if args.get("hosts") is not None:
+            raise ValueError("give hosts or play_hosts, not both")
+        hostvars = self._play_vars.get("hostvars")
+        if hostvars is None:
+            raise ValueError("play_hosts: no hostvars in the task's variables")
+        hosts, notes, unknown = hosts_from_play(
+            args["play_hosts"], self._play_vars.get("ansible_play_hosts") or (),
+            # raw_get of a name that is no host returns an undefined that needs a template context
+            lambda name: hostvars.raw_get(name) if name in hostvars else None,
+            lambda name: hostvars[name][NOTE_VAR])
+        if unknown:
+            raise ValueError("play_hosts names %s, not in the inventory" % ", ".join(repr(n) for n in unknown[:5]))
+        notes.update(args["host_notes"])  # a note given as host_notes wins over the host's gpuhost_note
+        return hosts, notes
+
     def act(self, result, args):
         try:
             report_dir = controller_path(args["report_dir"])
@@ -57,10 +130,15 @@ class ActionModule(ControllerAction):
                           "working directory of ansible-playbook is gone (%s); give an absolute gpuhost_report_dir"
                           % (args["report_dir"], exc))
             return result
+        try:
+            given, notes = self._hosts(args)
+        except ValueError as exc:
+            result.update(failed=True, msg="baseline_report: %s" % exc)
+            return result
         generated = args.get("generated") or datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
         try:
             catalogue = load_catalogue()
-            hosts = with_rule_text(args["hosts"], catalogue)
+            hosts = with_rule_text(given, catalogue)
         except CatalogueError as exc:
             result.update(failed=True, msg="baseline_report: cannot load the rule catalogue: %s" % exc)
             return result
@@ -78,8 +156,8 @@ class ActionModule(ControllerAction):
             return result
         if args.get("history_dir"):
             # drift history: one record per host appended, what changed since the last one into the report
-            boot_ids = dict((name, data.get("boot_id")) for name, data in args["hosts"].items() if isinstance(data, dict))
-            counters = dict((name, data.get("counters")) for name, data in args["hosts"].items() if isinstance(data, dict))
+            boot_ids = dict((name, data.get("boot_id")) for name, data in given.items() if isinstance(data, dict))
+            counters = dict((name, data.get("counters")) for name, data in given.items() if isinstance(data, dict))
             problems = record_report(report, boot_ids, args["history_dir"], args["history_keep"], counters=counters)
             if problems:
                 result["warnings"] = list(result.get("warnings") or []) + ["baseline_report: %s" % p for p in problems]
@@ -105,7 +183,7 @@ class ActionModule(ControllerAction):
         result.update(changed=False, paths=paths, report_dir=report_dir, totals=report["totals"],
                       profile=report["profile"], collection_version=report["collection_version"], stats=stats)
         # the console summary the roles print (plugins/plugin_utils/console.py; docs/report.md, "Console output")
-        result["console"] = console_lines(report, notes=args.get("host_notes"), fail_on=args["fail_on"],
+        result["console"] = console_lines(report, notes=notes, fail_on=args["fail_on"],
                                           report_dir=report_dir, nouns=subject_nouns(catalogue))
         if args["fail_on"] != "none":
             failing = failing_at_or_above(report, args["fail_on"])

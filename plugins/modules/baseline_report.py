@@ -54,8 +54,25 @@ options:
         facts errors), C(pending) (list of changes waiting for a reboot or action) and C(before)
         (findings before remediation, shown as a before/after view).
       - A C(summary) given here is ignored; it is recomputed from C(findings).
+      - Give either this or O(play_hosts) (the roles use O(play_hosts)); one of the two is required. A mapping
+        given here is templated by Ansible as a whole before the action runs - for a fleet, O(play_hosts) is cheaper.
     type: dict
-    required: true
+  play_hosts:
+    description:
+      - Names of the hosts whose results the action reads from the play itself, one host at a time, in place of
+        O(hosts) - the audit, remediate and validate roles pass C(ansible_play_hosts_all). Nothing of the fleet is
+        templated into the task's arguments; of each host's variables only the values below are kept.
+      - A host's results are its C(gpuhost_eval.host_report) (registered by the audit role's evaluation task). A host
+        without one is left out of the report - with C(gpuhost_serial) a later batch's hosts, not evaluated yet.
+      - A host that has failed in the play (not in C(ansible_play_hosts)) and whose C(gpuhost_remediate_guard.host_report)
+        is set was refused by the remediate role's controller guard; that part (state V(failed), the reason as message)
+        replaces its evaluation.
+      - A host's C(gpuhost_note) variable, templated in the host's context, becomes its entry of O(host_notes); an
+        entry given in O(host_notes) wins.
+      - A name that is no inventory host fails the task naming it. Give either this or O(hosts).
+    type: list
+    elements: str
+    version_added: 0.2.0
   profile:
     description:
       - Profile requested for the run (for example V(auto)). Used for hosts without their own C(profile).
@@ -111,7 +128,8 @@ options:
     description:
       - A word per host shown with it in RV(console), for example that a host is a test capture
         with hostile values on purpose. Keys are C(inventory_hostname); empty values are left out.
-      - The audit and remediate roles pass each host's C(gpuhost_note) variable.
+      - With O(play_hosts) each host's C(gpuhost_note) variable is read for it (the roles rely on that); the entries
+        given here are added, and win.
     type: dict
     default: {}
   history_dir:
@@ -146,11 +164,11 @@ seealso:
 """
 
 EXAMPLES = r"""
-- name: Write every report once, on the controller
+- name: Write every report once, on the controller, from each host's registered gpuhost_eval
   gpuhost.baseline.baseline_report:
     report_dir: "{{ gpuhost_report_dir }}"
     profile: auto
-    hosts: "{{ dict(ansible_play_hosts_all | zip(ansible_play_hosts_all | map('extract', hostvars, 'gpuhost_result'))) }}"
+    play_hosts: "{{ ansible_play_hosts_all }}"
     fail_on: "{{ gpuhost_fail_on | default('none') }}"
   run_once: true
   delegate_to: localhost
@@ -334,7 +352,8 @@ from ansible.module_utils.basic import AnsibleModule
 FORMATS = ["json", "md", "html", "junit", "prom"]
 ARGUMENT_SPEC = dict(
     report_dir=dict(type="path", required=True),
-    hosts=dict(type="dict", required=True),
+    hosts=dict(type="dict"),
+    play_hosts=dict(type="list", elements="str"),
     profile=dict(type="str"),
     formats=dict(type="list", elements="str", default=FORMATS, choices=FORMATS),
     template_dir=dict(type="path"),

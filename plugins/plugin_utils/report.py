@@ -279,7 +279,9 @@ def failing_at_or_above(report, severity):
 #: Options of the ``baseline_report`` action plugin, shared with its documentation module.
 ARGUMENT_SPEC = dict(
     report_dir=dict(type="path", required=True),
-    hosts=dict(type="dict", required=True),
+    # the hosts' results: given (hosts), or read by the action from the play, host by host (play_hosts)
+    hosts=dict(type="dict"),
+    play_hosts=dict(type="list", elements="str"),
     profile=dict(type="str"),
     formats=dict(type="list", elements="str", default=list(FORMATS), choices=list(FORMATS)),
     template_dir=dict(type="path"),

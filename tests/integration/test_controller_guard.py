@@ -209,3 +209,10 @@ def test_a_rolling_run_refuses_the_host_in_its_batch_and_reports_every_batch(sna
     report = load_report(tmp_path / "reports" / "report.json")["hosts"]
     assert dict((name, host["state"]) for name, host in report.items()) == {
         "typo-host": "failed", "gpu-a": "audited", "gpu-b": "audited"}
+    # each batch's report (the report task's stats): the first without gpu-b, not evaluated yet; the
+    # refused host in both (it failed in the first batch: the guard's report, read from the play)
+    batches = [dict((name, host["state"]) for name, host in event["event_data"]["res"]["stats"]["hosts"].items())
+               for event in runner.events if event.get("event") in ("runner_on_ok", "runner_on_failed")
+               and event["event_data"].get("task_action") == "gpuhost.baseline.baseline_report"]
+    assert batches == [{"typo-host": "failed", "gpu-a": "audited"},
+                       {"typo-host": "failed", "gpu-a": "audited", "gpu-b": "audited"}], out

@@ -5,7 +5,7 @@ import json
 
 from helpers.baseline_facts import healthy_facts
 
-from ansible_collections.gpuhost.baseline.plugins.action.baseline_report import collection_version, with_rule_text
+from ansible_collections.gpuhost.baseline.plugins.action.baseline_report import collection_version, hosts_from_play, with_rule_text
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import COLLECTION_ROOT
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
@@ -55,3 +55,89 @@ def test_documentation_module_declares_the_action_plugins_options():
     from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ARGUMENT_SPEC
     doc_module = importlib.import_module("ansible_collections.gpuhost.baseline.plugins.modules.baseline_report")
     assert doc_module.ARGUMENT_SPEC == ARGUMENT_SPEC
+
+
+# --- play_hosts: the hosts' results read from the play, host by host --------------------------
+
+def _play(variables):
+    """``raw_vars`` and ``note_of`` over ``variables`` (host name -> its variables), as the action
+    gets them from HostVars; the names asked for are recorded."""
+    asked = []
+
+    def raw_vars(name):
+        asked.append(name)
+        return variables.get(name)  # None: no such host
+
+    return raw_vars, lambda name: "note of %s: %s" % (name, variables[name]["gpuhost_note"]), asked
+
+
+def test_play_hosts_reads_each_evaluation_and_leaves_out_hosts_without_one():
+    audited = {"state": "audited", "findings": [{"id": "CPU-001", "status": "fail"}]}
+    variables = {
+        "gpu01": {"gpuhost_eval": {"host_report": audited, "changed": False}, "other": "x" * 100},
+        "later": {"inventory_hostname": "later"},                      # a later gpuhost_serial batch's host
+        "skipped": {"gpuhost_eval": {"skipped": True, "changed": False}},  # its evaluation task was skipped
+        "noted": {"gpuhost_eval": {"host_report": {"state": "unreachable", "message": "no route"}},
+                  "gpuhost_note": "{{ 'hostile' }}"},
+    }
+    raw_vars, note_of, asked = _play(variables)
+    hosts, notes, unknown = hosts_from_play(["gpu01", "later", "skipped", "noted"], ["gpu01", "later", "skipped"],
+                                            raw_vars, note_of)
+    assert hosts == {"gpu01": audited, "noted": {"state": "unreachable", "message": "no route"}}
+    assert hosts["gpu01"] is audited  # the registered value itself: nothing copied, nothing else kept
+    assert notes == {"noted": "note of noted: {{ 'hostile' }}"}  # through note_of (templated in the host's context)
+    assert unknown == [] and asked == ["gpu01", "later", "skipped", "noted"]  # each host read once
+
+
+def test_play_hosts_takes_the_guards_report_only_for_a_host_that_failed_in_the_play():
+    refused = {"state": "failed", "message": "refusing to remediate typo-host: ...", "findings": []}
+    evaluated = {"state": "audited", "findings": []}
+    variables = {
+        # refused by the remediate role's guard (failed, so not active): its guard report replaces an evaluation
+        "typo-host": {"gpuhost_remediate_guard": {"failed": True, "host_report": refused},
+                      "gpuhost_eval": {"host_report": evaluated}},
+        "typo-new": {"gpuhost_remediate_guard": {"failed": True, "host_report": refused}},
+        # still active: its evaluation, whatever else it holds
+        "active": {"gpuhost_remediate_guard": {"host_report": refused}, "gpuhost_eval": {"host_report": evaluated}},
+        # failed later (its fixes), let through by the guard: its evaluation
+        "failed-fix": {"gpuhost_remediate_guard": {"changed": False}, "gpuhost_eval": {"host_report": evaluated}},
+    }
+    raw_vars, note_of, dummy = _play(variables)
+    hosts, notes, unknown = hosts_from_play(list(variables), ["active"], raw_vars, note_of)
+    assert hosts == {"typo-host": refused, "typo-new": refused, "active": evaluated, "failed-fix": evaluated}
+    assert notes == {} and unknown == []
+
+
+def test_play_hosts_names_an_unknown_host():
+    raw_vars, note_of, dummy = _play({"gpu01": {}})
+    assert hosts_from_play(["gpu01", "gpu99"], [], raw_vars, note_of) == ({}, {}, ["gpu99"])
+
+
+def _action(task_vars, **args):
+    from unittest import mock
+
+    from ansible.playbook.play_context import PlayContext
+    from ansible.playbook.task import Task
+    from ansible.parsing.dataloader import DataLoader
+    from ansible_collections.gpuhost.baseline.plugins.action import baseline_report
+
+    task = Task()
+    task.args = dict(args, report_dir="/nonexistent-gpuhost-never-written")
+    action = baseline_report.ActionModule(task, mock.MagicMock(), PlayContext(), DataLoader(), None, None)
+    return action.run(task_vars=task_vars)
+
+
+def test_hosts_and_play_hosts_one_of_them_exactly():
+    neither = _action({})
+    assert neither["failed"] and neither["msg"].startswith("baseline_report: give hosts (each host's results) or play_hosts")
+    both = _action({}, hosts={}, play_hosts=[])
+    assert both["failed"] and both["msg"] == "baseline_report: give hosts or play_hosts, not both"
+
+
+def test_play_hosts_unknown_name_fails_the_task_naming_it():
+    class HostVars(dict):
+        def raw_get(self, name):
+            return self[name]  # as HostVars.raw_get, no mapping for an unknown name (the action asks `in` first)
+
+    result = _action({"hostvars": HostVars(gpu01={}), "ansible_play_hosts": ["gpu01"]}, play_hosts=["gpu01", "gpu-typo"])
+    assert result["failed"] and result["msg"] == "baseline_report: play_hosts names 'gpu-typo', not in the inventory"
