@@ -8,6 +8,8 @@ from __future__ import absolute_import, division, print_function
 import datetime
 from collections.abc import Mapping
 
+from ansible.errors import AnsibleError
+
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.actionbase import ControllerAction
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ARGUMENT_SPEC, ReportError, build_report, failing_at_or_above
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report_dir import ReportDirError, write_reports
@@ -84,6 +86,15 @@ def hosts_from_play(names, active, raw_vars, note_of):
     return hosts, notes, unknown
 
 
+def _note_of(hostvars, name):
+    """``gpuhost_note`` of host ``name``, templated in its own context; ValueError naming the host
+    when it cannot be (an undefined variable in it)."""
+    try:
+        return hostvars[name][NOTE_VAR]
+    except AnsibleError as exc:
+        raise ValueError("the %s of host %s cannot be templated: %s" % (NOTE_VAR, name, exc))
+
+
 def finding_label(finding):
     """``"PCI-001 0000:41:00.0 (high)"``: rule id, subject when there is one, severity."""
     subject = finding.get("subject")
@@ -116,7 +127,7 @@ class ActionModule(ControllerAction):
             args["play_hosts"], self._play_vars.get("ansible_play_hosts") or (),
             # raw_get of a name that is no host returns an undefined that needs a template context
             lambda name: hostvars.raw_get(name) if name in hostvars else None,
-            lambda name: hostvars[name][NOTE_VAR])
+            lambda name: _note_of(hostvars, name))
         if unknown:
             raise ValueError("play_hosts names %s, not in the inventory" % ", ".join(repr(n) for n in unknown[:5]))
         notes.update(args["host_notes"])  # a note given as host_notes wins over the host's gpuhost_note

@@ -79,8 +79,8 @@ EVALUATIONS = {
 }
 
 
-def run(tmp_path, *extra):
-    (tmp_path / "hosts.yml").write_text(INVENTORY)
+def run(tmp_path, *extra, inventory=INVENTORY):
+    (tmp_path / "hosts.yml").write_text(inventory)
     (tmp_path / "play.yml").write_text(PLAYBOOK)
     (tmp_path / "vars.json").write_text(json.dumps({"evaluations": EVALUATIONS, "out_dir": str(tmp_path / "reports")}))
     env = dict(os.environ, ANSIBLE_NOCOLOR="1", ANSIBLE_RETRY_FILES_ENABLED="0", ANSIBLE_CALLBACK_RESULT_FORMAT="json")
@@ -118,3 +118,11 @@ def test_a_name_that_is_no_inventory_host_fails_the_task_naming_it(tmp_path):
     assert rc == 2, log
     assert "baseline_report: play_hosts names 'h-typo', not in the inventory" in log
     assert not (tmp_path / "reports").exists()
+
+
+def test_a_note_that_cannot_be_templated_fails_the_task_naming_the_host(tmp_path):
+    inventory = INVENTORY.replace("{{ 'capture of ' ~ inventory_hostname }}", "{{ no_such_variable }}")
+    rc, log = run(tmp_path, inventory=inventory)
+    assert rc == 2, log
+    assert "baseline_report: the gpuhost_note of host h-noted cannot be templated: " in log, log
+    assert "no_such_variable" in log and "Traceback" not in log
