@@ -14,6 +14,7 @@ set -euo pipefail
 
 progress_every=${GPUHOST_PROGRESS_SECONDS:-50}
 ticker_pid=
+bg_pid='' bg_label='' bg_out=''
 # The progress lines go to the script's own stdout, also for a phase whose output is thrown away
 # (`phase "image build" ... >/dev/null` redirects the ticker along with the command).
 exec {progress_out}>&1
@@ -62,6 +63,54 @@ phase() {
     return $rc
 }
 
+# background LABEL COMMAND...: start COMMAND beside the phases that follow (the QEMU build, CPU-bound
+# ninja, beside the image builds, mostly debootstrap waiting on the network and the disk). It runs in
+# a session of its own, so its process group is $bg_pid and the guard can kill it with every child
+# (vmctl.py, build_qemu.sh, ninja, the compilers); Ctrl-C reaches only the foreground. Its output
+# (stdout and stderr) is held in a file that wait_background prints, so it does not interleave with
+# the image builds' output. A non-interactive shell never makes a background child a process-group
+# leader, so setsid(1) does not fork: $! is the new session's (and group's) id.
+background() {
+    bg_label=$1
+    shift
+    bg_out=$(mktemp "$timings.bg.XXXXXX")
+    echo "== $bg_label: started in the background" >&"$progress_out"
+    # shellcheck disable=SC2016  # expanded by the inner bash
+    setsid bash -c 'start=$SECONDS; rc=0; "${@:2}" || rc=$?; echo "$((SECONDS - start)) $rc" >"$1"; exit $rc' \
+        background "$bg_out.done" "$@" >"$bg_out" 2>&1 </dev/null {progress_out}>&- &
+    bg_pid=$!
+}
+
+# wait_background: wait for the background command (run as a phase: the wait has a ticker and a row),
+# print its output, and add its own row, the seconds it ran from start to end (overlapping the rows
+# of the phases it ran beside), above the wait's row. Returns its exit status.
+wait_background() {
+    local rc=0 seconds status
+    wait "$bg_pid" || rc=$?
+    bg_pid=
+    cat "$bg_out"
+    read -r seconds status <"$bg_out.done" 2>/dev/null || { seconds=0 status=$rc; }
+    printf '%-28s %5d s%s\n' "$bg_label (background)" "$seconds" "$([ "$status" = 0 ] || echo "  FAILED (exit $status)")" >>"$timings"
+    rm -f "$bg_out" "$bg_out.done"
+    return $rc
+}
+
+# stop_background: the guard's part: TERM the background command's whole process group, KILL what
+# is left after 10 s.
+stop_background() {
+    [ -n "$bg_pid" ] || return 0
+    kill -TERM -- "-$bg_pid" 2>/dev/null || kill -TERM "$bg_pid" 2>/dev/null || true
+    local _
+    for _ in $(seq 1 100); do
+        kill -0 -- "-$bg_pid" 2>/dev/null || break
+        sleep 0.1
+    done
+    kill -KILL -- "-$bg_pid" 2>/dev/null || true
+    wait "$bg_pid" 2>/dev/null || true
+    echo "== $bg_label: stopped (it was still running in the background)"
+    bg_pid=
+}
+
 # run_scenario NAME: `molecule test` of molecule/NAME, its output through step_times.py.
 #   MOLECULE_GLOB names the one scenario: molecule's default glob (molecule/*/molecule.yml) makes it
 #     look for a scenario called "default" on every run (shared state), and there is none here, so it
@@ -80,12 +129,13 @@ run_scenario() {
 guard() {
     local rc=$?
     stop_ticker
+    stop_background
     # The guard: stop every guest this checkout registered, even after a failure or Ctrl-C.
     "${vmctl[@]}" down --all || true
     echo
     echo "== VM test phases"
     cat "$timings"
-    rm -f "$timings" "$timings".rows.*
+    rm -f "$timings" "$timings".rows.* "$timings".bg.*
     exit $rc
 }
 
@@ -110,10 +160,14 @@ main() {
     trap 'exit 143' TERM
 
     phase "SSDT (iasl)" "${vmctl[@]}" build --only ssdt >/dev/null
+    # QEMU (ninja: CPU) builds beside the two images (debootstrap: mostly network and disk waits);
+    # vmctl.py builds each component into a temporary name under its own lock, so they do not meet.
+    # Its JSON on stdout is thrown away as before; its progress (stderr) is printed when it is waited for.
+    background "QEMU build" bash -c '"$@" >/dev/null' vmctl "${vmctl[@]}" build --only qemu
     phase "image build" "${vmctl[@]}" build --only image >/dev/null
     # the Debian 11 guest of molecule/self_audit_debian11 (Python 3.9, kernel 5.10)
     phase "image build (bullseye)" "${vmctl[@]}" build --only image-bullseye >/dev/null
-    phase "QEMU build" "${vmctl[@]}" build --only qemu >/dev/null
+    phase "QEMU build: wait" wait_background
     # The harness tests record each guest's boot-to-SSH time in $GPUHOST_VM_TIMINGS.
     phase "harness tests" "$venv/bin/pytest" -q -m vm tests/vm
 

@@ -62,6 +62,12 @@ t0=$SECONDS
 debootstrap --variant=minbase --include="$packages" "$suite" "$rootfs" "$mirror" >"$work/debootstrap.log" 2>&1 \
     || { tail -n 40 "$work/debootstrap.log" >&2; die "debootstrap failed (log above)"; }
 echo "   debootstrap took $((SECONDS - t0)) s"
+# debootstrap unmounts the target's /proc and /sys at its exit but ignores a failure (a process of the
+# chroot still busy there): one left mounted (seen once at load ~18) would make `du` below read the
+# build machine's /proc and fail, and the image would hold it. Unmount it here, lazily if it is busy.
+for fs in proc sys; do
+    ! mountpoint -q "$rootfs/$fs" || umount "$rootfs/$fs" || umount -l "$rootfs/$fs"
+done
 
 if [ -n "$apt_packages" ]; then
     echo "== apt-get install $apt_packages"

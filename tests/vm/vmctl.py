@@ -578,6 +578,10 @@ def update_instance_config(path, name, inst=None):
 
 # --------------------------------------------------------------------------- CLI
 
+def _terminated(signum, _frame):
+    raise SystemExit(128 + signum)
+
+
 def main(argv=None):
     parser = argparse.ArgumentParser(prog='vmctl.py', description=__doc__.split('\n\n', maxsplit=1)[0])
     sub = parser.add_subparsers(dest='cmd')
@@ -609,6 +613,9 @@ def main(argv=None):
 
     try:
         if args.cmd == 'build':
+            # A SIGTERM (tools/vm_test.sh's guard stopping a build it runs in the background) unwinds
+            # like an error, so build() removes its temporary directory instead of leaving it in the cache.
+            signal.signal(signal.SIGTERM, _terminated)
             # Build progress on stderr, so stdout stays the JSON a playbook can parse.
             print(json.dumps(build_all(args.only, log=sys.stderr), indent=2, sort_keys=True))
         elif args.cmd == 'paths':

@@ -1,5 +1,5 @@
 """The Debian 11 guest is what the self-audit must serve: Python 3.9 without PyYAML, jsonschema or
-jmespath, kernel 5.10; audit.yml --check audited it (host_facts ran on that Python).
+jmespath, kernel 5.10; audit.yml (the side effect's first play) audited it (host_facts ran on that Python).
 
 The checks of the installed self-audit itself (one service run, report.json and the textfile with
 the host audited, the journal line, node_exporter, state absent) are
@@ -27,8 +27,8 @@ def test_the_library_does_not_import_in_python3(host, module):
     assert done.rc != 0 and "ModuleNotFoundError" in done.stderr, (done.rc, done.stdout, done.stderr)
 
 
-def test_audit_check_audited_the_guest():
-    runs = vm.report_dirs("check")
+def test_audit_audited_the_guest():
+    runs = vm.report_dirs("audit")
     assert len(runs) == 1, runs
     name = vm.instance_name()
     view = vm.host_report(vm.load_report(runs[0]), name)

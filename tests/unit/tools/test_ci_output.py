@@ -7,6 +7,8 @@
 * run_scenario() against a stand-in molecule scenario (no VM: local connection): no
   "glob failed" CRITICAL, no molecule working directory under ~/.ansible/tmp.
 * vmctl.py build names the final cache directory, not its temporary one.
+* background()/wait_background(): the QEMU build beside the image builds, its own row and output once
+  waited for; the guard kills it with all its children.
 
 molecule_audit_pass.txt is molecule 26.10.0's output (NO_COLOR=1, not a terminal) of
 `MOLECULE_GLOB=molecule/audit/molecule.yml molecule test -s audit` on a stand-in scenario with our
@@ -137,6 +139,65 @@ def test_the_ticker_ends_when_the_script_is_killed(tmp_path):
         except ProcessLookupError:
             pass
         proc.stdout.close()
+
+
+def test_a_background_build_gets_its_own_row_and_its_output_once_waited_for(tmp_path):
+    proc, out = run_sourced(
+        'timings=%s\n'
+        'background "QEMU build" bash -c \'echo "ninja: 1427 steps" >&2; sleep 1.5; exit 0\'\n'
+        'phase "image build" sleep 0.2 >/dev/null\n'
+        'echo "before the wait"\n'
+        'phase "QEMU build: wait" wait_background; echo "wait returned $?"\n'
+        'background "QEMU build" bash -c "exit 4"\n'
+        'rc=0; phase "QEMU build: wait" wait_background || rc=$?; echo "wait returned $rc"\n'
+        'echo "== VM test phases"; cat "$timings"; echo "left: $(ls "$timings".bg.* 2>/dev/null || true)"\n' % (tmp_path / "timings"),
+        env={"GPUHOST_PROGRESS_SECONDS": "0.5"})
+    assert proc.returncode == 0, out
+    lines = out.splitlines()
+    assert lines[0] == "== QEMU build: started in the background"
+    # the build's output (stderr too) is held back and printed by the wait, not mixed into the image build's
+    assert lines.index("ninja: 1427 steps") > lines.index("before the wait"), out
+    assert "wait returned 0" in lines and "wait returned 4" in lines, out
+    # the wait ticks like any phase
+    assert [line for line in lines if line.startswith("== QEMU build: wait: still running, ")], out
+    table = lines[lines.index("== VM test phases") + 1:]
+    assert [row.split("  ")[0] for row in table[:-1]] == [
+        "image build", "QEMU build (background)", "QEMU build: wait", "QEMU build (background)", "QEMU build: wait"]
+    # the background row: the seconds the build itself ran (1.5 s, not the 0.2 s of the wait)
+    assert re.fullmatch(r"QEMU build \(background\)\s+[12] s", table[1]), table
+    assert re.fullmatch(r"QEMU build \(background\)\s+\d+ s  FAILED \(exit 4\)", table[3]), table
+    assert re.fullmatch(r"QEMU build: wait\s+\d+ s  FAILED \(exit 4\)", table[4]), table
+    assert table[-1] == "left: "  # its output files removed
+    assert wait_for_no_processes(proc.pid, 2) == []
+
+
+@pytest.mark.parametrize("ending", ["exit 1", "kill -INT $$"])
+def test_the_guard_kills_a_background_build_with_its_children(tmp_path, ending):
+    pidfile = tmp_path / "grandchild"
+    # vmctl stands in as `true` (down --all); the build is a tree: bash, then a sleep it waits for
+    proc, out = run_sourced(
+        'vmctl=(true); timings=$(mktemp "%s/timings.XXXXXX")\n'
+        'trap guard EXIT; trap "exit 130" INT\n'
+        'background "QEMU build" bash -c \'sleep 300 & echo $! >%s; wait\'\n'
+        'while [ ! -s %s ]; do sleep 0.05; done\n'
+        'phase "image build" bash -c "exit 2" || %s\n' % (tmp_path, pidfile, pidfile, ending),
+        env={"GPUHOST_PROGRESS_SECONDS": "5"})
+    grandchild = int(pidfile.read_text())
+    deadline = time.time() + 3
+    while os.path.exists("/proc/%d" % grandchild) and time.time() < deadline:
+        time.sleep(0.05)
+    try:
+        with open("/proc/%d/stat" % grandchild) as handle:
+            stat = handle.read()
+    except OSError:
+        stat = ""
+    if "(sleep)" in stat:
+        os.killpg(int(stat.rsplit(")", 1)[1].split()[3]), signal.SIGKILL)  # ours: never left behind
+    assert "(sleep)" not in stat, out
+    assert proc.returncode in (1, 130), out
+    assert "== QEMU build: stopped (it was still running in the background)" in out
+    assert re.search(r"^image build\s+\d+ s  FAILED \(exit 2\)$", out, re.M), out
+    assert os.listdir(str(tmp_path)) == ["grandchild"]  # the guard removed the table and the build's output
 
 
 def read_sample():
