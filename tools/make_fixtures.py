@@ -12,7 +12,8 @@ import argparse
 import os
 import sys
 
-import collection_path  # noqa: F401  pylint: disable=unused-import  (the collection importable)
+# makes ansible_collections.gpuhost.baseline importable
+import collection_path  # noqa: F401  pylint: disable=unused-import
 # the one generator, shipped in the collection (plugins/plugin_utils/snapgen)
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen import scenarios
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen.pciconfig import snapshot_dump

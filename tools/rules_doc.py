@@ -11,7 +11,8 @@ import sys
 
 import yaml
 
-import collection_path  # noqa: F401  pylint: disable=unused-import  (the collection importable)
+# makes ansible_collections.gpuhost.baseline importable
+import collection_path  # noqa: F401  pylint: disable=unused-import
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import AREA_NAMES
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

@@ -35,7 +35,7 @@ class ActionModule(ActionBase):
                 self._remove_tmp_path(self._connection._shell.tmpdir)
             if contact.get("unreachable"):
                 return dict(result, **contact)
-        why = verdict(args["host"], args["state"], args["message"], args["fix_error"], args["failing"],
+        why = verdict(args["host"], args["state"], args["reason"], args["fix_error"], args["failing"],
                       args["fail_on"], args["report_dir"])
         if why is not None:
             result.update(failed=True, msg=why)

@@ -318,7 +318,7 @@ busy_gpus:
   sample: [{"index": 0, "bus_id": "0000:43:00.0", "processes": ["python3 (pid 4242)"]}]
 busy_reason:
   description:
-    - Why the maintenance guards of the remediate and validate roles leave this host alone: one sentence naming
+    - Why the maintenance guards of the remediate and validate roles leave this host alone, in one sentence naming
       the compute processes of RV(busy_gpus); an empty string when no GPU runs compute work.
   returned: success
   type: str

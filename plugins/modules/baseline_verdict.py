@@ -13,13 +13,13 @@ module: baseline_verdict
 short_description: Give Ansible its verdict on an audited host, after the reports are written
 version_added: 0.1.0
 description:
-  - The last task of the C(audit) role (and of C(remediate) and C(validate), which end with it): it settles the
+  - The last task of the C(audit) role (and of C(remediate) and C(validate), which end with it). It settles the
     exit code of C(ansible-playbook) once M(gpuhost.baseline.baseline_report) has written every report
     (C(docs/report.md) of the collection, "Exit codes").
   - A host reported C(unreachable) (O(state)) is contacted once more with C(ansible.builtin.ping), through the
     task's connection and C(become). If it is still unreachable, Ansible records it as unreachable and
-    C(ansible-playbook) exits 4. If it answers now, the task fails: its report says C(unreachable) and it was
-    not audited.
+    C(ansible-playbook) exits 4. If it answers now, the task fails, because its report says C(unreachable) and
+    it was not audited.
   - A host reported C(failed), a host whose remediation did not complete (O(fix_error)), and a host with
     failing findings at or above O(fail_on) (O(failing)) fail the task with the reason, so that
     C(ansible-playbook) exits 2 and the PLAY RECAP and a retry file name them. The other hosts pass.
@@ -35,7 +35,7 @@ options:
     description: The host's state in the report (C(audited), C(failed), C(unreachable)); empty when it has none.
     type: str
     default: ""
-  message:
+  reason:
     description: The report's message for the host (why it failed or was unreachable).
     type: str
     default: ""
@@ -72,7 +72,7 @@ EXAMPLES = r"""
   gpuhost.baseline.baseline_verdict:
     host: "{{ inventory_hostname }}"
     state: "{{ gpuhost_eval.host_report.state | default('') }}"
-    message: "{{ gpuhost_eval.host_report.message | default('') }}"
+    reason: "{{ gpuhost_eval.host_report.message | default('') }}"
     failing: "{{ gpuhost_report.failing_hosts[inventory_hostname] | default([]) }}"
     fail_on: high
     report_dir: "{{ gpuhost_report.report_dir }}"
@@ -94,7 +94,7 @@ from ansible.module_utils.basic import AnsibleModule
 ARGUMENT_SPEC = dict(
     host=dict(type="str", required=True),
     state=dict(type="str", default=""),
-    message=dict(type="str", default=""),
+    reason=dict(type="str", default=""),
     fix_error=dict(type="str"),
     failing=dict(type="list", elements="str", default=[]),
     fail_on=dict(type="str", default="none", choices=["critical", "high", "medium", "low", "none"]),

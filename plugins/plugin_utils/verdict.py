@@ -19,7 +19,7 @@ __metaclass__ = type
 ARGUMENT_SPEC = dict(
     host=dict(type="str", required=True),
     state=dict(type="str", default=""),
-    message=dict(type="str", default=""),
+    reason=dict(type="str", default=""),
     fix_error=dict(type="str"),
     failing=dict(type="list", elements="str", default=[]),
     fail_on=dict(type="str", default="none", choices=list(FAIL_ON_LEVELS)),
@@ -35,26 +35,27 @@ def must_contact(state, fix_error=None):
     return not fix_error and state == "unreachable"
 
 
-def verdict(host, state="", message="", fix_error=None, failing=(), fail_on="none", report_dir=""):
+def verdict(host, state="", reason="", fix_error=None, failing=(), fail_on="none", report_dir=""):
     """Why ``host`` fails the run, or None when it passes.
 
-    ``state`` and ``message`` are its report entry's (``audited``, ``failed``, ``unreachable``...);
+    ``state`` and ``reason`` are its report entry's ``state`` (``audited``, ``failed``,
+    ``unreachable``...) and ``message``;
     ``fix_error`` why its remediation did not complete; ``failing`` its failing findings at or above
     ``fail_on`` as ``baseline_report`` lists them (``failing_hosts``). An ``unreachable`` state reaches
     this function only when the host answered the second contact."""
-    message = message or ""
+    reason = reason or ""
     if fix_error:
         return ("remediation of %s did not complete: %s; the report shows where it stands, run remediate.yml again"
                 % (host, fix_error))
     if state == "unreachable":
         return ("%s was unreachable when it was audited and answers now (%s); it is reported unreachable, "
-                "run the audit again" % (host, message))
+                "run the audit again" % (host, reason))
     if state == "failed":
-        return "%s could not be audited: %s; it is reported failed" % (host, message)
+        return "%s could not be audited: %s; it is reported failed" % (host, reason)
     failing = list(failing or [])
     if not failing:
         return None
     more = " and %d more" % (len(failing) - LISTED) if len(failing) > LISTED else ""
+    listed = ", ".join(failing[:LISTED])
     return ("%s: %d failing finding(s) at or above severity %s: %s%s. Reports were written to %s; fix the drift "
-            "or waive it, or raise gpuhost_fail_on" % (host, len(failing), fail_on, ", ".join(failing[:LISTED]), more,
-                                                        report_dir))
+            "or waive it, or raise gpuhost_fail_on" % (host, len(failing), fail_on, listed, more, report_dir))
