@@ -14,7 +14,7 @@ import json
 import math
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import (
-    FINDING_KEYS, HOST_STATES, SEVERITIES, SEVERITY_RANK, STATUSES, STORED_SCHEMA, read_finding, rules_table, store_finding,
+    FAIL_ON_LEVELS, FINDING_KEYS, HOST_STATES, SEVERITIES, SEVERITY_RANK, STATUSES, STORED_SCHEMA, read_finding, rules_table, store_finding,
     summarize)
 
 __metaclass__ = type
@@ -289,7 +289,7 @@ ARGUMENT_SPEC = dict(
     generated=dict(type="str"),
     started=dict(type="str"),
     preview=dict(type="bool", default=False),
-    fail_on=dict(type="str", default="none", choices=["critical", "high", "medium", "low", "none"]),
+    fail_on=dict(type="str", default="none", choices=list(FAIL_ON_LEVELS)),
     host_notes=dict(type="dict", default={}),
     # drift history (plugins/plugin_utils/history.py): off without a directory
     history_dir=dict(type="path"),
