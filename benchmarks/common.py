@@ -19,6 +19,16 @@ def import_collection():
         os.symlink(REPO, link)
 
 
+def tree_size(path):
+    """``(bytes, files)`` of every file under ``path``."""
+    total, count = 0, 0
+    for root, unused_dirs, files in os.walk(path):
+        for name in files:
+            total += os.path.getsize(os.path.join(root, name))
+            count += 1
+    return total, count
+
+
 def large_host(workdir, quiet=False):
     """Path of the synthetic host in ``workdir``, generated (and the time it took printed) when missing."""
     large = os.path.join(workdir, "large")

@@ -39,6 +39,8 @@ import sys
 import tempfile
 import time
 
+from common import tree_size
+
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 BIN = os.path.join(REPO, ".venv", "bin")
 
@@ -184,15 +186,6 @@ def chromium_seconds(url, repeat=3):
         shutil.rmtree(profile, ignore_errors=True)
         best = took if best is None else min(best, took)
     return best
-
-
-def tree_size(path):
-    total, count = 0, 0
-    for root, unused_dirs, files in os.walk(path):
-        for name in files:
-            total += os.path.getsize(os.path.join(root, name))
-            count += 1
-    return total, count
 
 
 def mib(size):

@@ -21,7 +21,7 @@ import sys
 import tempfile
 import time
 
-from common import REPO, import_collection
+from common import REPO, import_collection, tree_size
 
 GOLDEN = os.path.join(REPO, "tests", "fixtures", "golden", "report.json")
 SNAPSHOTS = ("demo-incident", "demo-healthy", "demo-intel")
@@ -37,15 +37,6 @@ def fleet_hosts(count):
     for index in range(count):
         hosts["node-%04d" % (index + 1)] = json.loads(json.dumps(golden["hosts"][SNAPSHOTS[index % len(SNAPSHOTS)]]))
     return hosts, golden
-
-
-def tree_size(path):
-    total, count = 0, 0
-    for root, unused_dirs, names in os.walk(path):
-        for name in names:
-            total += os.path.getsize(os.path.join(root, name))
-            count += 1
-    return total, count
 
 
 def main():
