@@ -207,7 +207,7 @@ def _judge(family, subject, label, values, error, history, params, common):
         item["reason"] = error or "%s unreadable" % ", ".join(unreadable)
         return item
     if common:
-        item["reason"] = "%s (now: %s)" % (common, ", ".join("%s %d" % kv for kv in values.items()))
+        item["reason"] = common  # the whole host's reason: _fold tells it once, with the values now
         return item
     window_s = float(params.get(WINDOW_PARAM)) * 3600
     now = epoch(history.get("now"))
@@ -229,6 +229,61 @@ def _judge(family, subject, label, values, error, history, params, common):
     return item
 
 
+#: the subject of the one item that stands for every readable subject of a family when none can be
+#: judged for a reason of the whole host (no history, first audit, a bad window): :func:`_fold`
+ALL_SUBJECTS = "all"
+#: what a family's subjects are, for the folded item's label
+NOUNS = {"ib": "ports", "aer": "PCI functions", "nvlink": "GPUs", "ecc": "GPUs"}
+#: subjects a folded item's label and its values name by name, at most
+_NAMED = 4
+
+
+def _names(names):
+    shown = ", ".join(str(n) for n in names[:_NAMED])
+    return shown + (" and %d more" % (len(names) - _NAMED) if len(names) > _NAMED else "")
+
+
+def _now_summary(readable):
+    """``link_downed 0 on all 2; correctable 7 on 0000:43:00.0, 0 on the other 29``: the values now
+    of the ``readable`` items (``_judge``'s, every value a count), per counter, the non-zero ones by subject."""
+    parts = []
+    for name in readable[0]["now"]:
+        nonzero = [(item["subject"], item["now"][name]) for item in readable if item["now"][name]]
+        if not nonzero:
+            parts.append("%s 0 on all %d" % (name, len(readable)))
+            continue
+        named = ", ".join("%d on %s" % (value, subject) for subject, value in nonzero[:_NAMED])
+        more = len(nonzero) - _NAMED
+        rest = len(readable) - len(nonzero)
+        parts.append("%s %s%s%s" % (name, named, ", more on %d other(s)" % more if more > 0 else "",
+                                    ", 0 on the other %d" % rest if rest else ""))
+    return "; ".join(parts)
+
+
+def _fold(family, items, common):
+    """``items`` of a family none of which can be judged for the host-wide reason ``common``: the
+    unreadable ones as they are (each has its own reason), the readable ones as one item of subject
+    :data:`ALL_SUBJECTS`, in the place of the first, naming them and their values now (a single one
+    stays itself). The same unknown told once per subject would be a finding per port, function and
+    GPU (30 and more on a GPU server) saying the same thing."""
+    readable = [item for item in items if item["reason"] is common]
+    if len(readable) == 1:
+        readable[0]["reason"] = "%s (now: %s)" % (common, ", ".join("%s %d" % kv for kv in readable[0]["now"].items()))
+    if len(readable) < 2:
+        return items
+    folded = {"subject": ALL_SUBJECTS,
+              "label": "%d %s: %s" % (len(readable), NOUNS[family], _names([item["subject"] for item in readable])),
+              "now": None, "increases": None,
+              "reason": "%s (now: %s)" % (common, _now_summary(readable))}
+    out = []
+    for item in items:
+        if item["reason"] is not common:
+            out.append(item)
+        elif item is readable[0]:
+            out.append(folded)
+    return out
+
+
 def derive_counters(facts, params, derived=None):
     """The ``derived.counters`` document (docs/rules.md): per family a list of ``{"subject", "label",
     "now" ({counter: value}), "increases" (the counters over their threshold, as ``+N in <span>``
@@ -246,7 +301,8 @@ def derive_counters(facts, params, derived=None):
     labels = _pcie_labels(derived)
     for family, key, subjects in _SUBJECTS:
         found = subjects(facts, labels) if family == "aer" else subjects(facts)
-        out[key] = [_judge(family, subject, label, values, error, history if isinstance(history, dict) else {},
-                           params, common)
-                    for subject, label, values, error in found]
+        items = [_judge(family, subject, label, values, error, history if isinstance(history, dict) else {},
+                        params, common)
+                 for subject, label, values, error in found]
+        out[key] = _fold(family, items, common) if common else items
     return out

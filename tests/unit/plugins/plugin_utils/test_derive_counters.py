@@ -109,6 +109,45 @@ def test_no_history_first_audit_and_unusable_history_are_unknown():
     assert _port(unknown_boot)["reason"].startswith("audit history not usable: this boot's id is unknown")
 
 
+def test_a_reason_of_the_whole_host_is_one_item_per_family_not_one_per_subject():
+    """No history: the AER functions (3 readable, 1 unreadable) give one item of subject ``all``
+    naming them and their non-zero values now, the unreadable one keeps its own reason; a family
+    with one subject (the port) keeps it."""
+    facts = _facts(3)
+    facts["health"]["counters"]["aer"].append({"address": "0000:99:00.0", "correctable": None,
+                                               "error": "aer_dev_correctable: Permission denied"})
+    counters = derive_counters(facts, PARAMS)
+    aer = counters["aer_devices"]
+    assert [item["subject"] for item in aer] == ["all", "0000:99:00.0"]
+    folded = aer[0]
+    assert folded["increases"] is None and folded["now"] is None
+    assert folded["label"].startswith("3 PCI functions: ")
+    assert folded["reason"].startswith("no audit history to compare with (gpuhost_history_dir is not set)")
+    assert folded["reason"].endswith("(now: correctable 2 on %s, 0 on the other 2)" % GPU1)
+    assert aer[1]["reason"] == "aer_dev_correctable: Permission denied"
+    (port,) = counters["ib_ports"]
+    assert port["subject"] == "mlx5_0/1" and "(now: link_downed 3, " in port["reason"]
+    # the rule: one unknown finding for the folded functions, one for the unreadable one
+    result = evaluation.evaluate(facts, profile="amd-epyc-nvidia", params={"smt": "on"}, host="gpu01",
+                                 today="2025-08-01")
+    aer_findings = [f for f in result["findings"] if f["id"] == "HEALTH-021"]
+    assert [(f["subject"], f["status"]) for f in aer_findings] == [("all", "unknown"), ("0000:99:00.0", "unknown")]
+    assert aer_findings[0]["message"].endswith("on all (%s)" % folded["label"])
+    # with the history the same facts are judged per function again
+    judged = _history(facts, [("2025-08-01T10:00:00+00:00", BOOT, 1)], "2025-08-01T11:00:00+00:00")
+    assert "all" not in [item["subject"] for item in derive_counters(judged, PARAMS)["aer_devices"]]
+
+
+def test_many_subjects_are_named_up_to_four():
+    facts = _facts(3)
+    facts["health"]["counters"]["aer"] = [{"address": "0000:%02x:00.0" % i, "correctable": i % 3, "error": None}
+                                          for i in range(1, 8)]
+    (folded,) = derive_counters(facts, PARAMS)["aer_devices"]
+    assert folded["label"] == "7 PCI functions: 0000:01:00.0, 0000:02:00.0, 0000:03:00.0, 0000:04:00.0 and 3 more"
+    assert folded["reason"].endswith("(now: correctable 1 on 0000:01:00.0, 2 on 0000:02:00.0, 1 on 0000:04:00.0, "
+                                      "2 on 0000:05:00.0, more on 1 other(s), 0 on the other 2)")
+
+
 @pytest.mark.parametrize("garbage", [None, "x", [], {"now": "banana", "audits": 1},
                                      {"now": "2025-08-01T11:00:00+00:00", "audits": 1, "counters": {LINK: "x"}},
                                      {"now": "2025-08-01T11:00:00+00:00", "audits": 1,
