@@ -830,10 +830,70 @@ def report_view(report, inline_hosts=None):
     return view
 
 
+#: Lines a folded row lists when its findings' values (or reasons) differ, before "and N more".
+FOLD_LINES = 4
+
+
+def fold_findings(pairs, rule_text=None):
+    """One row per rule of a host page's passing or not-applicable findings, ``pairs`` being
+    ``[(finding, anchor)]`` of one of those statuses (``_host_view``'s ``passes`` or
+    ``not_applicable``), rows in rule id order.
+
+    A row: ``id``, ``title``, ``status``, ``count`` (findings), ``subjects``, ``subject_list``
+    (``a, b ... y, z``, :func:`_short_names`) and ``subject_text`` (``8: a, b ... y, z``; the name
+    alone for one, empty without subjects),
+    ``anchor`` (the first non-empty anchor of the rule's findings: the matrix links to it),
+    ``ref`` (the rule's row on the fleet page, ``rule_text``'s, else ``None``) and what the
+    findings show: a passing finding its observed value (:func:`observed_view`), a not-applicable
+    one its reason (:func:`na_reason`). When every finding of the rule shows the same, ``same`` is
+    true and ``value`` holds it once (the ``observed_view`` dict, or the reason text); else
+    ``value`` is ``None`` and ``lines`` lists ``subject: value`` for the first :data:`FOLD_LINES`
+    findings and ``and N more (report.json)``. No message, rationale, fix or source: the fleet
+    page states the rule's text once, report.json keeps every finding."""
+    rule_text = rule_text or {}
+    rows = {}
+    for finding, anchor in pairs:
+        rid = finding["id"]
+        row = rows.get(rid)
+        if row is None:
+            row = rows[rid] = {"id": rid, "title": finding.get("title") or "", "status": finding["status"],
+                               "anchor": "", "findings": []}
+        row["findings"].append(finding)
+        if anchor and not row["anchor"]:
+            row["anchor"] = anchor
+    out = []
+    for rid in sorted(rows, key=str):
+        row = rows[rid]
+        found = row.pop("findings")
+        shown = [na_reason(f) if f["status"] == "not_applicable" else observed_view(f) for f in found]
+        subjects = [str(f["subject"]) for f in found if f.get("subject") not in (None, "")]
+        row.update(count=len(found), subjects=subjects, ref=(rule_text.get(rid) or {}).get("ref"),
+                   subject_list=_short_names(subjects, 8),
+                   subject_text=("%d: %s" % (len(subjects), _short_names(subjects, 8))) if len(subjects) > 1
+                   else _short_names(subjects))
+        row["same"] = all(value == shown[0] for value in shown[1:])
+        row["value"] = shown[0] if row["same"] else None
+        row["lines"] = []
+        if not row["same"]:
+            for finding, value in list(zip(found, shown))[:FOLD_LINES]:
+                text = value if isinstance(value, str) else value["text"]
+                subject = finding.get("subject")
+                row["lines"].append("%s: %s" % ("(no subject)" if subject in (None, "") else subject, text))
+            if len(found) > FOLD_LINES:
+                row["lines"].append("and %d more (report.json)" % (len(found) - FOLD_LINES))
+        out.append(row)
+    return out
+
+
 def host_page_view(view, entry):
     """The view model of one host's page (``hosts/<stem>.html``, ``.md``): the fleet view's
-    columns and filter, that host's entry alone, the link back to its group on the fleet page."""
+    columns and filter, that host's entry alone, the link back to its group on the fleet page.
+    The page shows the problems (fail, unknown, waived) in full and its passing and
+    not-applicable findings one row per rule: the entry's ``pass_rows`` and ``na_rows``
+    (:func:`fold_findings`)."""
     group = next((g["id"] for g in view["groups"] if any(m["name"] == entry["name"] for m in g["members"])), "")
+    entry = dict(entry, pass_rows=fold_findings(entry["passes"], view["rule_text"]),
+                 na_rows=fold_findings(entry["not_applicable"], view["rule_text"]))
     return dict(view, mode="host", hosts=[entry], groups=[], back=group, rules=[])
 
 

@@ -139,6 +139,67 @@ def test_host_pages_link_the_rule_text_stated_once_on_the_fleet_page(tmp_path):
     assert md.count("  - fix: as above") == sum(1 for f in problems if f["id"] in repeated) - len(repeated)
 
 
+#: The incident copy's pages before passing and not-applicable findings were folded one row per rule
+#: (issue 20, measured with benchmarks/report_size.py): 297 rows, 161 of them passing, 33 not applicable.
+BEFORE_INCIDENT_HTML, BEFORE_INCIDENT_MD = 175271, 49871
+
+
+def test_host_pages_fold_passing_and_not_applicable_findings_one_row_per_rule(tmp_path):
+    """A host page shows its problems in full and its passing and not-applicable findings one row
+    per rule (issue 20): the anchors stay, values that differ between subjects are listed, the counts
+    are those of the findings, and the incident page is smaller by a checked factor."""
+    report = fleet(30)
+    report_dir.write_reports(report, str(tmp_path))
+    incident = report["hosts"]["gpu-0000"]
+    findings = incident["findings"]
+    passing = [f for f in findings if f["status"] == "pass"]
+    not_applicable = [f for f in findings if f["status"] == "not_applicable"]
+    pass_rules = sorted(set(f["id"] for f in passing))
+    na_rules = sorted(set(f["id"] for f in not_applicable))
+    assert len(pass_rules) < len(passing) and incident["summary"]["pass"] == len(passing)
+    page = (tmp_path / "hosts" / "gpu-0000.html").read_text(encoding="utf-8")
+    # one row per rule, in rule order
+    pass_ids = re.findall(r'<tr class="st-pass"[^>]*><td>.*?<a class="mono" href="\.\./report\.html#rule-\d+">([^<]+)</a>', page)
+    assert pass_ids == pass_rules
+    na_ids = re.findall(r'<tr class="st-not_applicable"[^>]*><td>.*?class="mono"[^>]*>([^<]+)</', page)
+    assert na_ids == na_rules
+    # the problems stay a full row each
+    for status in ("fail", "unknown", "waived"):
+        assert len(re.findall(r'<tr class="st-%s"' % status, page)) == incident["summary"][status], status
+    # every rule of the host keeps its anchor f-<rule>, once, on its first row
+    for rule_id in set(f["id"] for f in findings):
+        assert page.count('id="f-%s"' % rule_id) == 1, rule_id
+    assert 'id=""' not in page.split('<details class="na">')[1]
+    # the summary lines count findings, and say how many rules
+    assert "<summary>%d passing finding(s) of %d rule(s), one row per rule</summary>" % (
+        len(passing), len(pass_rules)) in page
+    assert "<summary>%d not applicable finding(s) of %d rule(s)," % (len(not_applicable), len(na_rules)) in page
+    # a value the same on every subject once; differing ones per subject (HEALTH-012: 0 on mc0, 3 on mc1)
+    health12 = re.search(r'<tr class="st-pass"[^>]*id="f-HEALTH-012".*?</tr>', page).group(0)
+    assert '<ul class="val"><li>mc0: 0</li><li>mc1: 3</li></ul>' in health12 and "2 pass" in health12
+    health13 = re.search(r'<tr class="st-pass"[^>]*id="f-HEALTH-013".*?</tr>', page).group(0)
+    assert "8 pass" in health13 and health13.count("nothing") == 1
+    # no per-subject message of a passing finding
+    for finding in passing:
+        assert html.escape(finding["message"]) not in page, finding["id"]
+    # the Markdown page: the not-applicable rows as list items, the passing findings counted (as on
+    # the one-page report.md), the counts the findings'
+    md = (tmp_path / "hosts" / "gpu-0000.md").read_text(encoding="utf-8")
+    assert "### Passing" not in md and "\n%d passing finding(s) not listed.\n" % len(passing) in md
+    assert "### Not applicable (%d)\n\n%d finding(s) of %d rule(s)," % (
+        len(not_applicable), len(not_applicable), len(na_rules)) in md
+    items = re.findall(r"^- ([A-Z]+-\d+)\b", md.split("### Not applicable")[1].split("passing finding(s) not listed")[0],
+                       re.M)
+    assert items == na_rules
+    # the single page of a small fleet keeps a full row per finding (report.html up to 20 hosts)
+    single = views.render_html(fleet(3))
+    assert single.count('<tr class="st-pass"') == sum(
+        1 for h in fleet(3)["hosts"].values() for f in h["findings"] if f["status"] == "pass")
+    # smaller by a checked factor (175 kB + 50 kB before)
+    assert len(page.encode("utf-8")) <= 0.65 * BEFORE_INCIDENT_HTML, len(page)
+    assert len(page.encode("utf-8")) + len(md.encode("utf-8")) <= 0.75 * (BEFORE_INCIDENT_HTML + BEFORE_INCIDENT_MD)
+
+
 def test_hostile_host_names_give_safe_unique_page_names(tmp_path):
     base = golden()["hosts"]["demo-intel"]
     report = fleet(24, extra=dict((name, base) for name in HOSTILE_NAMES))
