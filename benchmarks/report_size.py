@@ -4,7 +4,7 @@ The hosts are the demo incident, healthy and intel snapshots cycled (as ``benchm
 builds a fleet), each as ``audit.yml`` judged it: their parts of the golden ``report.json``
 (tests/fixtures/golden/, written by the audit of the demo snapshots), expanded, copied under
 ``node-0001``... The writer then runs as ``baseline_report`` runs it (``report.build_report``, then
-``report_dir.write_reports``) into a temporary directory, and each file's size is printed, in all and
+``report_dir.stored_text`` and ``write_stored``) into a temporary directory, and each file's size is printed, in all and
 per host, with the writer's time and the process's peak RSS. No Ansible run: the figures of the
 whole audit are ``benchmarks/fleet.py``'s.
 
@@ -47,7 +47,7 @@ def main():
     args = parser.parse_args()
     import_collection()
     from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report_dir import MANIFEST, write_reports
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report_dir import MANIFEST, stored_text, write_stored
     hosts, golden = fleet_hosts(args.hosts)
     work = tempfile.mkdtemp(prefix="gpuhost-report-size-")
     reports = os.path.join(work, "reports")
@@ -55,10 +55,13 @@ def main():
     cpu = time.process_time()
     report = build_report(hosts, generated=golden["generated"], collection_version=golden["collection_version"])
     del hosts
-    write_reports(report, reports, args.formats.split(","))
+    # as baseline_report does: the built document dropped once report.json's text is made
+    text = stored_text(report)
+    del report
+    write_stored(text, reports, args.formats.split(","))
     took, cpu = time.perf_counter() - start, time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    print("%d hosts (%s cycled): build_report + write_reports %.1f s wall, %.1f s CPU; peak RSS %.0f MiB"
+    print("%d hosts (%s cycled): build_report, stored_text, write_stored %.1f s wall, %.1f s CPU; peak RSS %.0f MiB"
           % (args.hosts, ", ".join(SNAPSHOTS), took, cpu, peak))
     total = 0
     for name in sorted(os.listdir(reports)):

@@ -12,7 +12,7 @@ from ansible.errors import AnsibleError
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.actionbase import ControllerAction
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ARGUMENT_SPEC, ReportError, build_report, failing_at_or_above
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report_dir import ReportDirError, write_reports
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report_dir import ReportDirError, stored_text, write_stored
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import collection_version, load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import expand_findings
@@ -165,6 +165,7 @@ class ActionModule(ControllerAction):
         except ReportError as exc:
             result.update(failed=True, msg="baseline_report: the findings break the report contract: %s" % exc)
             return result
+        del hosts  # the findings with their rule text: build_report made its own copy
         if args.get("history_dir"):
             # drift history: one record per host appended, what changed since the last one into the report
             boot_ids = dict((name, data.get("boot_id")) for name, data in given.items() if isinstance(data, dict))
@@ -172,8 +173,12 @@ class ActionModule(ControllerAction):
             problems = record_report(report, boot_ids, args["history_dir"], args["history_keep"], counters=counters)
             if problems:
                 result["warnings"] = list(result.get("warnings") or []) + ["baseline_report: %s" % p for p in problems]
+        # From here on the document as report.json stores it: the fleet is held once while the
+        # views are rendered (write_stored gives back the document the views rendered, the same one).
+        text = stored_text(report)
+        del report
         try:
-            paths = write_reports(report, report_dir, args["formats"], template_dir=args.get("template_dir"))
+            paths, report = write_stored(text, report_dir, args["formats"], template_dir=args.get("template_dir"))
         except ReportDirError as exc:
             # a refused directory (system, foreign files, a link as hosts/, an odd metrics.prom) or a
             # write that failed (a full disk): one line naming the directory (docs/report.md, "The report directory")
