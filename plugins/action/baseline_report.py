@@ -24,22 +24,42 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import re
 __metaclass__ = type
 
 
+def _with_rule_text(data, catalogue):
+    """One host's results with each finding's rule fields (title, rationale, fix...) put back from
+    the catalogue: ``baseline_evaluate`` leaves them out of ``host_report`` (the same on every host)."""
+    if isinstance(data, dict):
+        data = dict(data)
+        if isinstance(data.get("findings"), list):
+            data["findings"] = expand_findings(data["findings"], catalogue)
+        before = data.get("before")
+        if isinstance(before, dict) and isinstance(before.get("findings"), list):
+            data["before"] = dict(before, findings=expand_findings(before["findings"], catalogue))
+    return data
+
+
+class RuleTextHosts(Mapping):
+    """``hosts`` (name -> a host's results) read with the rule text put back into its findings, a
+    host when it is read: ``build_report`` reads each once, so the fleet's findings with their rule
+    text are never held together (only the host being built)."""
+
+    def __init__(self, hosts, catalogue):
+        self._hosts = hosts
+        self._catalogue = catalogue
+
+    def __getitem__(self, name):
+        return _with_rule_text(self._hosts[name], self._catalogue)
+
+    def __iter__(self):
+        return iter(self._hosts)
+
+    def __len__(self):
+        return len(self._hosts)
+
+
 def with_rule_text(hosts, catalogue):
-    """``hosts`` with each finding's rule fields (title, rationale, fix...) put back from the
-    catalogue: ``baseline_evaluate`` leaves them out of ``host_report`` (the same on every host)."""
-    if not isinstance(hosts, dict):
-        return hosts  # build_report rejects it with the reason
-    out = {}
-    for name, data in hosts.items():
-        if isinstance(data, dict):
-            data = dict(data)
-            if isinstance(data.get("findings"), list):
-                data["findings"] = expand_findings(data["findings"], catalogue)
-            before = data.get("before")
-            if isinstance(before, dict) and isinstance(before.get("findings"), list):
-                data["before"] = dict(before, findings=expand_findings(before["findings"], catalogue))
-        out[name] = data
-    return out
+    """``hosts`` with the rule text put back into each host's findings when it is read
+    (:class:`RuleTextHosts`); anything but a mapping as it is (build_report rejects it with the reason)."""
+    return RuleTextHosts(hosts, catalogue) if isinstance(hosts, Mapping) else hosts
 
 
 #: What ``play_hosts`` reads from each host's variables (docs: option ``play_hosts`` of the module):
