@@ -2,9 +2,9 @@
 
 The hosts are the demo incident, healthy and intel snapshots cycled (as ``benchmarks/fleet.py``
 builds a fleet), each as ``audit.yml`` judged it: their parts of the golden ``report.json``
-(tests/fixtures/golden/, written by the audit of the demo snapshots), expanded, copied under
-``node-0001``... The writer then runs as ``baseline_report`` runs it (``report.build_report``, then
-``report_dir.write_reports``) into a temporary directory, and each file's size is printed, in all and
+(tests/fixtures/golden/, written by the audit of the demo snapshots), as ``baseline_evaluate``
+registers them (no rule text), copied under ``node-0001``... The writer then runs as ``baseline_report`` runs it (``report.build_report``, then
+``report_dir.stored_text`` and ``write_stored``) into a temporary directory, and each file's size is printed, in all and
 per host, with the writer's time and the process's peak RSS. No Ansible run: the figures of the
 whole audit are ``benchmarks/fleet.py``'s.
 
@@ -28,14 +28,16 @@ SNAPSHOTS = ("demo-incident", "demo-healthy", "demo-intel")
 
 
 def fleet_hosts(count):
-    """``{name: host part}`` of ``count`` hosts cycling through :data:`SNAPSHOTS` (expanded, as
-    ``with_rule_text`` gives ``build_report`` its input)."""
+    """``{name: host part}`` of ``count`` hosts cycling through :data:`SNAPSHOTS`, each a copy of its
+    own as ``baseline_evaluate`` registers it (findings without their rule text: ``compact_findings``)."""
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import compact_findings
     from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document
     with open(GOLDEN) as handle:
         golden = expand_document(json.load(handle))
     hosts = {}
     for index in range(count):
-        hosts["node-%04d" % (index + 1)] = json.loads(json.dumps(golden["hosts"][SNAPSHOTS[index % len(SNAPSHOTS)]]))
+        part = golden["hosts"][SNAPSHOTS[index % len(SNAPSHOTS)]]
+        hosts["node-%04d" % (index + 1)] = json.loads(json.dumps(dict(part, findings=compact_findings(part["findings"]))))
     return hosts, golden
 
 
@@ -46,19 +48,25 @@ def main():
     parser.add_argument("--keep", action="store_true", help="keep the report directory and print it")
     args = parser.parse_args()
     import_collection()
+    from ansible_collections.gpuhost.baseline.plugins.action.baseline_report import with_rule_text
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
     from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report_dir import MANIFEST, write_reports
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report_dir import MANIFEST, stored_text, write_stored
     hosts, golden = fleet_hosts(args.hosts)
     work = tempfile.mkdtemp(prefix="gpuhost-report-size-")
     reports = os.path.join(work, "reports")
     start = time.perf_counter()
     cpu = time.process_time()
-    report = build_report(hosts, generated=golden["generated"], collection_version=golden["collection_version"])
-    del hosts
-    write_reports(report, reports, args.formats.split(","))
+    # as baseline_report does: the rule text put back into a host's findings when build_report reads it
+    report = build_report(with_rule_text(hosts, load_catalogue()), generated=golden["generated"],
+                          collection_version=golden["collection_version"])
+    # as baseline_report does: the built document dropped once report.json's text is made
+    text = stored_text(report)
+    del report
+    write_stored(text, reports, args.formats.split(","))
     took, cpu = time.perf_counter() - start, time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    print("%d hosts (%s cycled): build_report + write_reports %.1f s wall, %.1f s CPU; peak RSS %.0f MiB"
+    print("%d hosts (%s cycled): build_report, stored_text, write_stored %.1f s wall, %.1f s CPU; peak RSS %.0f MiB"
           % (args.hosts, ", ".join(SNAPSHOTS), took, cpu, peak))
     total = 0
     for name in sorted(os.listdir(reports)):

@@ -12,7 +12,7 @@ from ansible.errors import AnsibleError
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.actionbase import ControllerAction
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ARGUMENT_SPEC, ReportError, build_report, failing_at_or_above
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report_dir import ReportDirError, write_reports
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report_dir import ReportDirError, stored_text, write_stored
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import collection_version, load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import expand_findings
@@ -24,22 +24,42 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import re
 __metaclass__ = type
 
 
+def _with_rule_text(data, catalogue):
+    """One host's results with each finding's rule fields (title, rationale, fix...) put back from
+    the catalogue: ``baseline_evaluate`` leaves them out of ``host_report`` (the same on every host)."""
+    if isinstance(data, dict):
+        data = dict(data)
+        if isinstance(data.get("findings"), list):
+            data["findings"] = expand_findings(data["findings"], catalogue)
+        before = data.get("before")
+        if isinstance(before, dict) and isinstance(before.get("findings"), list):
+            data["before"] = dict(before, findings=expand_findings(before["findings"], catalogue))
+    return data
+
+
+class RuleTextHosts(Mapping):
+    """``hosts`` (name -> a host's results) read with the rule text put back into its findings, a
+    host when it is read: ``build_report`` reads each once, so the fleet's findings with their rule
+    text are never held together (only the host being built)."""
+
+    def __init__(self, hosts, catalogue):
+        self._hosts = hosts
+        self._catalogue = catalogue
+
+    def __getitem__(self, name):
+        return _with_rule_text(self._hosts[name], self._catalogue)
+
+    def __iter__(self):
+        return iter(self._hosts)
+
+    def __len__(self):
+        return len(self._hosts)
+
+
 def with_rule_text(hosts, catalogue):
-    """``hosts`` with each finding's rule fields (title, rationale, fix...) put back from the
-    catalogue: ``baseline_evaluate`` leaves them out of ``host_report`` (the same on every host)."""
-    if not isinstance(hosts, dict):
-        return hosts  # build_report rejects it with the reason
-    out = {}
-    for name, data in hosts.items():
-        if isinstance(data, dict):
-            data = dict(data)
-            if isinstance(data.get("findings"), list):
-                data["findings"] = expand_findings(data["findings"], catalogue)
-            before = data.get("before")
-            if isinstance(before, dict) and isinstance(before.get("findings"), list):
-                data["before"] = dict(before, findings=expand_findings(before["findings"], catalogue))
-        out[name] = data
-    return out
+    """``hosts`` with the rule text put back into each host's findings when it is read
+    (:class:`RuleTextHosts`); anything but a mapping as it is (build_report rejects it with the reason)."""
+    return RuleTextHosts(hosts, catalogue) if isinstance(hosts, Mapping) else hosts
 
 
 #: What ``play_hosts`` reads from each host's variables (docs: option ``play_hosts`` of the module):
@@ -165,6 +185,7 @@ class ActionModule(ControllerAction):
         except ReportError as exc:
             result.update(failed=True, msg="baseline_report: the findings break the report contract: %s" % exc)
             return result
+        del hosts  # the findings with their rule text: build_report made its own copy
         if args.get("history_dir"):
             # drift history: one record per host appended, what changed since the last one into the report
             boot_ids = dict((name, data.get("boot_id")) for name, data in given.items() if isinstance(data, dict))
@@ -172,8 +193,12 @@ class ActionModule(ControllerAction):
             problems = record_report(report, boot_ids, args["history_dir"], args["history_keep"], counters=counters)
             if problems:
                 result["warnings"] = list(result.get("warnings") or []) + ["baseline_report: %s" % p for p in problems]
+        # From here on the document as report.json stores it: the fleet is held once while the
+        # views are rendered (write_stored gives back the document the views rendered, the same one).
+        text = stored_text(report)
+        del report
         try:
-            paths = write_reports(report, report_dir, args["formats"], template_dir=args.get("template_dir"))
+            paths, report = write_stored(text, report_dir, args["formats"], template_dir=args.get("template_dir"))
         except ReportDirError as exc:
             # a refused directory (system, foreign files, a link as hosts/, an odd metrics.prom) or a
             # write that failed (a full disk): one line naming the directory (docs/report.md, "The report directory")

@@ -12,6 +12,7 @@ from __future__ import absolute_import, division, print_function
 import datetime
 import json
 import math
+from collections.abc import Mapping
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import (
     FAIL_ON_LEVELS, FINDING_KEYS, HOST_STATES, SEVERITIES, SEVERITY_RANK, STATUSES, STORED_SCHEMA, read_finding, rules_table, store_finding,
@@ -231,7 +232,7 @@ def build_report(hosts, profile=None, generated=None, collection_version=None, s
     """
     if hosts is None:
         hosts = {}
-    if not isinstance(hosts, dict):
+    if not isinstance(hosts, Mapping):
         raise ReportError("hosts must map inventory_hostname to findings, got %s" % type(hosts).__name__)
     default_profile = _plain(profile) or None
     out_hosts = {}

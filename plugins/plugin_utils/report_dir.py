@@ -230,9 +230,24 @@ def _manifest(generation, generated, entries, complete, previous=()):
     return json.dumps(document, sort_keys=True, separators=(",", ":")) + "\n"
 
 
+def stored_text(report):
+    """``report.json``'s text of a document :func:`report.build_report` made (stored as schema 3:
+    :func:`report.compact_document`, one line per rule and per finding: :func:`report.dumps_document`)."""
+    return dumps_document(compact_document(report))
+
+
 def write_reports(report, directory, formats=None, template_dir=None):
-    """Write report.json and each requested view rendered from it into ``directory``; return
-    ``{format: path}``.
+    """Write report.json of ``report`` (a document :func:`report.build_report` made) and each
+    requested view into ``directory``; return ``{format: path}``. :func:`write_stored` with its text."""
+    return write_stored(stored_text(report), directory, formats, template_dir)[0]
+
+
+def write_stored(text, directory, formats=None, template_dir=None):
+    """Write ``text`` (:func:`stored_text`) as report.json and each requested view rendered from it
+    into ``directory``; return ``({format: path}, document)``, the document the views rendered: the
+    one ``text`` stores, expanded (:func:`report.expand_document`, equal to the one it was made from).
+    A caller that drops its document once it has the text (``baseline_report``) never holds two
+    copies of the fleet while the views are rendered.
 
     The directory must be new, empty, or a report directory (it holds :data:`MANIFEST`, or only the
     names this tool writes); a system directory, a directory holding other files, a link in place of
@@ -255,7 +270,7 @@ def write_reports(report, directory, formats=None, template_dir=None):
     try:
         os.makedirs(directory, exist_ok=True)  # two runs creating it at once both go on
         with DirectoryLock(directory):
-            return _write_set(report, directory, formats, template_dir)
+            return _write_set(text, directory, formats, template_dir)
     except (FileExistsError, NotADirectoryError):
         raise ReportDirError("cannot write the reports into %s: it is not a directory" % clip(directory))
     except FileRefused as exc:  # DirectoryLock: a file in its place
@@ -272,14 +287,12 @@ def _reason(exc):
     return clip(exc)
 
 
-def _write_set(report, directory, formats, template_dir):
-    """:func:`write_reports` under the directory lock."""
+def _write_set(text, directory, formats, template_dir):
+    """:func:`write_stored` under the directory lock."""
     previous = _previous_set(directory)
     _check_pages_dir(directory)
     files_named = dict(FORMAT_FILES)
     paths = {"json": os.path.join(directory, files_named["json"])}
-    # as stored (schema 3: rule text once under rules, findings with named keys; report.compact_document)
-    text = dumps_document(compact_document(report))
     staged = _Staged(directory)
     try:
         staged.add(files_named["json"], text)
@@ -324,7 +337,7 @@ def _write_set(report, directory, formats, template_dir):
         staged.discard()
         raise
     _publish(staged, directory, previous, stored["generated"])
-    return paths
+    return paths, stored
 
 
 def _stage_host_pages(staged, stored, formats, template_dir=None, view=None):

@@ -9,6 +9,7 @@ from ansible_collections.gpuhost.baseline.plugins.action.baseline_report import 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import COLLECTION_ROOT
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
 
 
 def test_checkout_galaxy_yml(tmp_path):
@@ -45,6 +46,11 @@ def test_rule_text_is_put_back_into_findings_and_before():
     assert hosts["gpu01"]["before"]["findings"] == result["findings"]
     assert hosts["gone"] == {"state": "unreachable", "message": "no route"}
     assert "title" not in part["findings"][0]  # the input is not modified
+    # put back when a host is read, never kept: the fleet's expanded findings are never held together
+    assert sorted(hosts) == ["gone", "gpu01"] and len(hosts) == 2
+    assert hosts["gpu01"] is not hosts["gpu01"] and hosts["gpu01"] == hosts["gpu01"]
+    built = report_doc.build_report(hosts, generated="2026-06-01T00:00:00+00:00")
+    assert built["hosts"]["gpu01"]["findings"] == result["findings"] and built["hosts"]["gone"]["state"] == "unreachable"
     assert with_rule_text(["not", "a", "mapping"], None) == ["not", "a", "mapping"]
 
 
