@@ -179,6 +179,8 @@ def test_host_pages_fold_passing_and_not_applicable_findings_one_row_per_rule(tm
     assert '<ul class="val"><li>mc0: 0</li><li>mc1: 3</li></ul>' in health12 and "2 pass" in health12
     health13 = re.search(r'<tr class="st-pass"[^>]*id="f-HEALTH-013".*?</tr>', page).group(0)
     assert "8 pass" in health13 and health13.count("nothing") == 1
+    # no filter on a host's own page, so none of its CSS (one rule per area and per rule on the fleet page)
+    assert "flt-area" not in page and "flt-rule" not in page
     # no per-subject message of a passing finding
     for finding in passing:
         assert html.escape(finding["message"]) not in page, finding["id"]
