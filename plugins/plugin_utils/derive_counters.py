@@ -260,13 +260,18 @@ def _now_summary(readable):
     return "; ".join(parts)
 
 
+def _readable(item):
+    """Every counter of ``item`` (``_judge``'s) was read: with a reason of the whole host, that is its reason."""
+    return all(value is not None for value in item["now"].values())
+
+
 def _fold(family, items, common):
     """``items`` of a family none of which can be judged for the host-wide reason ``common``: the
     unreadable ones as they are (each has its own reason), the readable ones as one item of subject
     :data:`ALL_SUBJECTS`, in the place of the first, naming them and their values now (a single one
     stays itself). The same unknown told once per subject would be a finding per port, function and
     GPU (30 and more on a GPU server) saying the same thing."""
-    readable = [item for item in items if item["reason"] is common]
+    readable = [item for item in items if _readable(item)]
     if len(readable) == 1:
         readable[0]["reason"] = "%s (now: %s)" % (common, ", ".join("%s %d" % kv for kv in readable[0]["now"].items()))
     if len(readable) < 2:
@@ -277,7 +282,7 @@ def _fold(family, items, common):
               "reason": "%s (now: %s)" % (common, _now_summary(readable))}
     out = []
     for item in items:
-        if item["reason"] is not common:
+        if not _readable(item):
             out.append(item)
         elif item is readable[0]:
             out.append(folded)
