@@ -755,7 +755,8 @@ def report_view(report, inline_hosts=None):
     (one page: a matrix row and a section per host) up to ``inline_hosts`` hosts
     (:data:`INLINE_HOSTS`), else ``groups``: ``groups`` holds one entry per set of hosts with
     the same problems (:func:`problem_key`), worst first, and each host's detail goes to its
-    own page (``pages``: host name -> ``hosts/<stem>``); ``rules`` (the fleet page's rules table)
+    own page (``pages``: host name -> ``hosts/<stem>``; ``group_of``: host name -> its group's id,
+    the host page's link back); ``rules`` (the fleet page's rules table)
     and ``rule_text`` (rule id -> its row's ``ref`` and finding there) hold the text of every rule a
     host page shows, once: the host pages link to it rather than repeat it."""
     inline_hosts = INLINE_HOSTS if inline_hosts is None else inline_hosts
@@ -777,7 +778,7 @@ def report_view(report, inline_hosts=None):
     view = {"columns": columns, "areas": areas, "hosts": hosts, "mode": "hosts", "groups": [], "pages": {},
             "filter_areas": [("a%d" % i, area) for i, (area, dummy) in enumerate(areas)],
             "filter_rules": [("r%d" % i, rid, title) for i, (dummy, rid, title) in enumerate(columns)],
-            "rules": [], "rule_text": {}, "pages_dir": HOST_PAGES_DIR, "back": None, "memo": {},
+            "rules": [], "rule_text": {}, "pages_dir": HOST_PAGES_DIR, "back": None, "memo": {}, "group_of": {},
             "fclass": dict((rid, "a%d r%d" % (area_index[area], rule_index[rid])) for area, rid, dummy in columns)}
     if not grouped:
         return view
@@ -812,6 +813,7 @@ def report_view(report, inline_hosts=None):
         }
         problem_rules.update(row["f"]["id"] for row in group["problems"])
         view["groups"].append(group)
+        view["group_of"].update((m["name"], gid) for m in members)
     # the rule text of every rule a host page shows a row of (all but not applicable ones), stated
     # here once: the host pages link to it instead of repeating it in each finding's row
     shown = {}
@@ -891,7 +893,7 @@ def host_page_view(view, entry):
     The page shows the problems (fail, unknown, waived) in full and its passing and
     not-applicable findings one row per rule: the entry's ``pass_rows`` and ``na_rows``
     (:func:`fold_findings`)."""
-    group = next((g["id"] for g in view["groups"] if any(m["name"] == entry["name"] for m in g["members"])), "")
+    group = view["group_of"].get(entry["name"], "")
     entry = dict(entry, pass_rows=fold_findings(entry["passes"], view["rule_text"]),
                  na_rows=fold_findings(entry["not_applicable"], view["rule_text"]))
     return dict(view, mode="host", hosts=[entry], groups=[], back=group, rules=[])
