@@ -145,7 +145,7 @@ def test_many_subjects_are_named_up_to_four():
     (folded,) = derive_counters(facts, PARAMS)["aer_devices"]
     assert folded["label"] == "7 PCI functions: 0000:01:00.0, 0000:02:00.0, 0000:03:00.0, 0000:04:00.0 and 3 more"
     assert folded["reason"].endswith("(now: correctable 1 on 0000:01:00.0, 2 on 0000:02:00.0, 1 on 0000:04:00.0, "
-                                      "2 on 0000:05:00.0, more on 1 other(s), 0 on the other 2)")
+                                     "2 on 0000:05:00.0, more on 1 other(s), 0 on the other 2)")
 
 
 @pytest.mark.parametrize("garbage", [None, "x", [], {"now": "banana", "audits": 1},
