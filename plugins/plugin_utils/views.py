@@ -719,6 +719,13 @@ def _group_cells(member_cells, columns, count):
     return cells
 
 
+def _subject_fields(subjects):
+    """``subject_list`` (``a, b ... y, z``) and ``subject_text`` (``8: a, b ... y, z``, the name alone
+    for one) of a row that folds the findings of one rule on ``subjects``."""
+    names = _short_names(subjects, 8)
+    return {"subject_list": names, "subject_text": ("%d: %s" % (len(subjects), names)) if len(subjects) > 1 else names}
+
+
 def _folded_problems(host, gid, rule_index):
     """The problems of a group's first host, one row per rule and status: the subjects, the
     first finding's message, how many more subjects."""
@@ -735,9 +742,7 @@ def _folded_problems(host, gid, rule_index):
         by_key[key] = row
         rows.append(row)
     for row in rows:
-        subjects = [s for s in row["subjects"] if s]
-        row["subject_list"] = _short_names(subjects, 8)
-        row["subject_text"] = ("%d: %s" % (len(subjects), row["subject_list"])) if len(subjects) > 1 else row["subject_list"]
+        row.update(_subject_fields([s for s in row["subjects"] if s]))
     return rows
 
 
@@ -842,8 +847,7 @@ def fold_findings(pairs, rule_text=None):
     ``not_applicable``), rows in rule id order.
 
     A row: ``id``, ``title``, ``status``, ``count`` (findings), ``subjects``, ``subject_list``
-    (``a, b ... y, z``, :func:`_short_names`) and ``subject_text`` (``8: a, b ... y, z``; the name
-    alone for one, empty without subjects),
+    and ``subject_text`` (:func:`_subject_fields`; empty without subjects),
     ``anchor`` (the first non-empty anchor of the rule's findings: the matrix links to it),
     ``ref`` (the rule's row on the fleet page, ``rule_text``'s, else ``None``) and what the
     findings show: a passing finding its observed value (:func:`observed_view`), a not-applicable
@@ -869,10 +873,8 @@ def fold_findings(pairs, rule_text=None):
         found = row.pop("findings")
         shown = [na_reason(f) if f["status"] == "not_applicable" else observed_view(f) for f in found]
         subjects = [str(f["subject"]) for f in found if f.get("subject") not in (None, "")]
-        row.update(count=len(found), subjects=subjects, ref=(rule_text.get(rid) or {}).get("ref"),
-                   subject_list=_short_names(subjects, 8),
-                   subject_text=("%d: %s" % (len(subjects), _short_names(subjects, 8))) if len(subjects) > 1
-                   else _short_names(subjects))
+        row.update(_subject_fields(subjects), count=len(found), subjects=subjects,
+                   ref=(rule_text.get(rid) or {}).get("ref"))
         row["same"] = all(value == shown[0] for value in shown[1:])
         row["value"] = shown[0] if row["same"] else None
         row["lines"] = []
