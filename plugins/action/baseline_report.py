@@ -11,7 +11,8 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleError
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.actionbase import ControllerAction
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ARGUMENT_SPEC, ReportError, build_report, failing_at_or_above
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import (
+    ARGUMENT_SPEC, ReportError, build_report, failing_at_or_above, map_host_findings)
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report_dir import ReportDirError, stored_text, write_stored
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import collection_version, load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
@@ -27,14 +28,7 @@ __metaclass__ = type
 def _with_rule_text(data, catalogue):
     """One host's results with each finding's rule fields (title, rationale, fix...) put back from
     the catalogue: ``baseline_evaluate`` leaves them out of ``host_report`` (the same on every host)."""
-    if isinstance(data, dict):
-        data = dict(data)
-        if isinstance(data.get("findings"), list):
-            data["findings"] = expand_findings(data["findings"], catalogue)
-        before = data.get("before")
-        if isinstance(before, dict) and isinstance(before.get("findings"), list):
-            data["before"] = dict(before, findings=expand_findings(before["findings"], catalogue))
-    return data
+    return map_host_findings(data, lambda findings: expand_findings(findings, catalogue))
 
 
 class RuleTextHosts(Mapping):

@@ -306,6 +306,20 @@ ARGUMENT_SPEC = dict(
 _STORED_ONLY = ("rules", "finding_row", "finding_defaults")
 
 
+def map_host_findings(host, convert):
+    """A copy of ``host`` (a host's part of a report) with ``convert`` (list -> list) applied to its
+    ``findings`` and to its ``before``'s; a list missing, or ``host`` not a mapping, left as it is."""
+    if not isinstance(host, dict):
+        return host
+    host = dict(host)
+    if isinstance(host.get("findings"), list):
+        host["findings"] = convert(host["findings"])
+    before = host.get("before")
+    if isinstance(before, dict) and isinstance(before.get("findings"), list):
+        host["before"] = dict(before, findings=convert(before["findings"]))
+    return host
+
+
 def _host_findings(report):
     """Every finding of ``report`` (hosts' and their ``before``), in document order."""
     for host in report["hosts"].values():
@@ -392,17 +406,8 @@ def expand_document(report):
     read = _reader(report)
     out = dict((k, v) for k, v in report.items() if k not in _STORED_ONLY)
     out["schema"] = SCHEMA
-    hosts = {}
-    for name, host in report["hosts"].items():
-        if isinstance(host, dict):
-            host = dict(host)
-            if isinstance(host.get("findings"), list):
-                host["findings"] = [read(f) for f in host["findings"]]
-            before = host.get("before")
-            if isinstance(before, dict) and isinstance(before.get("findings"), list):
-                host["before"] = dict(before, findings=[read(f) for f in before["findings"]])
-        hosts[name] = host
-    out["hosts"] = hosts
+    out["hosts"] = dict((name, map_host_findings(host, lambda findings: [read(f) for f in findings]))
+                        for name, host in report["hosts"].items())
     return out
 
 
