@@ -24,11 +24,12 @@ capture can neither move the cursor, recolour the terminal, fake a line nor floo
 from __future__ import absolute_import, division, print_function
 
 import re
+from collections.abc import Mapping
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import (
     SEVERITIES, SEVERITY_RANK, STATUS_LABELS, STATUS_WORST_FIRST, STATUSES,
 )
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document, map_host_findings
 
 __metaclass__ = type
 
@@ -250,8 +251,14 @@ def _host_list(names):
     return ", ".join(names)
 
 
-def _verdict(report, fail_on):
-    hosts = report.get("hosts") if isinstance(report.get("hosts"), dict) else {}
+def _failing_only(host):
+    """``host`` with only its failing findings (and its ``before``'s): all the summary shows of
+    them; the counts come from the summaries."""
+    return map_host_findings(host, lambda findings: [f for f in findings if isinstance(f, dict)
+                                                     and f.get("status") == "fail"])
+
+
+def _verdict(hosts, fail_on):
     unreachable = sorted(name for name, host in hosts.items() if isinstance(host, dict)
                          and host.get("state") == "unreachable")
     failed = sorted(name for name, host in hosts.items() if isinstance(host, dict) and host.get("state") == "failed")
@@ -287,7 +294,10 @@ def console_lines(report, notes=None, fail_on="none", report_dir=None, nouns=Non
     list counts as empty."""
     report = report if isinstance(report, dict) else {}
     report = expand_document(report)  # a stored report.json: rule fields back in the findings
-    hosts = report.get("hosts") if isinstance(report.get("hosts"), dict) else {}
+    hosts = report.get("hosts") if isinstance(report.get("hosts"), Mapping) else {}
+    # each host read once (a writer's document expands a host each time it is read), and only
+    # what the summary shows of it kept
+    hosts = dict((name, _failing_only(hosts[name])) for name in hosts)
     notes = notes if isinstance(notes, dict) else {}
     remediation = any(isinstance(h, dict) and isinstance(h.get("before"), dict) for h in hosts.values())
     states = {}
@@ -340,7 +350,7 @@ def console_lines(report, notes=None, fail_on="none", report_dir=None, nouns=Non
         lines.extend(failing[:max_finding_lines])
         if len(failing) > max_finding_lines:
             lines.append("  ... %d more line(s) in report.md / report.html" % (len(failing) - max_finding_lines))
-    lines.append(_verdict(report, fail_on))
+    lines.append(_verdict(hosts, fail_on))
     if report_dir:
         lines.append("reports: %s" % escape(report_dir, MAX_VALUE))
     return lines

@@ -32,6 +32,7 @@ import math
 import os
 import re
 import stat
+from collections.abc import Mapping
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import files
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import HOST_STATES, SEVERITY_RANK, STATUSES
@@ -255,9 +256,10 @@ class _Escaped(dict):
         return value
 
 
-def _lines(samples):
-    """``{family: [(host, sample line)]}`` of ``{family: [(label values, value)]}``."""
-    escaped = _Escaped()
+def _lines(samples, escaped=None):
+    """``{family: [(host, sample line)]}`` of ``{family: [(label values, value)]}``; ``escaped``: the
+    :class:`_Escaped` cache to share (a fleet's hosts repeat the same label values)."""
+    escaped = _Escaped() if escaped is None else escaped
     out = {}
     for family, series in samples.items():
         template = _TEMPLATES[family]
@@ -267,41 +269,44 @@ def _lines(samples):
     return out
 
 
-def _exposition(lines_by_family):
-    """The text of ``{family: [(host, sample line)]}``: families in :data:`FAMILIES` order, each
-    with HELP and TYPE, none without samples."""
-    lines = []
+def iter_exposition(lines_by_family):
+    """The text of ``{family: [(host, sample line)]}`` a family at a time: families in
+    :data:`FAMILIES` order, each with HELP and TYPE, none without samples (joined:
+    :func:`_exposition`; the report writer writes the chunks as they come)."""
     for name, dummy, help_text in FAMILIES:
         series = lines_by_family.get(name)
         if not series:
             continue
-        lines.append("# HELP %s %s" % (name, help_text))
-        lines.append("# TYPE %s gauge" % name)
-        lines.extend(line for dummy, line in series)
-    return "\n".join(lines) + "\n" if lines else ""
+        yield "# HELP %s %s\n# TYPE %s gauge\n" % (name, help_text, name)
+        yield "\n".join(line for dummy, line in series) + "\n"
 
 
-def _merge_into(target, samples):
-    for family, series in samples.items():
-        target.setdefault(family, []).extend(series)
+def _exposition(lines_by_family):
+    return "".join(iter_exposition(lines_by_family))
 
 
 def _hosts(report):
     hosts = report.get("hosts") or {}
-    return hosts if isinstance(hosts, dict) else {}
+    return hosts if isinstance(hosts, Mapping) else {}
 
 
-def _report_samples(report):
-    samples = _run_samples(report)
-    for name, host in _hosts(report).items():
+def _report_lines(report):
+    """``{family: [(host, sample line)]}`` of the run and of every host of ``report`` (expanded),
+    each host's samples made lines as it is read: the fleet's samples are never held together."""
+    escaped = _Escaped()
+    lines = _lines(_run_samples(report), escaped)
+    hosts = _hosts(report)
+    for name in hosts:
+        host = hosts[name]
         if isinstance(host, dict):
-            _merge_into(samples, _host_samples(report, name, host, ORIGIN_CONTROLLER))
-    return samples
+            for family, series in _lines(_host_samples(report, name, host, ORIGIN_CONTROLLER), escaped).items():
+                lines.setdefault(family, []).extend(series)
+    return lines
 
 
 def render_metrics(report):
     """``metrics.prom`` of ``report``: the run's two series and every host's (``origin="controller"``)."""
-    return _exposition(_lines(_report_samples(expand_document(report))))
+    return _exposition(_report_lines(expand_document(report, lazy=True)))
 
 
 def render_host_metrics(report, host, origin=ORIGIN_SELF_AUDIT):
@@ -386,8 +391,13 @@ def merge_metrics(report, existing, now=None, keep_seconds=KEEP_SECONDS):
     written as it was, but for a line without the ``origin`` label (a file of a version before it),
     which gets ``origin="controller"`` (the only writer of a fleet file) as its first label. Families
     stay contiguous, hosts in name order within each."""
-    report = expand_document(report)
-    lines = _lines(_report_samples(report))
+    return _exposition(merged_lines(report, existing, now, keep_seconds))
+
+
+def merged_lines(report, existing, now=None, keep_seconds=KEEP_SECONDS):
+    """:func:`merge_metrics`'s ``{family: [(host, sample line)]}`` (its text: :func:`iter_exposition`)."""
+    report = expand_document(report, lazy=True)
+    lines = _report_lines(report)
     keep = kept_hosts(report, existing, now=now, keep_seconds=keep_seconds)
     if keep:
         seen = set()
@@ -410,7 +420,7 @@ def merge_metrics(report, existing, now=None, keep_seconds=KEEP_SECONDS):
             lines.setdefault(family, []).append((values[0], line))
         for family, series in lines.items():
             series.sort(key=lambda item: item[0])  # stable: each host's series keep their order
-    return _exposition(lines)
+    return lines
 
 
 #: The most of an existing fleet file :func:`read_existing` reads (bytes): about 1,100 hosts of the

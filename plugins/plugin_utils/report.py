@@ -327,24 +327,50 @@ def _host_findings(report):
         yield from (host.get("before") or {}).get("findings") or []
 
 
-def compact_document(report):
+class HostsRead(Mapping):
+    """``hosts`` (name -> a host's part) read through ``read`` (a host -> the host as the reader
+    wants it) each time a host is read: a writer that walks the hosts one at a time never holds
+    the fleet's converted findings together, only the host it reads. Read-only; each read makes
+    a fresh host (nothing is cached)."""
+
+    def __init__(self, hosts, read):
+        self._hosts = hosts
+        self._read = read
+
+    def __getitem__(self, name):
+        return self._read(self._hosts[name])
+
+    def __iter__(self):
+        return iter(self._hosts)
+
+    def __len__(self):
+        return len(self._hosts)
+
+
+def compact_document(report, lazy=False):
     """The document as ``report.json`` stores it (schema 3, docs/report.md): each rule's text
     (``findings.RULE_TEXT_FIELDS``) once in a top-level ``rules`` mapping, each finding a mapping
     of named keys without what its rule states (``findings.store_finding``).
-    :func:`expand_document` gives the document back exactly."""
+    :func:`expand_document` gives the document back exactly. ``lazy``: its ``hosts`` a
+    :class:`HostsRead` that compacts a host when it is read (``report_dir.stored_text`` writes them
+    one at a time: the fleet is never held twice)."""
     rules = rules_table(_host_findings(report))
+
+    def store(findings):
+        return [store_finding(f, rules.get(f.get("id"))) for f in findings]
+
+    def compact(host):
+        host = dict(host, findings=store(host.get("findings") or []))
+        if isinstance(host.get("before"), dict):
+            host["before"] = dict(host["before"], findings=store(host["before"].get("findings") or []))
+        return host
+
     out = {}
     for key, value in report.items():
         if key == "hosts":
             out["rules"] = rules
-            hosts = {}
-            for name, host in value.items():
-                host = dict(host, findings=[store_finding(f, rules.get(f.get("id"))) for f in host.get("findings") or []])
-                if isinstance(host.get("before"), dict):
-                    host["before"] = dict(host["before"], findings=[
-                        store_finding(f, rules.get(f.get("id"))) for f in host["before"].get("findings") or []])
-                hosts[name] = host
-            out["hosts"] = hosts
+            out["hosts"] = HostsRead(value, compact) if lazy else dict(
+                (name, compact(host)) for name, host in value.items())
         elif key not in _STORED_ONLY:
             out[key] = value
     out["schema"] = STORED_SCHEMA
@@ -393,21 +419,29 @@ def _reader(report):
     return lambda stored: read_finding(stored, rules.get(stored.get("id")) if isinstance(stored, dict) else None)
 
 
-def expand_document(report):
+def expand_document(report, lazy=False):
     """The document :func:`build_report` made (schema 1: every finding a whole mapping, rule text
     included) from a stored ``report.json``: schema 3 (findings with named keys, rule text under
     ``rules``), schema 2 (archived reports: findings as positional rows) or schema 1 (as it is).
     The one reader: the views, JUnit, the metrics, the console and the caller stats call it first,
-    so they take any layout. Anything else comes back as it is."""
+    so they take any layout. Anything else comes back as it is. ``lazy``: its ``hosts`` a
+    :class:`HostsRead` that expands a host when it is read (the report writer: one host's findings
+    with their rule text at a time); an expanded document given again comes back as it is."""
     if not isinstance(report, dict) or not isinstance(report.get("hosts"), dict):
         return report
     if report.get("schema") not in (2, STORED_SCHEMA) or not isinstance(report.get("rules"), dict):
         return report
     read = _reader(report)
+
+    def expand(findings):
+        return [read(f) for f in findings]
+
     out = dict((k, v) for k, v in report.items() if k not in _STORED_ONLY)
     out["schema"] = SCHEMA
-    out["hosts"] = dict((name, map_host_findings(host, lambda findings: [read(f) for f in findings]))
-                        for name, host in report["hosts"].items())
+    if lazy:
+        out["hosts"] = HostsRead(report["hosts"], lambda host: map_host_findings(host, expand))
+    else:
+        out["hosts"] = dict((name, map_host_findings(host, expand)) for name, host in report["hosts"].items())
     return out
 
 
@@ -427,7 +461,7 @@ def dumps_document(stored):
             items = list(value.items())
             lines.extend("%s:%s%s" % (one(k), one(v), "," if i < len(items) - 1 else "") for i, (k, v) in enumerate(items))
             lines.append("}" + last)
-        elif key == "hosts" and isinstance(value, dict) and value:
+        elif key == "hosts" and isinstance(value, Mapping) and value:
             lines.append('%s:{' % one(key))
             names = list(value)
             for i, name in enumerate(names):

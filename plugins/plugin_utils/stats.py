@@ -12,6 +12,8 @@ The shape is documented in docs/report.md ("Totals for callers").
 
 from __future__ import absolute_import, division, print_function
 
+from collections.abc import Mapping
+
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import HOST_STATES, SEVERITIES, STATUSES
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document
 
@@ -112,7 +114,7 @@ def caller_stats(report, paths=None, report_dir=None):
     hosts_in = report.get("hosts")
     if hosts_in is None:
         hosts_in = {}
-    if not isinstance(hosts_in, dict):
+    if not isinstance(hosts_in, Mapping):
         raise StatsError("hosts must be a mapping of host name to host, got %s" % type(hosts_in).__name__)
     hosts = dict((str(name), _host_stats(str(name), hosts_in[name])) for name in sorted(hosts_in, key=str))
     reports = {}

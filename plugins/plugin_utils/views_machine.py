@@ -201,3 +201,9 @@ def render_prometheus(report, existing=None):
     if existing is None:
         return metrics.render_metrics(report)
     return metrics.merge_metrics(report, existing)
+
+
+def iter_prometheus(report, existing):
+    """The fleet file of :func:`render_prometheus` a metric family at a time (the report writer
+    writes each as it comes: the file's text is never held whole)."""
+    return metrics.iter_exposition(metrics.merged_lines(report, existing))
