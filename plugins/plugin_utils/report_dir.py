@@ -28,7 +28,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import (
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import (
     HOST_PAGES_DIR, TEMPLATES, iter_host_pages, render_html, render_markdown, report_view,
 )
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views_machine import iter_junit, render_prometheus
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views_machine import iter_junit, iter_prometheus
 
 __metaclass__ = type
 
@@ -232,8 +232,9 @@ def _manifest(generation, generated, entries, complete, previous=()):
 
 def stored_text(report):
     """``report.json``'s text of a document :func:`report.build_report` made (stored as schema 3:
-    :func:`report.compact_document`, one line per rule and per finding: :func:`report.dumps_document`)."""
-    return dumps_document(compact_document(report))
+    :func:`report.compact_document`, one line per rule and per finding: :func:`report.dumps_document`),
+    each host compacted when its lines are written."""
+    return dumps_document(compact_document(report, lazy=True))
 
 
 def write_reports(report, directory, formats=None, template_dir=None):
@@ -245,9 +246,10 @@ def write_reports(report, directory, formats=None, template_dir=None):
 def write_stored(text, directory, formats=None, template_dir=None):
     """Write ``text`` (:func:`stored_text`) as report.json and each requested view rendered from it
     into ``directory``; return ``({format: path}, document)``, the document the views rendered: the
-    one ``text`` stores, expanded (:func:`report.expand_document`, equal to the one it was made from).
+    one ``text`` stores, expanded (:func:`report.expand_document`, equal to the one it was made from)
+    a host at a time: its ``hosts`` a read-only mapping that expands a host each time it is read.
     A caller that drops its document once it has the text (``baseline_report``) never holds two
-    copies of the fleet while the views are rendered.
+    copies of the fleet while the views are rendered, nor the fleet's findings with their rule text.
 
     The directory must be new, empty, or a report directory (it holds :data:`MANIFEST`, or only the
     names this tool writes); a system directory, a directory holding other files, a link in place of
@@ -303,7 +305,9 @@ def _write_set(text, directory, formats, template_dir):
             # streamed host by host from the stored form (views_machine.iter_junit)
             paths["junit"] = os.path.join(directory, files_named["junit"])
             staged.add(files_named["junit"], iter_junit(compact))
-        stored = expand_document(compact)
+        # each host expanded when a view reads it (report.HostsRead): the stored document is held
+        # once, the rule text of one host's findings at a time
+        stored = expand_document(compact, lazy=True)
         del compact
         # one view model for report.html, report.md and the host pages
         view = report_view(stored) if any(name in formats for name in TEMPLATES) else None
@@ -321,7 +325,8 @@ def _write_set(text, directory, formats, template_dir):
                         "refused to write the reports into %s: %s (it is read to keep the series of the hosts a "
                         "--limit run skipped); look at it, and remove it to write there again"
                         % (clip(directory), clip(exc)))
-                output = render_prometheus(stored, existing=existing)
+                # the series lines of the fleet held, their text written a family at a time
+                output = iter_prometheus(stored, existing)
                 del existing
             else:
                 output = RENDERERS[name](stored, template_dir=template_dir, view=view)
@@ -343,11 +348,13 @@ def _write_set(text, directory, formats, template_dir):
 def _stage_host_pages(staged, stored, formats, template_dir=None, view=None):
     """The per-host pages of a fleet above :data:`INLINE_HOSTS` hosts, as ``hosts/<stem>.<ext>``
     (without an fsync each: they are views, regenerated from report.json at will)."""
-    for fmt in formats:
-        # rendered and written one page at a time: the pages of the fleet are never held together
-        for relative, text in iter_host_pages(stored, fmt, template_dir, view=view):  # "hosts/<stem>.<ext>"
-            staged.pages_dir()
-            staged.add(relative, text, sync=False)
+    if not formats:
+        return
+    # rendered and written one page at a time, a host's pages together: the pages of the fleet
+    # are never held together, and a host is read from report.json once for all its pages
+    for relative, text in iter_host_pages(stored, formats, template_dir, view=view):  # "hosts/<stem>.<ext>"
+        staged.pages_dir()
+        staged.add(relative, text, sync=False)
 
 
 def _publish(staged, directory, previous, generated):

@@ -64,13 +64,25 @@ def _text(value):
     return json.dumps(value, sort_keys=True)
 
 
-def _rule_columns(report):
-    """Every rule id seen on any host, ``[(area, id, title)]`` sorted by area then id."""
+def _columns_and_order(hosts):
+    """``(columns, order)`` of ``hosts`` (name -> host, each read once): ``columns`` every rule id
+    seen on any host, ``[(area, id, title)]`` sorted by area then id; ``order`` ``[(index, name)]``
+    worst host first (:func:`host_order_key`), ``index`` the host's place in ``hosts``."""
     rules = {}
-    for host in report["hosts"].values():
+    keys = []
+    for index, name in enumerate(hosts):
+        host = hosts[name]
         for finding in host["findings"]:
             rules.setdefault(finding["id"], (finding.get("area") or "", finding.get("title") or finding["id"]))
-    return sorted(((area, rid, title) for rid, (area, title) in rules.items()), key=lambda r: (r[0], r[1]))
+        keys.append((host_order_key((name, host)), index, name))
+    keys.sort(key=lambda item: item[:2])
+    columns = sorted(((area, rid, title) for rid, (area, title) in rules.items()), key=lambda r: (r[0], r[1]))
+    return columns, [(index, name) for dummy, index, name in keys]
+
+
+def _rule_columns(report):
+    """Every rule id seen on any host, ``[(area, id, title)]`` sorted by area then id."""
+    return _columns_and_order(report["hosts"])[0]
 
 
 def _cell(findings):
@@ -368,8 +380,8 @@ def host_order_key(item):
 def hosts_worst_first(report):
     """``[(index, name, host)]`` worst host first; ``index`` is the host's place in report.json
     (element ids stay ``host-<index>`` whatever the order)."""
-    items = [(i, name, host) for i, (name, host) in enumerate(report["hosts"].items())]
-    return sorted(items, key=lambda t: host_order_key((t[1], t[2])))
+    hosts = report["hosts"]
+    return [(index, name, hosts[name]) for index, name in _columns_and_order(hosts)[1]]
 
 
 def fail_severities(host):
@@ -751,6 +763,17 @@ def _range(values):
     return str(low) if low == high else "%d-%d" % (low, high)
 
 
+def _slim_entry(entry, index):
+    """What the fleet page and the page writer keep of a host that is not its group's first: its
+    name, place, matrix cells, counts, state and message; its page is made again from report.json
+    when it is written (:func:`iter_host_pages`), so the fleet's findings are never held together."""
+    host = entry["host"]
+    return {"name": entry["name"], "id": entry["id"], "index": index, "cells": entry["cells"],
+            "fail_severities": entry["fail_severities"], "flt": entry["flt"],
+            "host": {"state": host["state"], "message": host.get("message"), "summary": host["summary"],
+                     "profile": host.get("profile")}}
+
+
 def report_view(report, inline_hosts=None):
     """The view model of report.html and report.md.
 
@@ -763,9 +786,15 @@ def report_view(report, inline_hosts=None):
     own page (``pages``: host name -> ``hosts/<stem>``; ``group_of``: host name -> its group's id,
     the host page's link back); ``rules`` (the fleet page's rules table)
     and ``rule_text`` (rule id -> its row's ``ref`` and finding there) hold the text of every rule a
-    host page shows, once: the host pages link to it rather than repeat it."""
+    host page shows, once: the host pages link to it rather than repeat it.
+
+    Each host is read twice (``report["hosts"]`` may expand a host each time it is read:
+    ``report.HostsRead``): once for the columns and the order, once for its entry. Of a fleet
+    in groups, only each group's first host keeps its whole entry; the others keep what the fleet
+    page shows (:func:`_slim_entry`) and their pages are made from report.json one at a time."""
     inline_hosts = INLINE_HOSTS if inline_hosts is None else inline_hosts
-    columns = _rule_columns(report)
+    hosts_in = report["hosts"]
+    columns, ordered = _columns_and_order(hosts_in)
     areas = []
     for area, dummy, dummy2 in columns:
         if areas and areas[-1][0] == area:
@@ -775,29 +804,40 @@ def report_view(report, inline_hosts=None):
     area_index = dict((area, i) for i, (area, dummy) in enumerate(areas))
     rule_index = dict((rid, i) for i, (dummy, rid, dummy2) in enumerate(columns))
     indexes = (area_index, rule_index)
-    grouped = len(report["hosts"]) > inline_hosts
-    # on a host's own page the findings' anchors need not name the host: the same finding
-    # renders the same row on every page (memo below)
-    hosts = [_host_view(i, name, host, columns, indexes, "f" if grouped else None)
-             for i, name, host in hosts_worst_first(report)]
-    view = {"columns": columns, "areas": areas, "hosts": hosts, "mode": "hosts", "groups": [], "pages": {},
+    grouped = len(hosts_in) > inline_hosts
+    view = {"columns": columns, "areas": areas, "hosts": [], "mode": "hosts", "groups": [], "pages": {},
             "filter_areas": [("a%d" % i, area) for i, (area, dummy) in enumerate(areas)],
             "filter_rules": [("r%d" % i, rid, title) for i, (dummy, rid, title) in enumerate(columns)],
             "rules": [], "rule_text": {}, "pages_dir": HOST_PAGES_DIR, "back": None, "memo": {}, "group_of": {},
-            "fclass": dict((rid, "a%d r%d" % (area_index[area], rule_index[rid])) for area, rid, dummy in columns)}
+            "fclass": dict((rid, "a%d r%d" % (area_index[area], rule_index[rid])) for area, rid, dummy in columns),
+            "indexes": indexes}
     if not grouped:
+        view["hosts"] = [_host_view(i, name, hosts_in[name], columns, indexes) for i, name in ordered]
         return view
     view["mode"] = "groups"
     pages = host_page_names(report)
     view["pages"] = dict((name, "%s/%s" % (HOST_PAGES_DIR, stem)) for name, stem in pages.items())
     buckets = {}
     order = []
-    for entry in hosts:
-        key = problem_key(entry["host"])
+    # the rule text of every rule a host page shows a row of (all but not applicable ones), stated
+    # on the fleet page once: the host pages link to it instead of repeating it in each finding's row
+    shown = {}
+    for index, name in ordered:
+        host = hosts_in[name]
+        # on a host's own page the findings' anchors need not name the host: the same finding
+        # renders the same row on every page (memo below)
+        entry = _host_view(index, name, host, columns, indexes, "f")
+        for finding, dummy in entry["problems"] + entry["passes"]:
+            shown.setdefault(finding["id"], finding)
+        key = problem_key(host)
         if key not in buckets:
-            buckets[key] = []
+            buckets[key] = [entry]  # the group's first host: the fleet page shows its findings
             order.append(key)
-        buckets[key].append(entry)
+        else:
+            entry = _slim_entry(entry, index)
+            buckets[key].append(entry)
+        view["hosts"].append(entry)
+        del host
     problem_rules = set()
     for number, key in enumerate(order):
         members = buckets[key]
@@ -819,12 +859,6 @@ def report_view(report, inline_hosts=None):
         problem_rules.update(row["f"]["id"] for row in group["problems"])
         view["groups"].append(group)
         view["group_of"].update((m["name"], gid) for m in members)
-    # the rule text of every rule a host page shows a row of (all but not applicable ones), stated
-    # here once: the host pages link to it instead of repeating it in each finding's row
-    shown = {}
-    for entry in hosts:
-        for finding, dummy in entry["problems"] + entry["passes"]:
-            shown.setdefault(finding["id"], finding)
     for dummy, rid, dummy2 in columns:
         if rid in problem_rules:
             finding = next(f for g in view["groups"] for f in (r["f"] for r in g["problems"]) if f["id"] == rid)
@@ -913,17 +947,23 @@ def render_html(report, template_dir=None, inline_hosts=None, view=None):
 
 
 def iter_host_pages(report, fmt, template_dir=None, inline_hosts=None, view=None):
-    """``(relative path, text)`` of each per-host page of ``fmt`` (``html`` or ``md``), one at a time
-    in the order of the paths: ``hosts/<stem>.<ext>``, none when the fleet fits on one page. Each
-    page is rendered when it is asked for, so a writer holds one page's text at a time."""
+    """``(relative path, text)`` of each per-host page of ``fmt`` (``html`` or ``md``, or a list of
+    them: each host's pages one after the other), one at a time in the order of the host pages'
+    stems: ``hosts/<stem>.<ext>``, none when the fleet fits on one page. Each page is rendered
+    when it is asked for, so a writer holds one page's text at a time; a host the view keeps only
+    in part (:func:`_slim_entry`) is read from ``report`` again, once for all its pages."""
     report = expand_document(report)
     view = view or report_view(report, inline_hosts)
     if view["mode"] != "groups":
         return
-    template, where = _template(fmt, template_dir)
-    ext = "html" if fmt == "html" else "md"
-    for path, entry in sorted(("%s.%s" % (view["pages"][entry["name"]], ext), entry) for entry in view["hosts"]):
-        yield path, _render(template, where, report, view=host_page_view(view, entry))
+    templates = [(fmt, "html" if fmt == "html" else "md") + _template(fmt, template_dir)
+                 for fmt in ([fmt] if isinstance(fmt, str) else fmt)]
+    for stem, entry in sorted((view["pages"][entry["name"]], entry) for entry in view["hosts"]):
+        if "problems" not in entry:  # slim: its page is made from the host as report.json has it
+            entry = _host_view(entry["index"], entry["name"], report["hosts"][entry["name"]], view["columns"],
+                               view["indexes"], "f")
+        for dummy, ext, template, where in templates:
+            yield "%s.%s" % (stem, ext), _render(template, where, report, view=host_page_view(view, entry))
 
 
 def render_host_pages(report, fmt, template_dir=None, inline_hosts=None, view=None):

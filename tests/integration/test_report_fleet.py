@@ -54,8 +54,12 @@ def test_groups_one_per_problem_set_worst_first():
     assert set((p["f"]["status"], p["f"]["id"]) for p in clean["problems"]) <= set(
         ("unknown", "HEALTH-%03d" % n) for n in range(20, 24))
     for group in view["groups"]:
-        keys = set(views.problem_key(m["host"]) for m in group["members"])
+        keys = set(views.problem_key(report["hosts"][m["name"]]) for m in group["members"])
         assert len(keys) == 1
+        # only the group's first host keeps its findings in the view; the others what the fleet
+        # page shows of them (their pages are made from the report one at a time)
+        assert "findings" in group["first"]["host"]
+        assert all("findings" not in m["host"] for m in group["members"][1:])
     page = views.render_html(report)
     assert page.count('<tr class="grouprow"') == 3 and '<tr class="hostrow"' not in page
     assert page.count('<section class="group"') == 3 and '<section class="host"' not in page
@@ -237,6 +241,48 @@ def test_stored_report_json_is_compact_and_read_back_exactly(tmp_path):
     assert len(text.splitlines()) >= findings
     full = len(json.dumps(report, indent=2, ensure_ascii=False))
     assert len(text) < full / 4, (len(text), full)
+
+
+def test_the_writer_reads_a_host_at_a_time_and_writes_the_same(tmp_path):
+    """The writer's document expands a host each time one is read (report.HostsRead): every view,
+    the metrics, the console and the caller stats give exactly what they give of the document
+    expanded whole, and report.json's text is the same whether its hosts are compacted whole or
+    one at a time."""
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils import console, metrics, stats, views_machine
+
+    report = fleet(30, extra={"gpu-down": {"state": "unreachable", "message": "ssh: timed out", "findings": [],
+                                           "summary": dict((s, 0) for s in ("fail", "unknown", "waived", "pass",
+                                                                            "not_applicable")),
+                                           "profile": None, "numa": [], "facts_errors": 0, "pending": []}})
+    report = report_doc.build_report(report["hosts"], generated=report["generated"],
+                                     collection_version=report["collection_version"])
+    text = report_dir.stored_text(report)
+    assert text == report_doc.dumps_document(report_doc.compact_document(report))
+    stored = json.loads(text)
+    eager = report_doc.expand_document(stored)
+    lazy = report_doc.expand_document(stored, lazy=True)
+    assert isinstance(lazy["hosts"], report_doc.HostsRead) and report_doc.expand_document(lazy) is lazy
+    assert list(lazy["hosts"]) == list(eager["hosts"]) and len(lazy["hosts"]) == 31
+    first, again = lazy["hosts"]["gpu-0000"], lazy["hosts"]["gpu-0000"]
+    assert first == again == eager["hosts"]["gpu-0000"] and first is not again  # nothing cached
+    assert views.render_html(lazy) == views.render_html(eager)
+    assert views.render_markdown(lazy) == views.render_markdown(eager)
+    pages = dict(views.iter_host_pages(lazy, ["html", "md"]))
+    assert pages == dict(views.render_host_pages(eager, "html"), **views.render_host_pages(eager, "md"))
+    assert len(pages) == 62
+    # a host a --limit run skipped stays in the fleet metrics file
+    other = report_doc.build_report({"gpu-9999": report["hosts"]["gpu-0001"]}, generated=report["generated"])
+    existing = metrics.render_metrics(other)
+    assert "".join(views_machine.iter_prometheus(lazy, existing)) == metrics.merge_metrics(eager, existing)
+    assert 'host="gpu-9999"' in metrics.merge_metrics(eager, existing)
+    assert metrics.render_metrics(lazy) == metrics.render_metrics(eager)
+    assert console.console_lines(lazy, fail_on="high") == console.console_lines(eager, fail_on="high")
+    assert stats.caller_stats(lazy) == stats.caller_stats(eager)
+    assert report_doc.failing_at_or_above(lazy, "high") == report_doc.failing_at_or_above(eager, "high")
+    # and the set written from the text renders from that document: its hosts read one at a time
+    paths, written = report_dir.write_stored(text, str(tmp_path / "reports"))
+    assert isinstance(written["hosts"], report_doc.HostsRead)
+    assert (tmp_path / "reports" / "report.html").read_text(encoding="utf-8") == views.render_html(eager)
 
 
 def test_a_severity_a_profile_changed_on_one_host_survives_the_round_trip():
