@@ -259,3 +259,47 @@ def read_finding(stored, rule):
         if key not in out:
             out[key] = merged[key]
     return out
+
+
+def finding_reader(rules):
+    """``read(stored)``: :func:`read_finding` of ``stored`` with its rule's entry in ``rules`` (a
+    report's ``rules``), the same result, with what comes from each rule worked out once per rule
+    rather than once per finding (a fleet's report reads the same few rules' findings many times)."""
+    rules = rules if isinstance(rules, dict) else {}
+    cache = {}
+    known = frozenset(FINDING_KEYS)
+
+    def entry(rule_id):
+        try:
+            rule = rules.get(rule_id)
+        except TypeError:  # an id that is no key (a list): no rule
+            rule = None
+        rule = rule if isinstance(rule, dict) else {}
+        base = dict(STORED_DEFAULTS)
+        base.update((k, v) for k, v in rule.items() if k != USUAL)
+        return rule, base, sorted(k for k in base if k not in known)
+
+    def read(stored):
+        if not isinstance(stored, dict) or "id" not in stored:
+            return stored
+        rule_id = stored["id"]
+        try:
+            found = cache.get(rule_id)
+            if found is None:
+                found = cache[rule_id] = entry(rule_id)
+        except TypeError:
+            found = entry(rule_id)
+        rule, base, extras = found
+        out = dict((key, stored[key] if key in stored else base.get(key)) for key in FINDING_KEYS)
+        if USUAL in rule:
+            for key in ("expected", "message"):
+                if key not in stored:
+                    usual_known, usual = _usual_value(rule, stored, key)
+                    if usual_known:
+                        out[key] = usual
+        more = [k for k in stored if k not in known and k not in base]
+        for key in (sorted(extras + more) if more else extras):
+            out[key] = stored[key] if key in stored else base[key]
+        return out
+
+    return read

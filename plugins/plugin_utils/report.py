@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import (
-    FAIL_ON_LEVELS, FINDING_KEYS, HOST_STATES, SEVERITIES, SEVERITY_RANK, STATUSES, STORED_SCHEMA, read_finding, rules_table, store_finding,
+    FAIL_ON_LEVELS, FINDING_KEYS, HOST_STATES, SEVERITIES, SEVERITY_RANK, STATUSES, STORED_SCHEMA, finding_reader, rules_table, store_finding,
     summarize)
 
 __metaclass__ = type
@@ -45,7 +45,14 @@ class ReportError(ValueError):
 
 def _plain(value):
     """Return ``value`` as plain JSON types (Ansible hands us str/dict subclasses)."""
-    if value is None or isinstance(value, bool):
+    cls = value.__class__
+    if cls is str or cls is int or cls is bool or value is None:  # the most of a report: as they are
+        return value
+    if cls is dict:
+        return dict((k if k.__class__ is str else str(k), _plain(v)) for k, v in value.items())
+    if cls is list:
+        return [_plain(v) for v in value]
+    if isinstance(value, bool):
         return value
     if isinstance(value, int):
         return int(value)
@@ -416,7 +423,7 @@ def _reader(report):
     if report.get("schema") == 2:
         defaults = report.get("finding_defaults") if isinstance(report.get("finding_defaults"), dict) else {}
         return lambda row: _read_row(row, rules, defaults)
-    return lambda stored: read_finding(stored, rules.get(stored.get("id")) if isinstance(stored, dict) else None)
+    return finding_reader(rules)
 
 
 def expand_document(report, lazy=False):

@@ -50,6 +50,26 @@ def test_round_trip_full_stored_read_back_is_the_original():
             assert [list(f) for f in host["findings"]] == [list(f) for f in report["hosts"][name]["findings"]]
 
 
+def test_finding_reader_reads_as_read_finding_does():
+    """The reader of a whole report (each rule's part worked out once) gives what read_finding
+    gives finding by finding, key order included, odd findings too."""
+    for report in (fixture_report(), judged_report()):
+        stored = stored_of(report)
+        rules = stored["rules"]
+        read = findings.finding_reader(rules)
+        rows = [f for host in stored["hosts"].values() for f in host["findings"] + (host.get("before") or {}).get(
+            "findings", [])]
+        rows += [{"id": None, "status": "pass", "zz": 1}, {"id": "NOPE-001", "status": "fail"}, {"status": "pass"},
+                 "not a finding", dict(rows[0], aaa=1, zzz=2), dict(rows[0], message=None)]
+        for row in rows:
+            rule = rules.get(row.get("id")) if isinstance(row, dict) else None
+            want = findings.read_finding(row, rule)
+            got = read(row)
+            assert got == want and (not isinstance(want, dict) or list(got) == list(want))
+    # an id that is no key reads with no rule, where looking it up would raise
+    assert findings.finding_reader({})({"id": ["x"], "status": "pass"})["id"] == ["x"]
+
+
 def test_stored_findings_have_named_keys_and_no_rule_text():
     report = judged_report()
     stored = stored_of(report)
