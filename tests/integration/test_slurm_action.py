@@ -20,6 +20,7 @@ a 2-core machine under a load average of 20.
 """
 import json
 import os
+import re
 import shutil
 import signal
 import socket
@@ -330,3 +331,29 @@ def test_on_fail_without_a_verdict_is_refused(clean_node, snapshot_trees, tmp_pa
     assert proc.returncode == 2, proc.stdout[-5000:]
     assert "acts on the verdict of gpuhost_fail_on, which is none" in proc.stdout
     assert cluster.sinfo() == "%s idle none" % cluster.node
+
+
+def test_on_fail_arguments_are_checked_and_the_role_ends_on_the_controller_without_it(snapshot_trees, tmp_path):
+    """The audit role imports on_fail without Ansible's own argument check: the role checks its
+    arguments itself once it has something to do (a gpuhost_slurm_* variable of the wrong type, which
+    the audit role's own checks do not cover, is refused naming it), and without gpuhost_on_fail it
+    ends at its first task, a meta task, so none of its tasks runs (none forks a worker)."""
+    inventory = {"all": {"hosts": {"gpu07": {"ansible_connection": "local",
+                                             "gpuhost_root": snapshot_trees["incident"]}}}}
+    (tmp_path / "inventory.yml").write_text(json.dumps(inventory))
+    extra = {"gpuhost_on_fail": ["slurm_drain"], "gpuhost_fail_on": "high", "gpuhost_slurm_become": "maybe",
+             "gpuhost_report_dir": str(tmp_path / "reports")}
+    proc = playbook(tmp_path, "bad", [{"import_playbook": os.path.join(REPO, "playbooks", "audit.yml")}],
+                    dict(os.environ), extra=["-i", str(tmp_path / "inventory.yml"), "-e", json.dumps(extra)])
+    assert proc.returncode == 2, proc.stdout[-5000:]
+    assert "Check the role's variables against its argument spec" in proc.stdout
+    assert "gpuhost_slurm_become" in proc.stdout and "maybe" in proc.stdout
+    assert "Drain the Slurm node" not in proc.stdout.split("Check the role's variables")[1].split("PLAY RECAP")[0]
+    extra = {"gpuhost_report_dir": str(tmp_path / "reports")}
+    proc = playbook(tmp_path, "off", [{"import_playbook": os.path.join(REPO, "playbooks", "audit.yml")}],
+                    dict(os.environ), extra=["-i", str(tmp_path / "inventory.yml"), "-e", json.dumps(extra)])
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    banners = re.findall(r"TASK \[gpuhost\.baseline\.on_fail : ([^\]]*)\]", proc.stdout)
+    assert banners == ["Nothing to act on without gpuhost_on_fail"], banners
+    assert "Check the role's variables" not in proc.stdout and "Refuse to act" not in proc.stdout
+
