@@ -25,8 +25,11 @@ Targets: audit CPU <= 1.0x setup, wall <= 1.2x, peak RSS <= 2x and flat per host
 <= 60 kB per host at 1,000 hosts (issue 20); naive/audit >= 10 (issue 3); at 1,000 hosts
 report.html < 5 MB, report.json < 25 MB, Chromium < 3 s for report.html (issue 12).
 
+With --playbook remediate, remediate.yml --check runs in the audit's place (the remediation preview:
+an evaluation, every fix task in check mode, the re-audit, the reports before -> after).
+
 Usage: python benchmarks/fleet.py [--hosts 300 | --large] [--pairs 3] [--slope-hosts 30] [--forks 20]
-                                  [--naive] [--no-chromium] [--keep]
+                                  [--playbook audit|remediate] [--naive] [--no-chromium] [--keep]
 """
 import argparse
 import glob
@@ -210,8 +213,8 @@ def run_pairs(args, inventory, reports, env, hosts):
     """``args.pairs`` interleaved pairs (audit, setup, audit, setup, ...) over ``hosts`` hosts, the
     load average recorded before each run: [(name, [(wall, cpu, rss, load), ...])], the last audit's
     output."""
-    audit_argv = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, "playbooks/audit.yml", "--check",
-                  "-e", "gpuhost_report_dir=%s" % reports]
+    audit_argv = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, "playbooks/%s.yml" % args.playbook,
+                  "--check", "-e", "gpuhost_report_dir=%s" % reports]
     setup_argv = [os.path.join(BIN, "ansible"), "all", "-i", inventory, "-m", "ansible.builtin.setup"]
     runs = {"audit": [], "setup": []}
     audit_out = ""
@@ -238,14 +241,14 @@ def print_pairs(hosts, args, runs):
           % (hosts, "/".join(SNAPSHOTS), args.forks, os.cpu_count() or 0, args.pairs))
     print("%-6s %-20s %9s %9s %12s %8s" % ("pair", "", "wall", "CPU", "peak RSS", "load"))
     for index in range(args.pairs):
-        for name, label in (("audit", "audit.yml --check"), ("setup", "ansible -m setup")):
+        for name, label in (("audit", "%s.yml --check" % args.playbook), ("setup", "ansible -m setup")):
             wall, cpu, rss, load = runs[name][index]
             print("%-6d %-20s %8.1fs %8.1fs %8.0f MiB %8.2f" % (index + 1, label, wall, cpu, rss, load))
     ratios = [[runs["audit"][i][k] / runs["setup"][i][k] for i in range(args.pairs)] for k in range(3)]
-    print("audit / setup per pair: CPU %s; wall %s; peak RSS %s"
+    print(args.playbook + " / setup per pair: CPU %s; wall %s; peak RSS %s"
           % tuple(", ".join("%.2f" % value for value in ratio) for ratio in (ratios[1], ratios[0], ratios[2])))
-    print("audit / setup, median of the pairs: CPU %.2fx (target <= 1.0), wall %.2fx (target <= 1.2), "
-          "peak RSS %.2fx (target <= 2)" % (median(ratios[1]), median(ratios[0]), median(ratios[2])))
+    print("%s / setup, median of the pairs: CPU %.2fx (target <= 1.0), wall %.2fx (target <= 1.2), "
+          "peak RSS %.2fx (target <= 2)" % (args.playbook, median(ratios[1]), median(ratios[0]), median(ratios[2])))
 
 
 def slopes(small, small_hosts, large, large_hosts):
@@ -268,6 +271,9 @@ def main():
     parser.add_argument("--slope-hosts", type=int, default=30,
                         help="also run the pairs at this many hosts, for the per-host slopes (0: skip)")
     parser.add_argument("--forks", type=int, default=20)
+    parser.add_argument("--playbook", choices=("audit", "remediate"), default="audit",
+                        help="what runs against setup: audit.yml --check, or remediate.yml --check (its fix tasks "
+                             "in check mode between two evaluations, the re-audit)")
     parser.add_argument("--naive", action="store_true", help="also run the naive shell-task playbook")
     parser.add_argument("--no-chromium", action="store_true", help="skip the Chromium render times")
     parser.add_argument("--keep", action="store_true", help="keep the working directory (reports) and print it")
