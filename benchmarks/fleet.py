@@ -3,7 +3,8 @@
 All run over the local connection against the same N inventory hosts (default 300), the hosts
 cycling through the demo `incident`, `healthy` and `intel` snapshots of build/snapshots (a
 copy-free reference through gpuhost_root; built with tools/make_fixtures.py when missing):
-  * audit:  ansible-playbook playbooks/audit.yml --check (one host_facts call per host,
+  * audit:  ansible-playbook playbooks/audit.yml --check (each snapshot read by the host_facts
+            readers in the evaluate action's process, no module process: gathering.gather_snapshot;
             controller-side evaluation, reports written once);
   * setup:  ansible all -m ansible.builtin.setup (what a plain fact gathering costs);
   * naive:  a playbook with one shell task per rule of the catalogue (45 tasks: cat/grep/od of

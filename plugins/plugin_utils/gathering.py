@@ -9,9 +9,13 @@ and the outcome as a dict, because action plugins may not import each other.
 
 from __future__ import absolute_import, division, print_function
 
+import json
 import os
 
 from ansible.errors import AnsibleConnectionFailure
+
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
 
 __metaclass__ = type
 
@@ -34,12 +38,45 @@ def missing_root_hint(root):
             "(in a checkout, `make fixtures` writes them where inventory/demo looks)" % root)
 
 
+def _snapshot_here(action, root):
+    """Whether the task of ``action`` reads a snapshot on this machine: a ``root`` other than ``/``
+    over the local connection without become. Its facts are then gathered in this process
+    (:func:`gather_snapshot`), by the code the ``host_facts`` module runs."""
+    if not root or root == "/":
+        return False
+    connection = getattr(action, "_connection", None)
+    context = getattr(action, "_play_context", None)
+    return getattr(connection, "transport", None) == "local" and not getattr(context, "become", False)
+
+
+def gather_snapshot(root, gather=None, kernel_log_boots=None):
+    """``host_facts`` of the snapshot at ``root``, gathered in this process: what the module returns
+    for it (``{"facts": dict}``, the facts as its JSON return gives them back) without starting a
+    Python process and loading the module's code for each host, or ``{"failed": True, "msg"}`` with
+    the module's message. A snapshot is only read (nothing is run: ``facts.root.Root``), so this is
+    the module's path less its process: the same readers, parsers and containment."""
+    if not os.path.isdir(root):
+        msg = "snapshot root %s is not a directory: capture one with the gpuhost.baseline.snapshot playbook" % root
+        return {"failed": True, "msg": "%s failed: %s" % (FACTS_MODULE, missing_root_hint(root) or msg)}
+    try:
+        facts = gather_facts(Root(root), gather, {"kernel_log_boots": kernel_log_boots or 1})
+        # as the module's JSON return gives them back: lists for tuples, text keys
+        return {"facts": json.loads(json.dumps(facts))}
+    except Exception as exc:  # pylint: disable=broad-except
+        # the module would fail with its traceback's last line; the host is reported failed, not the run
+        return {"failed": True, "msg": "%s failed: %s: %s" % (FACTS_MODULE, type(exc).__name__, exc)}
+
+
 def gather_host(action, task_vars, root, gather=None, kernel_log_boots=None):
-    """Run ``host_facts`` for the task of ``action`` (an ``ActionBase``) on its host.
+    """Run ``host_facts`` for the task of ``action`` (an ``ActionBase``) on its host; a snapshot on
+    this machine (local connection, a ``root`` other than ``/``, no become) is read in this process
+    instead (:func:`gather_snapshot`: the module's code, without its process).
 
     Returns ``{"facts": dict}``, or ``{"unreachable": True, "msg"}`` when the connection fails,
     or ``{"failed": True, "msg"}`` when the module fails or returns no facts; never raises for a
     host that does not answer. ``kernel_log_boots`` (1 or 2) goes to the module when given."""
+    if _snapshot_here(action, root):
+        return gather_snapshot(root, gather, kernel_log_boots)
     module_args = {"root": root}
     if gather:
         module_args["gather"] = gather

@@ -8,8 +8,9 @@ import tarfile
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Recorder, Root
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import gathering
 
-from helpers.runner import run_playbook, stdout_of
+from helpers.runner import VENV_BIN, run_playbook, stdout_of
 from helpers.tree import replay_recording
 
 
@@ -103,3 +104,67 @@ def test_snapshot_playbook_writes_a_given_destination_privately(tmp_path):
     assert os.readlink(str(remote) + ".tmp") == str(victim)
     assert sorted(os.listdir(captured)) == ["localhost.tar.gz"]  # --tags capture: not imported
     assert stat.S_IMODE(os.stat(captured / "localhost.tar.gz").st_mode) == 0o600
+
+
+def test_a_snapshot_on_this_machine_is_gathered_in_process_with_the_modules_facts(snapshot_trees, tmp_path):
+    """baseline_evaluate reads a snapshot on the local connection in its own process (gathering.
+    gather_snapshot: no module process per host); its facts are those the host_facts module returns
+    for the same snapshot, the hostile one included, and a missing snapshot fails the host with the
+    module's message."""
+    import yaml
+
+    roots = dict(snapshot_trees, missing=str(tmp_path / "no-such-snapshot"))
+    inventory = {"all": {"hosts": dict((name, {"ansible_connection": "local", "gpuhost_root": root,
+                                               "ansible_python_interpreter": os.path.join(VENV_BIN, "python")})
+                                       for name, root in roots.items())}}
+    playbook = tmp_path / "both.yml"
+    playbook.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [
+        {"name": "module", "gpuhost.baseline.host_facts": {"root": "{{ gpuhost_root }}"}, "ignore_errors": True},
+        {"name": "in process", "gpuhost.baseline.baseline_evaluate": {"root": "{{ gpuhost_root }}",
+                                                                       "return_facts": True},
+         "ignore_errors": True},
+    ]}]))
+    results, failed = {}, set()
+
+    def keep(event):
+        data = event.get("event_data") or {}
+        if event.get("event") in ("runner_on_ok", "runner_on_failed"):
+            results[(data["host"], data["task"])] = data["res"]
+            if event["event"] == "runner_on_failed":
+                failed.add((data["host"], data["task"]))
+        return True
+
+    runner = run_playbook(tmp_path, str(playbook), inventory, event_handler=keep)
+    assert runner.rc in (0, 2), stdout_of(runner)
+    for name in snapshot_trees:
+        module = results[(name, "module")]["ansible_facts"]["gpuhost"]
+        here = results[(name, "in process")]["ansible_facts"]["gpuhost"]
+        assert here == module, name
+        assert gathering.gather_snapshot(snapshot_trees[name]) == {"facts": module}, name
+        assert module["root"] == snapshot_trees[name] and module["live"] is False
+    missing = results[("missing", "in process")]
+    assert failed == {("missing", "module"), ("missing", "in process")}, failed
+    assert "snapshot root %s is not a directory" % roots["missing"] in missing["msg"]
+    assert results[("missing", "module")]["msg"] in missing["msg"]
+
+
+class _Action:
+    """What gather_host reads of an action: its connection's transport, become, its module call."""
+
+    def __init__(self, transport, become=False):
+        self._connection = type("Connection", (), {"transport": transport})()
+        self._play_context = type("PlayContext", (), {"become": become})()
+        self.calls = []
+
+    def _execute_module(self, module_name, module_args, task_vars):
+        self.calls.append((module_name, module_args))
+        return {"ansible_facts": {"gpuhost": {"from": "module"}}}
+
+
+def test_only_a_snapshot_on_the_local_connection_without_become_is_gathered_in_process(snapshot_trees):
+    root = snapshot_trees["healthy"]
+    local = _Action("local")
+    assert gathering.gather_host(local, {}, root)["facts"]["root"] == root and local.calls == []
+    for action, where in ((_Action("ssh"), root), (_Action("local", become=True), root), (_Action("local"), "/")):
+        assert gathering.gather_host(action, {}, where) == {"facts": {"from": "module"}}
+        assert action.calls == [(gathering.FACTS_MODULE, {"root": where})]
