@@ -356,4 +356,3 @@ def test_on_fail_arguments_are_checked_and_the_role_ends_on_the_controller_witho
     banners = re.findall(r"TASK \[gpuhost\.baseline\.on_fail : ([^\]]*)\]", proc.stdout)
     assert banners == ["Nothing to act on without gpuhost_on_fail"], banners
     assert "Check the role's variables" not in proc.stdout and "Refuse to act" not in proc.stdout
-

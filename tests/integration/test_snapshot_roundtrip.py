@@ -120,9 +120,8 @@ def test_a_snapshot_on_this_machine_is_gathered_in_process_with_the_modules_fact
     playbook = tmp_path / "both.yml"
     playbook.write_text(yaml.safe_dump([{"hosts": "all", "gather_facts": False, "tasks": [
         {"name": "module", "gpuhost.baseline.host_facts": {"root": "{{ gpuhost_root }}"}, "ignore_errors": True},
-        {"name": "in process", "gpuhost.baseline.baseline_evaluate": {"root": "{{ gpuhost_root }}",
-                                                                       "return_facts": True},
-         "ignore_errors": True},
+        {"name": "in process", "ignore_errors": True,
+         "gpuhost.baseline.baseline_evaluate": {"root": "{{ gpuhost_root }}", "return_facts": True}},
     ]}]))
     results, failed = {}, set()
 
