@@ -179,8 +179,33 @@ def _free_ratio(node):
     return round(ratio, 6)
 
 
-def _host_samples(report, name, host, origin):
-    """``{family: [(label values, value)]}`` of one host of ``report``, written by ``origin``."""
+#: The family of a series per finding: most of a fleet file's lines. The report writer makes them
+#: host by host as it writes them (:func:`iter_fleet_metrics`) rather than holding them.
+BULK_FAMILY = "gpuhost_baseline_finding_failing"
+
+
+def _finding_samples(name, host, origin):
+    """``[(label values, value)]`` of :data:`BULK_FAMILY` for one host: 1 for a failing finding, else 0."""
+    seen = {}
+    failing = []
+    for finding in host.get("findings") or []:  # the bulk of a fleet file: written without add()
+        if not isinstance(finding, dict):
+            continue
+        rid, subject, severity, area = (
+            v if v.__class__ is str else label_text(v)
+            for v in (finding.get("id"), finding.get("subject"), finding.get("severity"), finding.get("area")))
+        count = seen[(rid, subject)] = seen.get((rid, subject), 0) + 1
+        if count > 1:
+            # two findings of one rule on one subject would be one series twice, which the
+            # textfile collector rejects: the repeats are numbered
+            subject = "%s#%d" % (subject, count)
+        failing.append(((name, origin, rid, subject, severity, area), 1 if finding.get("status") == "fail" else 0))
+    return failing
+
+
+def _host_samples(report, name, host, origin, bulk=True):
+    """``{family: [(label values, value)]}`` of one host of ``report``, written by ``origin``
+    (without :data:`BULK_FAMILY` when ``bulk`` is false)."""
     out = {}
 
     def add(family, labels, value):
@@ -217,18 +242,8 @@ def _host_samples(report, name, host, origin):
         add("gpuhost_baseline_failures", (sev,), per_severity[sev])
     errors = _number(host.get("facts_errors"))
     add("gpuhost_baseline_facts_errors", (), errors if errors is not None else 0)
-    seen = {}
-    failing = out.setdefault("gpuhost_baseline_finding_failing", [])
-    for finding in findings:  # the bulk of a fleet file: written without add()
-        rid, subject, severity, area = (
-            v if v.__class__ is str else label_text(v)
-            for v in (finding.get("id"), finding.get("subject"), finding.get("severity"), finding.get("area")))
-        count = seen[(rid, subject)] = seen.get((rid, subject), 0) + 1
-        if count > 1:
-            # two findings of one rule on one subject would be one series twice, which the
-            # textfile collector rejects: the repeats are numbered
-            subject = "%s#%d" % (subject, count)
-        failing.append(((name, origin, rid, subject, severity, area), 1 if finding.get("status") == "fail" else 0))
+    if bulk:
+        out[BULK_FAMILY] = _finding_samples(name, host, origin)
     for index, node in enumerate(host.get("numa") or []):
         if isinstance(node, dict):
             ratio = _free_ratio(node)
@@ -290,18 +305,56 @@ def _hosts(report):
     return hosts if isinstance(hosts, Mapping) else {}
 
 
-def _report_lines(report):
+def _report_lines(report, bulk=True, escaped=None):
     """``{family: [(host, sample line)]}`` of the run and of every host of ``report`` (expanded),
-    each host's samples made lines as it is read: the fleet's samples are never held together."""
-    escaped = _Escaped()
+    each host's samples made lines as it is read: the fleet's samples are never held together.
+    Without ``bulk``, no :data:`BULK_FAMILY` lines."""
+    escaped = _Escaped() if escaped is None else escaped
     lines = _lines(_run_samples(report), escaped)
     hosts = _hosts(report)
     for name in hosts:
         host = hosts[name]
         if isinstance(host, dict):
-            for family, series in _lines(_host_samples(report, name, host, ORIGIN_CONTROLLER), escaped).items():
+            for family, series in _lines(_host_samples(report, name, host, ORIGIN_CONTROLLER, bulk),
+                                         escaped).items():
                 lines.setdefault(family, []).extend(series)
     return lines
+
+
+def iter_fleet_metrics(report, existing, now=None, keep_seconds=KEEP_SECONDS):
+    """:func:`merge_metrics`'s text a piece at a time, for the report writer. With no host to keep
+    from ``existing`` (a run over the whole fleet), the lines of :data:`BULK_FAMILY` are made host
+    by host as they are written (each host read once more), so the writer holds the other families'
+    lines only; with hosts to keep (a ``--limit`` run) every family is held and sorted, as
+    :func:`merge_metrics` does."""
+    report = expand_document(report, lazy=True)
+    if kept_hosts(report, existing, now=now, keep_seconds=keep_seconds):
+        for chunk in iter_exposition(merged_lines(report, existing, now, keep_seconds)):
+            yield chunk
+        return
+    del existing  # the file being replaced keeps no host: not held while the new one is written
+    escaped = _Escaped()
+    lines = _report_lines(report, bulk=False, escaped=escaped)
+    hosts = _hosts(report)
+    for name, dummy, help_text in FAMILIES:
+        if name != BULK_FAMILY:
+            series = lines.pop(name, None)
+            if series:
+                yield "# HELP %s %s\n# TYPE %s gauge\n" % (name, help_text, name)
+                yield "\n".join(line for dummy2, line in series) + "\n"
+            continue
+        started = False
+        for host_name in hosts:
+            host = hosts[host_name]
+            if not isinstance(host, dict):
+                continue
+            series = _lines({name: _finding_samples(host_name, host, ORIGIN_CONTROLLER)}, escaped)[name]
+            if not series:
+                continue
+            if not started:
+                yield "# HELP %s %s\n# TYPE %s gauge\n" % (name, help_text, name)
+                started = True
+            yield "\n".join(line for dummy2, line in series) + "\n"
 
 
 def render_metrics(report):

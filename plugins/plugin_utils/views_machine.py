@@ -204,6 +204,6 @@ def render_prometheus(report, existing=None):
 
 
 def iter_prometheus(report, existing):
-    """The fleet file of :func:`render_prometheus` a metric family at a time (the report writer
-    writes each as it comes: the file's text is never held whole)."""
-    return metrics.iter_exposition(metrics.merged_lines(report, existing))
+    """The fleet file of :func:`render_prometheus` a piece at a time (``metrics.iter_fleet_metrics``:
+    the report writer writes each as it comes; the series per finding are made host by host)."""
+    return metrics.iter_fleet_metrics(report, existing)

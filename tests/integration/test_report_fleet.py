@@ -276,6 +276,12 @@ def test_the_writer_reads_a_host_at_a_time_and_writes_the_same(tmp_path):
     assert "".join(views_machine.iter_prometheus(lazy, existing)) == metrics.merge_metrics(eager, existing)
     assert 'host="gpu-9999"' in metrics.merge_metrics(eager, existing)
     assert metrics.render_metrics(lazy) == metrics.render_metrics(eager)
+    # a file that keeps no host (none, or only hosts of this run): the series per finding are made
+    # host by host as they are written, the text the same
+    for replaced in ("", metrics.render_metrics(eager)):
+        chunks = list(views_machine.iter_prometheus(lazy, replaced))
+        assert "".join(chunks) == metrics.merge_metrics(eager, replaced) == metrics.render_metrics(eager)
+        assert sum(1 for chunk in chunks if 'gpuhost_baseline_finding_failing{host="gpu-' in chunk) == 30
     assert console.console_lines(lazy, fail_on="high") == console.console_lines(eager, fail_on="high")
     assert stats.caller_stats(lazy) == stats.caller_stats(eager)
     assert report_doc.failing_at_or_above(lazy, "high") == report_doc.failing_at_or_above(eager, "high")
