@@ -422,6 +422,12 @@ def _last_runs(text):
     return stamps
 
 
+def _no_surrogates(text):
+    """``text`` with each lone surrogate (a byte that was not UTF-8) replaced; ``text`` itself, not a
+    copy, when it has none (a fleet file may be 32 MiB)."""
+    return _SURROGATE.sub(u"\ufffd", text) if _SURROGATE.search(text) else text
+
+
 def kept_hosts(report, existing, now=None, keep_seconds=KEEP_SECONDS):
     """``{host: last run}`` of the hosts of ``existing`` (exposition text) that the fleet file keeps:
     not in ``report``, with a last-run time no older than ``keep_seconds`` before ``now`` (default:
@@ -431,7 +437,7 @@ def kept_hosts(report, existing, now=None, keep_seconds=KEEP_SECONDS):
     if now is None or not existing:
         return {}
     current = set(_hosts(report))
-    existing = _SURROGATE.sub(u"\ufffd", existing)
+    existing = _no_surrogates(existing)
     return dict((host, stamp) for host, stamp in _last_runs(existing).items()
                 if host not in current and now - stamp <= keep_seconds)
 
@@ -454,7 +460,7 @@ def merged_lines(report, existing, now=None, keep_seconds=KEEP_SECONDS):
     keep = kept_hosts(report, existing, now=now, keep_seconds=keep_seconds)
     if keep:
         seen = set()
-        for family, labels, dummy, line in _parsed(_SURROGATE.sub(u"\ufffd", existing)):
+        for family, labels, dummy, line in _parsed(_no_surrogates(existing)):
             names = FAMILY_LABELS.get(family)
             if not names or labels.get("host") not in keep or "host" not in names:
                 continue
