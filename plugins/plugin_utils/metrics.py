@@ -329,8 +329,7 @@ def iter_fleet_metrics(report, existing, now=None, keep_seconds=KEEP_SECONDS):
     :func:`merge_metrics` does."""
     report = expand_document(report, lazy=True)
     if kept_hosts(report, existing, now=now, keep_seconds=keep_seconds):
-        for chunk in iter_exposition(merged_lines(report, existing, now, keep_seconds)):
-            yield chunk
+        yield from iter_exposition(merged_lines(report, existing, now, keep_seconds))
         return
     del existing  # the file being replaced keeps no host: not held while the new one is written
     escaped = _Escaped()
