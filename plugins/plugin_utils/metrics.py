@@ -284,16 +284,25 @@ def _lines(samples, escaped=None):
     return out
 
 
-def iter_exposition(lines_by_family):
+def iter_exposition(lines_by_family, streamed=None):
     """The text of ``{family: [(host, sample line)]}`` a family at a time: families in
     :data:`FAMILIES` order, each with HELP and TYPE, none without samples (joined:
-    :func:`_exposition`; the report writer writes the chunks as they come)."""
+    :func:`_exposition`; the report writer writes the chunks as they come). ``streamed``: the
+    :data:`BULK_FAMILY` lines as an iterable of one host's ``[(host, sample line)]`` after another,
+    each written as it comes, in place of that family's lines in ``lines_by_family``."""
     for name, dummy, help_text in FAMILIES:
-        series = lines_by_family.get(name)
-        if not series:
-            continue
-        yield "# HELP %s %s\n# TYPE %s gauge\n" % (name, help_text, name)
-        yield "\n".join(line for dummy, line in series) + "\n"
+        if streamed is not None and name == BULK_FAMILY:
+            parts = streamed
+        else:
+            parts = (lines_by_family.get(name),)
+        started = False
+        for series in parts:
+            if not series:
+                continue
+            if not started:
+                yield "# HELP %s %s\n# TYPE %s gauge\n" % (name, help_text, name)
+                started = True
+            yield "\n".join(line for dummy2, line in series) + "\n"
 
 
 def _exposition(lines_by_family):
@@ -335,25 +344,14 @@ def iter_fleet_metrics(report, existing, now=None, keep_seconds=KEEP_SECONDS):
     escaped = _Escaped()
     lines = _report_lines(report, bulk=False, escaped=escaped)
     hosts = _hosts(report)
-    for name, dummy, help_text in FAMILIES:
-        if name != BULK_FAMILY:
-            series = lines.pop(name, None)
-            if series:
-                yield "# HELP %s %s\n# TYPE %s gauge\n" % (name, help_text, name)
-                yield "\n".join(line for dummy2, line in series) + "\n"
-            continue
-        started = False
-        for host_name in hosts:
-            host = hosts[host_name]
-            if not isinstance(host, dict):
-                continue
-            series = _lines({name: _finding_samples(host_name, host, ORIGIN_CONTROLLER)}, escaped)[name]
-            if not series:
-                continue
-            if not started:
-                yield "# HELP %s %s\n# TYPE %s gauge\n" % (name, help_text, name)
-                started = True
-            yield "\n".join(line for dummy2, line in series) + "\n"
+
+    def per_host():
+        for name in hosts:
+            host = hosts[name]  # read once: a host of the writer's document is expanded on each read
+            if isinstance(host, dict):
+                yield _lines({BULK_FAMILY: _finding_samples(name, host, ORIGIN_CONTROLLER)}, escaped)[BULK_FAMILY]
+
+    yield from iter_exposition(lines, streamed=per_host())
 
 
 def render_metrics(report):
