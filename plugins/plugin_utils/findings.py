@@ -239,6 +239,36 @@ def store_finding(finding, rule):
     return out
 
 
+#: :data:`FINDING_KEYS` as a set, for the reader's membership tests.
+_FINDING_KEY_SET = frozenset(FINDING_KEYS)
+
+
+def _rule_part(rule):
+    """``(rule, base, extras)`` of a rule's entry in a report's ``rules``: the entry (``{}`` for
+    none), what a finding of it reads where it has no key of its own (:data:`STORED_DEFAULTS`, then
+    the rule's fields but :data:`USUAL`), and the names of those outside :data:`FINDING_KEYS`, sorted."""
+    rule = rule if isinstance(rule, dict) else {}
+    base = dict(STORED_DEFAULTS)
+    base.update((k, v) for k, v in rule.items() if k != USUAL)
+    return rule, base, sorted(k for k in base if k not in _FINDING_KEY_SET)
+
+
+def _read_with(stored, part):
+    """The full finding of ``stored`` (a mapping with an ``id``) and its rule's :func:`_rule_part`."""
+    rule, base, extras = part
+    out = dict((key, stored[key] if key in stored else base.get(key)) for key in FINDING_KEYS)
+    if USUAL in rule:
+        for key in ("expected", "message"):
+            if key not in stored:
+                known, usual = _usual_value(rule, stored, key)
+                if known:
+                    out[key] = usual
+    more = [k for k in stored if k not in _FINDING_KEY_SET and k not in base]
+    for key in (sorted(extras + more) if more else extras):
+        out[key] = stored[key] if key in stored else base[key]
+    return out
+
+
 def read_finding(stored, rule):
     """The full finding back from a stored one (inverse of :func:`store_finding`): its rule fields
     from ``rule`` where it has none of its own, null for a missing :data:`STORED_KEYS` key, the
@@ -246,38 +276,21 @@ def read_finding(stored, rule):
     Anything but a mapping with an ``id`` is returned as it is."""
     if not isinstance(stored, dict) or "id" not in stored:
         return stored
-    rule = rule if isinstance(rule, dict) else {}
-    merged = dict(STORED_DEFAULTS)
-    merged.update((k, v) for k, v in rule.items() if k != USUAL)
-    for key in ("expected", "message"):
-        known, usual = _usual_value(rule, stored, key)
-        if known and key not in stored:
-            merged[key] = usual
-    merged.update(stored)
-    out = dict((key, merged.get(key)) for key in FINDING_KEYS)
-    for key in sorted(merged):
-        if key not in out:
-            out[key] = merged[key]
-    return out
+    return _read_with(stored, _rule_part(rule))
 
 
 def finding_reader(rules):
     """``read(stored)``: :func:`read_finding` of ``stored`` with its rule's entry in ``rules`` (a
-    report's ``rules``), the same result, with what comes from each rule worked out once per rule
-    rather than once per finding (a fleet's report reads the same few rules' findings many times)."""
+    report's ``rules``), with what comes from each rule (:func:`_rule_part`) worked out once per
+    rule rather than once per finding (a fleet's report reads the same few rules' findings many times)."""
     rules = rules if isinstance(rules, dict) else {}
     cache = {}
-    known = frozenset(FINDING_KEYS)
 
-    def entry(rule_id):
+    def part(rule_id):
         try:
-            rule = rules.get(rule_id)
+            return _rule_part(rules.get(rule_id))
         except TypeError:  # an id that is no key (a list): no rule
-            rule = None
-        rule = rule if isinstance(rule, dict) else {}
-        base = dict(STORED_DEFAULTS)
-        base.update((k, v) for k, v in rule.items() if k != USUAL)
-        return rule, base, sorted(k for k in base if k not in known)
+            return _rule_part(None)
 
     def read(stored):
         if not isinstance(stored, dict) or "id" not in stored:
@@ -286,20 +299,9 @@ def finding_reader(rules):
         try:
             found = cache.get(rule_id)
             if found is None:
-                found = cache[rule_id] = entry(rule_id)
+                found = cache[rule_id] = part(rule_id)
         except TypeError:
-            found = entry(rule_id)
-        rule, base, extras = found
-        out = dict((key, stored[key] if key in stored else base.get(key)) for key in FINDING_KEYS)
-        if USUAL in rule:
-            for key in ("expected", "message"):
-                if key not in stored:
-                    usual_known, usual = _usual_value(rule, stored, key)
-                    if usual_known:
-                        out[key] = usual
-        more = [k for k in stored if k not in known and k not in base]
-        for key in (sorted(extras + more) if more else extras):
-            out[key] = stored[key] if key in stored else base[key]
-        return out
+            found = part(rule_id)
+        return _read_with(stored, found)
 
     return read
