@@ -14,7 +14,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import compact_findings
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import compact_findings, pack_findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.gathering import gather_host
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import HOST_VARS, judge_host
 
@@ -76,6 +76,8 @@ class ActionModule(ActionBase):
                     part["message"] = "%s; then %s" % (args["failure"], part["message"])
                 if args["before"] is not None:  # the report still shows where the host stood
                     part["before"] = {"findings": compact_findings(args["before"])}
+                if not args["return_findings"]:
+                    gathered["host_report"] = pack_findings(part)
                 result.update(gathered)
                 return result
             facts = gathered["facts"]
@@ -101,9 +103,11 @@ class ActionModule(ActionBase):
         result.update(judgement.outcome)
         result["host_report"] = judgement.part
         if not args["return_findings"]:
-            # the bulk of the result (host_report keeps the findings): Ansible holds every host's until the play ends
+            # the bulk of the result: Ansible holds every host's until the play ends. host_report keeps
+            # the findings once, as one JSON text (a third of the memory of the same findings as dicts)
             for key in ("findings", "failing", "pending_items"):
                 result.pop(key, None)
+            result["host_report"] = pack_findings(result["host_report"])
         result["changed"] = False
         return result
 

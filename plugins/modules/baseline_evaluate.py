@@ -58,9 +58,11 @@ options:
   return_findings:
     description:
       - Return RV(findings), RV(failing) and RV(pending_items), the findings with every field. V(false) returns
-        only RV(host_report) (the findings without the rule text each copies), the counts and what the remediate
-        role acts on - what the roles pass, because Ansible keeps every host's registered result in the
-        controller's memory until the play ends (at 1,000 hosts the full findings are about 200 MB of JSON).
+        only RV(host_report) (the findings without the rule text each copies, as one JSON text,
+        C(host_report.findings_json)), the counts and what the remediate role acts on - what the roles pass,
+        because Ansible keeps every host's registered result in the controller's memory until the play ends
+        (at 1,000 hosts the full findings are about 200 MB of JSON, and the same findings as lists and
+        mappings take about three times the memory of their JSON text).
     type: bool
     default: true
   before:
@@ -306,6 +308,9 @@ host_report:
     - Its findings (and C(before.findings)) leave out what each finding copies from its rule (C(title), C(area),
       C(severity), C(fix), C(reboot_required), C(rationale), C(source), C(fix_action)), the same on every host, so
       M(gpuhost.baseline.baseline_report) puts it back from the catalogue. RV(findings) keeps every field.
+    - With O(return_findings=false) (the roles) the findings are one JSON text, C(findings_json) in place of
+      C(findings) (and in C(before)); M(gpuhost.baseline.baseline_report) reads either. Read them in a task
+      with C(gpuhost_eval.host_report.findings_json | from_json).
   returned: always
   type: dict
   sample: {"state": "audited", "hostname": "gpu01", "profile": "amd-epyc-nvidia", "findings": [], "numa": [],

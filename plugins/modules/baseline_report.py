@@ -53,6 +53,8 @@ options:
         C(mem_total_kb), C(mem_free_kb), C(free_pct), as in the facts), C(facts_errors) (count or list of
         facts errors), C(pending) (list of changes waiting for a reboot or action) and C(before)
         (findings before remediation, shown as a before/after view).
+      - The findings may also be one JSON text, C(findings_json) in place of C(findings) (and in C(before)), as
+        M(gpuhost.baseline.baseline_evaluate) returns them in its C(host_report) with C(return_findings=false).
       - A C(summary) given here is ignored; it is recomputed from C(findings).
       - Give either this or O(play_hosts) (the roles use O(play_hosts)); one of the two is required. A mapping
         given here is templated by Ansible as a whole before the action runs - for a fleet, O(play_hosts) is cheaper.

@@ -12,6 +12,7 @@ the summary of a list of findings, and its three forms:
   every key, rule text included;
 * **compact** (a host's ``host_report``, sent from each worker to the controller): without the
   rule text (:func:`compact_findings`), which :func:`expand_findings` puts back from the catalogue;
+  the roles' ``host_report`` holds them as one JSON text (:func:`pack_findings`, :func:`unpack_findings`);
 * **stored** (``report.json`` schema 3): a mapping of named keys without what its rule states
   once in the document's ``rules`` (:func:`store_finding`, :func:`read_finding`).
 
@@ -98,6 +99,64 @@ def compact_findings(findings):
     """``findings`` without the fields copied from their rule (:data:`RULE_TEXT_FIELDS`)."""
     return [dict((k, v) for k, v in f.items() if k not in RULE_TEXT_FIELDS) if isinstance(f, dict) else f
             for f in findings or []]
+
+
+#: Key of a host_report (and of its ``before``) that holds its findings as one JSON text instead of
+#: a list (``baseline_evaluate`` with ``return_findings: false``, what the roles pass): Ansible keeps
+#: every host's registered result in the controller's memory until the play ends, and one string per
+#: host is about a third of the memory of its findings as dicts and lists.
+FINDINGS_TEXT = "findings_json"
+
+
+def _packed(part, key_from, key_to, convert):
+    part = dict(part)
+    if key_from in part:
+        part[key_to] = convert(part.pop(key_from))
+    return part
+
+
+def _dumps_findings(findings):
+    return json.dumps(list(findings), separators=(",", ":"), ensure_ascii=False)
+
+
+def _loads_findings(text):
+    if not isinstance(text, str):
+        raise ValueError("%s must be a JSON text, got %s" % (FINDINGS_TEXT, type(text).__name__))
+    try:
+        findings = json.loads(text)
+    except ValueError as exc:
+        raise ValueError("%s is not JSON: %s" % (FINDINGS_TEXT, exc))
+    if not isinstance(findings, list):
+        raise ValueError("%s must hold a list of findings, got %s" % (FINDINGS_TEXT, type(findings).__name__))
+    return findings
+
+
+def pack_findings(part):
+    """A copy of ``part`` (a host_report) with its ``findings``, and those of its ``before``, as one
+    JSON text each under :data:`FINDINGS_TEXT` (:func:`unpack_findings` reads them back). Anything
+    but a mapping is returned as it is."""
+    if not isinstance(part, dict):
+        return part
+    part = _packed(part, "findings", FINDINGS_TEXT, _dumps_findings)
+    if isinstance(part.get("before"), dict):
+        part["before"] = _packed(part["before"], "findings", FINDINGS_TEXT, _dumps_findings)
+    return part
+
+
+def unpack_findings(part):
+    """``part`` with findings packed by :func:`pack_findings` back as lists (a copy; ``part`` itself
+    when nothing is packed or it is no mapping). ValueError naming what is wrong when a packed text is
+    no JSON list."""
+    if not isinstance(part, dict):
+        return part
+    before = part.get("before")
+    packed_before = isinstance(before, dict) and FINDINGS_TEXT in before
+    if FINDINGS_TEXT not in part and not packed_before:
+        return part
+    part = _packed(part, FINDINGS_TEXT, "findings", _loads_findings)
+    if packed_before:
+        part["before"] = _packed(before, FINDINGS_TEXT, "findings", _loads_findings)
+    return part
 
 
 def expand_findings(findings, catalogue=None):

@@ -16,7 +16,7 @@ from collections.abc import Mapping
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import (
     FAIL_ON_LEVELS, FINDING_KEYS, HOST_STATES, SEVERITIES, SEVERITY_RANK, STATUSES, STORED_SCHEMA, finding_reader, rules_table, store_finding,
-    summarize)
+    summarize, unpack_findings)
 
 __metaclass__ = type
 
@@ -163,6 +163,10 @@ def _count_errors(value):
 def _normalize_host(name, data, default_profile):
     if not isinstance(data, dict):
         raise ReportError("host %s: expected a mapping with findings, got %s" % (name, type(data).__name__))
+    try:
+        data = unpack_findings(data)
+    except ValueError as exc:
+        raise ReportError("host %s: %s" % (name, exc))
     findings = data.get("findings") or []
     if not isinstance(findings, (list, tuple)):
         raise ReportError("host %s: findings must be a list, got %s" % (name, type(findings).__name__))
@@ -315,10 +319,14 @@ _STORED_ONLY = ("rules", "finding_row", "finding_defaults")
 
 def map_host_findings(host, convert):
     """A copy of ``host`` (a host's part of a report) with ``convert`` (list -> list) applied to its
-    ``findings`` and to its ``before``'s; a list missing, or ``host`` not a mapping, left as it is."""
+    ``findings`` and to its ``before``'s, packed ones read first (``findings.unpack_findings``); a list
+    missing, or ``host`` not a mapping, left as it is."""
     if not isinstance(host, dict):
         return host
-    host = dict(host)
+    try:
+        host = dict(unpack_findings(host))
+    except ValueError:  # a packed text that is no list: build_report rejects it with the reason
+        return host
     if isinstance(host.get("findings"), list):
         host["findings"] = convert(host["findings"])
     before = host.get("before")

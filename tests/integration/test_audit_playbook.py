@@ -1,5 +1,6 @@
 """playbooks/audit.yml end to end through ansible-runner: the demo fleet, an unreachable host,
 check mode, fail_on, and bad input rejected before any host is contacted (issue 3)."""
+import json
 import re
 import shutil
 
@@ -70,7 +71,9 @@ def test_check_run_succeeds_and_changes_nothing(audited):
     audited_results = [e["event_data"]["res"] for e in evaluated
                        if e["event_data"]["res"].get("host_report", {}).get("state") == "audited"]
     assert len(audited_results) == 5
-    assert all("findings" not in res and res["host_report"]["findings"] for res in audited_results)
+    # (the host_report's findings as one JSON text: the controller holds one string per host)
+    assert all("findings" not in res and "findings" not in res["host_report"]
+               and json.loads(res["host_report"]["findings_json"]) for res in audited_results)
 
 
 def test_incident_shows_every_finding_of_the_incident(audited):

@@ -5,6 +5,8 @@ import copy
 import json
 import os
 
+import pytest
+
 from helpers.baseline_facts import healthy_facts
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation, findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
@@ -194,6 +196,40 @@ def test_compact_and_expand_findings_are_inverse():
     expanded = findings.expand_findings(compact)
     assert expanded == outcome["findings"]
     assert [list(f) for f in expanded] == [list(f) for f in outcome["findings"]]
+
+
+def test_packed_findings_read_back_and_build_the_same_report():
+    """The roles' host_report holds its findings (and its before's) as one JSON text each: packed
+    and read back they are the same, and the report built from the packed part is the report of
+    the unpacked one (build_report and map_host_findings read both)."""
+    facts = healthy_facts()
+    outcome = evaluation.evaluate(facts)
+    part = evaluation.host_report(facts, outcome, before=outcome["findings"])
+    packed = findings.pack_findings(part)
+    assert "findings" not in packed and isinstance(packed[findings.FINDINGS_TEXT], str)
+    assert "findings" not in packed["before"] and isinstance(packed["before"][findings.FINDINGS_TEXT], str)
+    assert json.loads(packed[findings.FINDINGS_TEXT]) == part["findings"]
+    assert "findings" in part and "findings" in part["before"]  # a copy: the part itself is left as it was
+    assert findings.unpack_findings(packed) == part
+    assert findings.unpack_findings(part) is part  # nothing packed: the part itself
+    assert report_doc.map_host_findings(packed, list) == part
+
+    def built(host):
+        return build_report({"gpu01": host}, generated=GENERATED, collection_version="0.1.0")
+    assert built(packed) == built(part)
+    for value in (None, "text", [], {"state": "failed", "message": "unreachable"}):
+        assert findings.pack_findings(value) == value and findings.unpack_findings(value) == value
+
+
+def test_a_packed_text_that_is_no_list_of_findings_is_refused_with_the_reason():
+    for text, reason in (("{not json", "is not JSON"), ('{"id": "CPU-001"}', "must hold a list"),
+                         (42, "must be a JSON text")):
+        host = {"state": "audited", findings.FINDINGS_TEXT: text}
+        with pytest.raises(ValueError, match=reason):
+            findings.unpack_findings(host)
+        with pytest.raises(report_doc.ReportError, match="host gpu01: findings_json " + reason):
+            build_report({"gpu01": host}, generated=GENERATED)
+        assert report_doc.map_host_findings(host, list) == host  # left for build_report to refuse
 
 
 def test_the_contract_is_imported_from_findings_only():

@@ -581,12 +581,14 @@ def test_action_plugin_in_a_playbook(tmp_path):
 def test_evaluate_action_without_findings_keeps_only_the_host_report(tmp_path):
     """return_findings false (what the roles pass: Ansible keeps every host's registered result
     until the play ends): no findings, failing or pending_items; host_report holds the findings
-    without their rule text, and what the remediate role acts on stays."""
+    without their rule text (as one JSON text), and what the remediate role acts on stays."""
     result = _evaluate_in_a_playbook(tmp_path, "return_findings: false\n")
     assert not set(result) & {"findings", "failing", "pending_items"}, sorted(result)
     assert result["failing_ids"] == ["NUMA-001"] and result["summary"]["fail"] == 1
     assert result["fix_plan"] and result["params"]["max_read_request_bytes_gpu"] == 4096
-    fails = [f for f in result["host_report"]["findings"] if f["status"] == "fail"]
+    # once, as one JSON text (a third of the memory of the same findings as dicts in the controller)
+    assert "findings" not in result["host_report"]
+    fails = [f for f in json.loads(result["host_report"]["findings_json"]) if f["status"] == "fail"]
     assert [(f["id"], f["observed"]) for f in fails] == [("NUMA-001", 1)]
     assert "rationale" not in fails[0] and "title" not in fails[0]
 
