@@ -3,8 +3,8 @@
 The hosts are the demo incident, healthy and intel snapshots cycled (as ``benchmarks/fleet.py``
 builds a fleet), each as ``audit.yml`` judged it: their parts of the golden ``report.json``
 (tests/fixtures/golden/, written by the audit of the demo snapshots), as ``baseline_evaluate``
-registers them (no rule text), copied under ``node-0001``... The writer then runs as ``baseline_report`` runs it (``report.build_report``, then
-``report_dir.stored_text`` and ``write_stored``) into a temporary directory, and each file's size is printed, in all and
+registers them (no rule text), copied under ``node-0001``... The writer then runs as ``baseline_report`` runs it (``report.build_stored``, then
+``report.dumps_document`` and ``write_stored``) into a temporary directory, and each file's size is printed, in all and
 per host, with the writer's time and the process's peak RSS. No Ansible run: the figures of the
 whole audit are ``benchmarks/fleet.py``'s.
 
@@ -50,23 +50,24 @@ def main():
     import_collection()
     from ansible_collections.gpuhost.baseline.plugins.action.baseline_report import with_rule_text
     from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report_dir import MANIFEST, stored_text, write_stored
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_stored, dumps_document
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report_dir import MANIFEST, write_stored
     hosts, golden = fleet_hosts(args.hosts)
     work = tempfile.mkdtemp(prefix="gpuhost-report-size-")
     reports = os.path.join(work, "reports")
     start = time.perf_counter()
     cpu = time.process_time()
-    # as baseline_report does: the rule text put back into a host's findings when build_report reads it
-    report = build_report(with_rule_text(hosts, load_catalogue()), generated=golden["generated"],
+    # as baseline_report does: the rule text put back into a host's findings when build_stored reads it,
+    # the document built as report.json stores it
+    report = build_stored(with_rule_text(hosts, load_catalogue()), generated=golden["generated"],
                           collection_version=golden["collection_version"])
     # as baseline_report does: the built document dropped once report.json's text is made
-    text = stored_text(report)
+    text = dumps_document(report)
     del report
     write_stored(text, reports, args.formats.split(","))
     took, cpu = time.perf_counter() - start, time.process_time() - cpu
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
-    print("%d hosts (%s cycled): build_report, stored_text, write_stored %.1f s wall, %.1f s CPU; peak RSS %.0f MiB"
+    print("%d hosts (%s cycled): build_stored, dumps_document, write_stored %.1f s wall, %.1f s CPU; peak RSS %.0f MiB"
           % (args.hosts, ", ".join(SNAPSHOTS), took, cpu, peak))
     total = 0
     for name in sorted(os.listdir(reports)):

@@ -12,8 +12,8 @@ from ansible.errors import AnsibleError
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.actionbase import ControllerAction
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import (
-    ARGUMENT_SPEC, ReportError, build_report, failing_at_or_above, map_host_findings)
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report_dir import ReportDirError, stored_text, write_stored
+    ARGUMENT_SPEC, ReportError, build_stored, dumps_document, failing_at_or_above, map_host_findings)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report_dir import ReportDirError, write_stored
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import collection_version, load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import expand_findings
@@ -33,8 +33,8 @@ def _with_rule_text(data, catalogue):
 
 class RuleTextHosts(Mapping):
     """``hosts`` (name -> a host's results) read with the rule text put back into its findings, a
-    host when it is read: ``build_report`` reads each once, so the fleet's findings with their rule
-    text are never held together (only the host being built)."""
+    host when it is read: ``build_stored`` reads each twice and keeps its stored form only, so the
+    fleet's findings with their rule text are never held together (only the host being built)."""
 
     def __init__(self, hosts, catalogue):
         self._hosts = hosts
@@ -52,7 +52,7 @@ class RuleTextHosts(Mapping):
 
 def with_rule_text(hosts, catalogue):
     """``hosts`` with the rule text put back into each host's findings when it is read
-    (:class:`RuleTextHosts`); anything but a mapping as it is (build_report rejects it with the reason)."""
+    (:class:`RuleTextHosts`); anything but a mapping as it is (build_stored rejects it with the reason)."""
     return RuleTextHosts(hosts, catalogue) if isinstance(hosts, Mapping) else hosts
 
 
@@ -168,7 +168,9 @@ class ActionModule(ControllerAction):
             result.update(failed=True, msg="baseline_report: cannot load the rule catalogue: %s" % exc)
             return result
         try:
-            report = build_report(
+            # report.json as stored, built a host at a time: the fleet's findings with their rule text
+            # are never held together (each host is read, and its rule text put back, twice)
+            report = build_stored(
                 hosts,
                 profile=args.get("profile"),
                 generated=generated,
@@ -179,7 +181,7 @@ class ActionModule(ControllerAction):
         except ReportError as exc:
             result.update(failed=True, msg="baseline_report: the findings break the report contract: %s" % exc)
             return result
-        del hosts  # the findings with their rule text: build_report made its own copy
+        del hosts
         if args.get("history_dir"):
             # drift history: one record per host appended, what changed since the last one into the report
             boot_ids = dict((name, data.get("boot_id")) for name, data in given.items() if isinstance(data, dict))
@@ -189,7 +191,7 @@ class ActionModule(ControllerAction):
                 result["warnings"] = list(result.get("warnings") or []) + ["baseline_report: %s" % p for p in problems]
         # From here on the document as report.json stores it: the fleet is held once while the
         # views are rendered (write_stored gives back the document the views rendered, the same one).
-        text = stored_text(report)
+        text = dumps_document(report)
         del report
         try:
             paths, report = write_stored(text, report_dir, args["formats"], template_dir=args.get("template_dir"))

@@ -194,25 +194,57 @@ def _json_key(value):
     return json.dumps(value, sort_keys=True, separators=(",", ":"))
 
 
-def _usual(findings):
-    """``{"expected": value, "messages": {status: {subject or "": message}}}`` of one rule's
-    findings: the ``expected`` and, per status and subject, the ``message`` that at least two quiet
-    findings share, the most common one (ties: the first seen). ``{}`` when nothing repeats. A fleet
-    of alike hosts says "cpufreq scaling driver is amd-pstate-epp (128)" once, not once per host."""
-    expected, messages = {}, {}
-    for finding in findings:
+class RulesTable:
+    """What :func:`rules_table` states once per rule, gathered a finding at a time (:meth:`add`),
+    so that a writer can feed a fleet's findings host by host without holding them:
+    :meth:`table` gives the same mapping as :func:`rules_table` of the same findings in the same
+    order. Per rule it keeps the first finding's rule fields, the fields some finding lacks, and
+    the counts of the quiet findings' ``expected`` and messages (:data:`USUAL`)."""
+
+    def __init__(self):
+        self._first = {}
+        self._lacking = {}
+        self._expected = {}
+        self._messages = {}
+
+    def add(self, finding):
+        rule_id = finding.get("id")
+        if rule_id not in self._first:
+            self._first[rule_id] = dict((k, finding[k]) for k in RULE_TEXT_FIELDS if k in finding)
+            self._lacking[rule_id] = set()
+            self._expected[rule_id] = {}
+            self._messages[rule_id] = {}
+        self._lacking[rule_id].update(k for k in RULE_TEXT_FIELDS if k not in finding)
         status = finding.get("status")
         if status not in QUIET_STATUSES:
-            continue
+            return
         if finding.get("expected") is not None:
-            key = _json_key(finding["expected"])
-            count = expected.setdefault(key, [0, finding["expected"]])
+            count = self._expected[rule_id].setdefault(_json_key(finding["expected"]), [0, finding["expected"]])
             count[0] += 1
         subject = finding.get("subject")
         message = finding.get("message")
         if isinstance(message, str) and (subject is None or (isinstance(subject, str) and subject)):
-            count = messages.setdefault(status, {}).setdefault(subject or "", {}).setdefault(message, [0])
+            count = self._messages[rule_id].setdefault(status, {}).setdefault(subject or "", {}).setdefault(message, [0])
             count[0] += 1
+
+    def table(self):
+        """``{id: rule fields}``, sorted by rule id (:func:`rules_table`)."""
+        table = {}
+        for rule_id in sorted(self._first, key=str):
+            entry = dict((k, v) for k, v in self._first[rule_id].items() if k not in self._lacking[rule_id])
+            usual = _usual(self._expected[rule_id], self._messages[rule_id])
+            if usual:
+                entry[USUAL] = usual
+            table[rule_id] = entry
+        return table
+
+
+def _usual(expected, messages):
+    """``{"expected": value, "messages": {status: {subject or "": message}}}`` of one rule's quiet
+    findings, from their counts (:class:`RulesTable`): the ``expected`` and, per status and subject,
+    the ``message`` that at least two quiet findings share, the most common one (ties: the first
+    seen). ``{}`` when nothing repeats. A fleet of alike hosts says "cpufreq scaling driver is
+    amd-pstate-epp (128)" once, not once per host."""
     usual = {}
     best = max(expected.values(), key=lambda c: c[0]) if expected else None
     if best and best[0] > 1:
@@ -233,23 +265,10 @@ def rules_table(findings):
     :data:`RULE_TEXT_FIELDS` of the first finding of each rule, leaving out a field some finding of
     the rule does not have (it stays with the findings that have it), and under :data:`USUAL` the
     values its quiet findings share (:func:`_usual`). Sorted by rule id."""
-    first = {}
-    lacking = {}
-    by_rule = {}
+    table = RulesTable()
     for finding in findings:
-        rule_id = finding.get("id")
-        if rule_id not in first:
-            first[rule_id] = dict((k, finding[k]) for k in RULE_TEXT_FIELDS if k in finding)
-        lacking.setdefault(rule_id, set()).update(k for k in RULE_TEXT_FIELDS if k not in finding)
-        by_rule.setdefault(rule_id, []).append(finding)
-    table = {}
-    for rule_id in sorted(first, key=str):
-        entry = dict((k, v) for k, v in first[rule_id].items() if k not in lacking[rule_id])
-        usual = _usual(by_rule[rule_id])
-        if usual:
-            entry[USUAL] = usual
-        table[rule_id] = entry
-    return table
+        table.add(finding)
+    return table.table()
 
 
 def _usual_value(rule, finding, key):

@@ -705,7 +705,8 @@ def record_report(report, boot_ids, directory, keep=DEFAULT_KEEP, counters=None)
     to the counter values it read (the host part's ``counters``). A host whose history cannot be
     written gets ``changes: {"error": ...}``. Returns the warnings."""
     warnings = []
-    read = expand_document(report)  # a stored report.json too (any schema); changes go into ``report``
+    # a stored report.json too (any schema), each host expanded when it is read; changes go into ``report``
+    read = expand_document(report, lazy=True)
     time = read.get("generated")
     if epoch(time) is None:
         time = datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0).isoformat()

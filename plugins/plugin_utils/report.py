@@ -15,7 +15,7 @@ import math
 from collections.abc import Mapping
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import (
-    FAIL_ON_LEVELS, FINDING_KEYS, HOST_STATES, SEVERITIES, SEVERITY_RANK, STATUSES, STORED_SCHEMA, finding_reader, rules_table, store_finding,
+    FAIL_ON_LEVELS, FINDING_KEYS, HOST_STATES, SEVERITIES, SEVERITY_RANK, STATUSES, STORED_SCHEMA, RulesTable, finding_reader, rules_table, store_finding,
     summarize, unpack_findings)
 
 __metaclass__ = type
@@ -230,6 +230,48 @@ def _generated_text(generated):
     return str(generated)
 
 
+def _host_names(hosts, profile):
+    """``(names in document order, default profile)`` of a ``hosts`` mapping given to the builders."""
+    if hosts is None:
+        hosts = {}
+    if not isinstance(hosts, Mapping):
+        raise ReportError("hosts must map inventory_hostname to findings, got %s" % type(hosts).__name__)
+    return sorted(hosts, key=str), _plain(profile) or None
+
+
+def _document(hosts, default_profile, generated, collection_version):
+    """The head of a document (``schema`` to ``totals``) of ``hosts`` (name -> normalized host, or
+    what :func:`_totals` reads of one: :func:`_light`)."""
+    profiles = sorted(set(h["profile"] for h in hosts.values() if h["profile"]))
+    if len(profiles) == 1:
+        top_profile = profiles[0]
+    elif len(profiles) > 1:
+        top_profile = "mixed"
+    else:
+        top_profile = default_profile or "unknown"
+    return {
+        "schema": SCHEMA,
+        "generated": _generated_text(generated),
+        "collection_version": _plain(collection_version) or "unknown",
+        "profile": top_profile,
+        "totals": _totals(hosts),
+    }
+
+
+def _document_tail(document, started, preview, remediation):
+    """``started`` and ``preview`` (:func:`build_report`) added to ``document``."""
+    if isinstance(started, str) and started:
+        try:
+            datetime.datetime.fromisoformat(started)
+        except ValueError:
+            pass  # not a time stamp: no duration rather than a wrong one
+        else:
+            document["started"] = started
+    if preview is True and remediation:
+        document["preview"] = True
+    return document
+
+
 def build_report(hosts, profile=None, generated=None, collection_version=None, started=None, preview=False):
     """Return the report.json document for ``hosts``.
 
@@ -241,39 +283,48 @@ def build_report(hosts, profile=None, generated=None, collection_version=None, s
     recomputed from the findings so they can never disagree with them. Raises
     :class:`ReportError` when a finding breaks the contract (unknown status, no rule id).
     """
-    if hosts is None:
-        hosts = {}
-    if not isinstance(hosts, Mapping):
-        raise ReportError("hosts must map inventory_hostname to findings, got %s" % type(hosts).__name__)
-    default_profile = _plain(profile) or None
+    names, default_profile = _host_names(hosts, profile)
     out_hosts = {}
-    for name in sorted(hosts, key=str):
+    for name in names:
         out_hosts[str(name)] = _normalize_host(str(name), hosts[name], default_profile)
-    profiles = sorted(set(h["profile"] for h in out_hosts.values() if h["profile"]))
-    if len(profiles) == 1:
-        top_profile = profiles[0]
-    elif len(profiles) > 1:
-        top_profile = "mixed"
-    else:
-        top_profile = default_profile or "unknown"
-    document = {
-        "schema": SCHEMA,
-        "generated": _generated_text(generated),
-        "collection_version": _plain(collection_version) or "unknown",
-        "profile": top_profile,
-        "totals": _totals(out_hosts),
-        "hosts": out_hosts,
-    }
-    if isinstance(started, str) and started:
-        try:
-            datetime.datetime.fromisoformat(started)
-        except ValueError:
-            pass  # not a time stamp: no duration rather than a wrong one
-        else:
-            document["started"] = started
-    if preview is True and any(isinstance(h.get("before"), dict) for h in out_hosts.values()):
-        document["preview"] = True
-    return document
+    document = _document(out_hosts, default_profile, generated, collection_version)
+    document["hosts"] = out_hosts
+    return _document_tail(document, started, preview,
+                          any(isinstance(h.get("before"), dict) for h in out_hosts.values()))
+
+
+def _light(host):
+    """What :func:`_document` reads of a normalized host: its state, profile, summary and failing findings."""
+    return {"state": host["state"], "profile": host["profile"], "summary": host["summary"],
+            "findings": [f for f in host["findings"] if f["status"] == "fail"]}
+
+
+def build_stored(hosts, profile=None, generated=None, collection_version=None, started=None, preview=False):
+    """``compact_document(build_report(...))`` of the same arguments, the same document, without
+    holding the fleet's findings with their rule text: each host is normalized twice, once to state
+    the rules (:class:`findings.RulesTable`) and count the totals, once to be stored with them, and
+    only its stored form is kept. The report writer's way: at 1,000 hosts the built document is the
+    largest thing it would hold. ``hosts`` is read twice (a mapping that builds a host when it is
+    read, as ``baseline_report`` gives, builds it twice). Raises :class:`ReportError` as
+    :func:`build_report` does."""
+    names, default_profile = _host_names(hosts, profile)
+    table = RulesTable()
+    light = {}
+    remediation = False
+    for name in names:
+        host = _normalize_host(str(name), hosts[name], default_profile)
+        for finding in _findings_of(host):
+            table.add(finding)
+        light[str(name)] = _light(host)
+        remediation = remediation or isinstance(host.get("before"), dict)
+    document = _document(light, default_profile, generated, collection_version)
+    del light
+    rules = table.table()
+    document["rules"] = rules
+    document["hosts"] = dict((str(name), _store_host(_normalize_host(str(name), hosts[name], default_profile), rules))
+                             for name in names)
+    document["schema"] = STORED_SCHEMA
+    return _document_tail(document, started, preview, remediation)
 
 
 def failing_at_or_above(report, severity):
@@ -335,11 +386,27 @@ def map_host_findings(host, convert):
     return host
 
 
+def _findings_of(host):
+    """A host's findings, then its ``before``'s."""
+    yield from host.get("findings") or []
+    yield from (host.get("before") or {}).get("findings") or []
+
+
 def _host_findings(report):
     """Every finding of ``report`` (hosts' and their ``before``), in document order."""
     for host in report["hosts"].values():
-        yield from host.get("findings") or []
-        yield from (host.get("before") or {}).get("findings") or []
+        yield from _findings_of(host)
+
+
+def _store_host(host, rules):
+    """A host of the document as ``report.json`` stores it, its findings stored with ``rules``."""
+    def store(findings):
+        return [store_finding(f, rules.get(f.get("id"))) for f in findings]
+
+    host = dict(host, findings=store(host.get("findings") or []))
+    if isinstance(host.get("before"), dict):
+        host["before"] = dict(host["before"], findings=store(host["before"].get("findings") or []))
+    return host
 
 
 class HostsRead(Mapping):
@@ -371,14 +438,8 @@ def compact_document(report, lazy=False):
     one at a time: the fleet is never held twice)."""
     rules = rules_table(_host_findings(report))
 
-    def store(findings):
-        return [store_finding(f, rules.get(f.get("id"))) for f in findings]
-
     def compact(host):
-        host = dict(host, findings=store(host.get("findings") or []))
-        if isinstance(host.get("before"), dict):
-            host["before"] = dict(host["before"], findings=store(host["before"].get("findings") or []))
-        return host
+        return _store_host(host, rules)
 
     out = {}
     for key, value in report.items():

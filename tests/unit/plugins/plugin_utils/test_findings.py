@@ -4,6 +4,7 @@ with named keys and no rule text; archived schema-2 and schema-1 documents still
 import copy
 import json
 import os
+import re
 
 import pytest
 
@@ -26,6 +27,10 @@ def fixture_report():
 def judged_report():
     """Real findings of the judge on the healthy facts, with a remediation's before and a profile
     that changed one rule's severity on one host."""
+    return build_report(judged_hosts(), generated=GENERATED, collection_version="0.1.0")
+
+
+def judged_hosts():
     facts = healthy_facts()
     outcome = evaluation.evaluate(facts)
     part = evaluation.host_report(facts, outcome, before=outcome["findings"])
@@ -35,7 +40,7 @@ def judged_report():
     other["findings"][0]["severity"] = "info"
     other["findings"][1]["pending"] = True
     other["findings"][2]["waiver"] = {"reason": "vendor ticket", "expires": "2030-01-01", "expired": False}
-    return build_report({"gpu01": full, "gpu02": other}, generated=GENERATED, collection_version="0.1.0")
+    return {"gpu01": full, "gpu02": other}
 
 
 def stored_of(report):
@@ -50,6 +55,58 @@ def test_round_trip_full_stored_read_back_is_the_original():
         # key order too: the views iterate findings as build_report made them
         for name, host in report_doc.expand_document(stored)["hosts"].items():
             assert [list(f) for f in host["findings"]] == [list(f) for f in report["hosts"][name]["findings"]]
+
+
+def test_the_stored_document_built_a_host_at_a_time_is_the_compacted_report():
+    """build_stored (the report writer's: a host normalized twice, only its stored form kept) gives
+    compact_document(build_report(...)) of the same arguments, byte for byte as report.json."""
+    with open(os.path.join(FIXTURES, "hosts.json"), encoding="utf-8") as handle:
+        fixture = json.load(handle)["hosts"]
+    judged = judged_hosts()
+    remediated = dict(judged, gpu03={"state": "unreachable", "message": "no route", "findings": []})
+    for hosts, kwargs in ((fixture, {"profile": "auto"}), (judged, {}), (remediated, {"preview": True}),
+                          (judged, {"started": "2025-06-01T11:59:00+00:00", "collection_version": "9.9.9"}),
+                          (judged, {"started": "not a time"}), ({}, {}), (None, {"profile": "amd-epyc-nvidia"})):
+        kwargs = dict(kwargs, generated=GENERATED)
+        expected = report_doc.compact_document(build_report(hosts, **kwargs))
+        stored = report_doc.build_stored(hosts, **kwargs)
+        assert stored == expected
+        assert report_doc.dumps_document(stored) == report_doc.dumps_document(expected)
+    assert report_doc.build_stored(remediated, preview=True)["preview"] is True
+    # the same refusals, with the same reasons
+    for bad in ([], {"gpu01": {"findings": [{"status": "pass"}]}}, {"gpu01": {"findings": "x"}}):
+        with pytest.raises(report_doc.ReportError) as built:
+            build_report(bad)
+        with pytest.raises(report_doc.ReportError, match=re.escape(str(built.value))):
+            report_doc.build_stored(bad)
+
+
+def test_rules_table_fed_a_finding_at_a_time():
+    """RulesTable (what build_stored feeds host by host): the first finding's rule fields, a field
+    some finding lacks left out, and the usual message and expected of the quiet findings (the most
+    common one shared by two or more; a tie goes to the first seen; fail findings never count)."""
+    def finding(rule_id, status, message, expected=1, **more):
+        return dict({"id": rule_id, "status": status, "subject": None, "message": message, "expected": expected,
+                     "title": "t-" + rule_id, "severity": "high", "fix": "f"}, **more)
+
+    table = findings.RulesTable()
+    for f in (finding("A", "pass", "n", expected=2), finding("A", "pass", "m"), finding("A", "pass", "m"),
+              finding("A", "fail", "n"), finding("A", "fail", "n"), finding("A", "pass", "n", expected=2),
+              finding("B", "not_applicable", "x"), finding("B", "not_applicable", "y"),
+              finding("B", "not_applicable", "y"), finding("B", "not_applicable", "x", fix=None),
+              finding("C", "pass", "once")):
+        if f.get("fix") is None:
+            del f["fix"]
+        table.add(f)
+    rules = table.table()
+    assert list(rules) == ["A", "B", "C"]
+    assert rules["A"] == {"title": "t-A", "severity": "high", "fix": "f",
+                          findings.USUAL: {"expected": 2, "messages": {"pass": {"": "n"}}}}
+    # B: "x" and "y" twice each, "x" seen first; one finding has no fix, so the rule states none
+    assert rules["B"] == {"title": "t-B", "severity": "high",
+                          findings.USUAL: {"expected": 1, "messages": {"not_applicable": {"": "x"}}}}
+    assert rules["C"] == {"title": "t-C", "severity": "high", "fix": "f"}  # nothing repeats
+    assert findings.rules_table(iter([])) == {}
 
 
 def test_finding_reader_reads_as_read_finding_does():
