@@ -489,18 +489,38 @@ def merged_lines(report, existing, now=None, keep_seconds=KEEP_SECONDS):
 EXISTING_CAP = 32 * 1024 * 1024
 
 
+def _existing_bytes(path, cap):
+    try:
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            return b""
+        return files.read_bytes(path, cap)
+    except FileNotFoundError:
+        return b""
+
+
 def read_existing(path, cap=EXISTING_CAP):
     """Text of the fleet metrics file at ``path``; ``""`` when there is none (or a directory is in its
-    place: the writer refuses to replace that). Read through ``files.read_text``: a regular file
+    place: the writer refuses to replace that). Read through ``files.read_bytes``: a regular file
     only, a link never followed, a FIFO never waited on, at most ``cap`` bytes; anything else raises
     ``files.FileRefused`` saying which file and why, another read error its ``OSError``. Bytes that
     are not UTF-8 are replaced (their lines still parse, or are dropped by the merge)."""
-    try:
-        if stat.S_ISDIR(os.lstat(path).st_mode):
-            return ""
-        return files.read_text(path, cap)
-    except FileNotFoundError:
+    return _existing_bytes(path, cap).decode("utf-8", "replace")
+
+
+#: A ``gpuhost_baseline_last_run_timestamp_seconds`` line of a file's bytes (what :func:`_last_runs` reads).
+_LAST_RUN_LINE = re.compile(br"^gpuhost_baseline_last_run_timestamp_seconds\{[^\n]*", re.M)
+
+
+def existing_to_merge(report, path, cap=EXISTING_CAP, now=None, keep_seconds=KEEP_SECONDS):
+    """:func:`read_existing`'s text of the file at ``path`` when it has a host to keep for ``report``
+    (:func:`kept_hosts`: a ``--limit`` run), else ``""``: a run over the whole fleet, whose new file
+    keeps nothing of the old one, never decodes or holds its text (its bytes only while its last-run
+    lines are read; 9 MB at 300 hosts). Read and refused as :func:`read_existing` reads and refuses."""
+    data = _existing_bytes(path, cap)
+    stamps = "\n".join(line.decode("utf-8", "replace") for line in _LAST_RUN_LINE.findall(data))
+    if not kept_hosts(report, stamps, now=now, keep_seconds=keep_seconds):
         return ""
+    return data.decode("utf-8", "replace")
 
 
 def fleet_metrics(report, path, keep_seconds=KEEP_SECONDS):

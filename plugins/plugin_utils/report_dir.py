@@ -317,9 +317,10 @@ def _write_set(text, directory, formats, template_dir):
             paths[name] = os.path.join(directory, files_named[name])
             if name == "prom":
                 # the fleet file keeps the hosts a --limit run skipped (metrics.merge_metrics); read
-                # bounded, never through a link, never blocking on a FIFO
+                # bounded, never through a link, never blocking on a FIFO, and its text held only
+                # when it has such a host
                 try:
-                    existing = metrics.read_existing(paths[name])
+                    existing = metrics.existing_to_merge(stored, paths[name])
                 except FileRefused as exc:
                     raise ReportDirError(
                         "refused to write the reports into %s: %s (it is read to keep the series of the hosts a "

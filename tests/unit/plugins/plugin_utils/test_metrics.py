@@ -15,6 +15,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report_dir, views_machine
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import STATUSES
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import FileRefused
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "..", "..", "..", "fixtures", "report", "hosts.json")
@@ -403,6 +404,30 @@ def test_fleet_metrics_reads_the_file(tmp_path):
     limited = fleet(a={"findings": []})
     assert metrics.fleet_metrics(limited, str(path)) == metrics.merge_metrics(limited, path.read_text(encoding="utf-8"))
     assert copy.deepcopy(limited) == limited
+
+
+def test_the_old_file_is_held_only_when_a_host_of_it_is_kept(tmp_path):
+    """existing_to_merge (the report writer's read): the old file's text when a --limit run keeps a
+    host of it, "" when the run covers every host of it (or every kept host is too old), refused
+    as read_existing refuses; the merged file is what merge_metrics makes of the whole text."""
+    path = tmp_path / "metrics.prom"
+    old = metrics.render_metrics(three_hosts(generated="2025-05-31T12:00:00+00:00"))
+    path.write_bytes(old.encode("utf-8") + b"\xff\xfe garbage\n")
+    limited = fleet(a={"findings": []})
+    text = metrics.existing_to_merge(limited, str(path))
+    assert text == path.read_bytes().decode("utf-8", "replace") and text != old
+    assert metrics.merge_metrics(limited, text) == metrics.merge_metrics(limited, path.read_text(errors="replace"))
+    everyone = three_hosts()
+    assert metrics.existing_to_merge(everyone, str(path)) == ""
+    assert metrics.merge_metrics(everyone, "") == metrics.merge_metrics(everyone, text)
+    assert metrics.existing_to_merge(limited, str(path), keep_seconds=60) == ""  # a day old: nothing kept
+    assert metrics.existing_to_merge(limited, str(tmp_path / "none.prom")) == ""
+    assert metrics.existing_to_merge(limited, str(tmp_path)) == ""
+    (tmp_path / "link.prom").symlink_to(path)
+    with pytest.raises(FileRefused, match="symbolic link"):
+        metrics.existing_to_merge(limited, str(tmp_path / "link.prom"))
+    with pytest.raises(FileRefused, match="larger than"):
+        metrics.existing_to_merge(limited, str(path), cap=100)
 
 
 def test_merged_families_stay_contiguous_in_host_order():
