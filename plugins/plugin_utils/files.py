@@ -31,7 +31,7 @@ import os
 import stat
 import tempfile
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Refused, read_regular
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Refused, open_regular, read_regular
 
 #: What a message quotes of a name or a value at most (characters).
 MESSAGE_CHARS = 300
@@ -82,6 +82,32 @@ def read_bytes(path, cap=DEFAULT_CAP):
         if getattr(exc, "errno", None) == 40:  # ELOOP: O_NOFOLLOW met a link
             raise FileRefused(path, "is a symbolic link (not followed)")
         raise
+
+
+def iter_bytes(path, cap=DEFAULT_CAP, size=1024 * 1024):
+    """The bytes of :func:`read_bytes`, in pieces of at most ``size`` bytes, for a reader that does
+    not need the whole file at once; refused as :func:`read_bytes` refuses (a file over ``cap`` bytes
+    when the piece that passes the cap is read)."""
+    try:
+        fd, unused_status = open_regular(path, clip(path), nofollow=True)
+    except Refused as exc:
+        raise FileRefused(path, exc.why)
+    except OSError as exc:
+        if getattr(exc, "errno", None) == 40:  # ELOOP: O_NOFOLLOW met a link
+            raise FileRefused(path, "is a symbolic link (not followed)")
+        raise
+    try:
+        total = 0
+        while True:
+            chunk = os.read(fd, size)
+            if not chunk:
+                return
+            total += len(chunk)
+            if total > cap:
+                raise FileRefused(path, "is larger than %d bytes (the limit for this kind of file)" % cap)
+            yield chunk
+    finally:
+        os.close(fd)
 
 
 def read_text(path, cap=DEFAULT_CAP):

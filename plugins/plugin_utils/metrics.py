@@ -514,13 +514,31 @@ _LAST_RUN_LINE = re.compile(br"^gpuhost_baseline_last_run_timestamp_seconds\{[^\
 def existing_to_merge(report, path, cap=EXISTING_CAP, now=None, keep_seconds=KEEP_SECONDS):
     """:func:`read_existing`'s text of the file at ``path`` when it has a host to keep for ``report``
     (:func:`kept_hosts`: a ``--limit`` run), else ``""``: a run over the whole fleet, whose new file
-    keeps nothing of the old one, never decodes or holds its text (its bytes only while its last-run
-    lines are read; 9 MB at 300 hosts). Read and refused as :func:`read_existing` reads and refuses."""
-    data = _existing_bytes(path, cap)
-    stamps = "\n".join(line.decode("utf-8", "replace") for line in _LAST_RUN_LINE.findall(data))
-    if not kept_hosts(report, stamps, now=now, keep_seconds=keep_seconds):
+    keeps nothing of the old one, never holds it (its last-run lines are read a piece at a time; the
+    file is 9 MB at 300 hosts). Read and refused as :func:`read_existing` reads and refuses."""
+    if not kept_hosts(report, _last_run_lines(path, cap), now=now, keep_seconds=keep_seconds):
         return ""
-    return data.decode("utf-8", "replace")
+    return read_existing(path, cap)
+
+
+def _last_run_lines(path, cap, size=1024 * 1024):
+    """The last-run lines of the file at ``path``, as text, read a piece at a time (never the whole
+    file: 30 MB at 1,000 hosts); refused as :func:`read_existing` refuses."""
+    lines = []
+    pending = bytearray()
+    try:
+        if stat.S_ISDIR(os.lstat(path).st_mode):
+            return ""
+        for chunk in files.iter_bytes(path, cap, size):
+            pending.extend(chunk)
+            cut = pending.rfind(b"\n") + 1  # whole lines only: a line cut between two pieces waits
+            if cut:
+                lines.extend(_LAST_RUN_LINE.findall(pending, 0, cut))
+                del pending[:cut]
+    except FileNotFoundError:
+        return ""
+    lines.extend(_LAST_RUN_LINE.findall(pending))
+    return "\n".join(bytes(line).decode("utf-8", "replace") for line in lines)
 
 
 def fleet_metrics(report, path, keep_seconds=KEEP_SECONDS):

@@ -136,13 +136,10 @@ _OPEN = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 _OPEN_NOFOLLOW = _OPEN | getattr(os, "O_NOFOLLOW", 0)
 
 
-def read_regular(real, display, cap=MAX_FILE_BYTES, limit=None, nofollow=False):
-    """Bytes of the regular file ``real`` (at most ``limit`` when given).
-
-    Opened without blocking (a FIFO never hangs the reader), refused with :class:`Refused`
-    when it is not a regular file or holds more than ``cap`` bytes. ``display`` names the
-    file in messages (the host path, not the snapshot path).
-    """
+def open_regular(real, display, nofollow=False):
+    """``(fd, fstat)`` of the regular file ``real``, opened read-only without blocking (a FIFO never
+    hangs the reader) and, with ``nofollow``, never through a link as its last component;
+    :class:`Refused` (the descriptor closed) when it is not a regular file."""
     fd = os.open(real, _OPEN_NOFOLLOW if nofollow else _OPEN)
     try:
         status = os.fstat(fd)
@@ -152,6 +149,21 @@ def read_regular(real, display, cap=MAX_FILE_BYTES, limit=None, nofollow=False):
                 "a device" if (stat.S_ISCHR(mode) or stat.S_ISBLK(mode)) else "a socket" if stat.S_ISSOCK(mode) \
                 else "not a regular file"
             raise Refused(display, "is %s, not a regular file" % kind)
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, status
+
+
+def read_regular(real, display, cap=MAX_FILE_BYTES, limit=None, nofollow=False):
+    """Bytes of the regular file ``real`` (at most ``limit`` when given).
+
+    Opened without blocking (a FIFO never hangs the reader), refused with :class:`Refused`
+    when it is not a regular file or holds more than ``cap`` bytes. ``display`` names the
+    file in messages (the host path, not the snapshot path).
+    """
+    fd, status = open_regular(real, display, nofollow)
+    try:
         want = cap + 1 if limit is None else min(limit, cap + 1)
         data = os.read(fd, min(65536, want))
         # one read holds a file of the size it says it has (a snapshot's files); else more reads until

@@ -15,6 +15,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report_dir, views_machine
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import STATUSES
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils import files
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import FileRefused
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -428,6 +429,28 @@ def test_the_old_file_is_held_only_when_a_host_of_it_is_kept(tmp_path):
         metrics.existing_to_merge(limited, str(tmp_path / "link.prom"))
     with pytest.raises(FileRefused, match="larger than"):
         metrics.existing_to_merge(limited, str(path), cap=100)
+
+
+def test_the_last_run_lines_are_read_a_piece_at_a_time(tmp_path):
+    """Whatever the piece size, the last-run lines read a piece at a time are those of the whole
+    text (a line cut between two pieces is read whole), and the kept hosts are the same."""
+    path = tmp_path / "metrics.prom"
+    old = metrics.render_metrics(three_hosts(generated="2025-05-31T12:00:00+00:00"))
+    path.write_bytes(b"\xff\n" + old.encode("utf-8") + b"gpuhost_baseline_last_run_timestamp_seconds{host=\"z\"} 1")
+    whole = re.findall(r"^gpuhost_baseline_last_run_timestamp_seconds\{.*$", path.read_text(errors="replace"), re.M)
+    assert len(whole) == 4
+    limited = fleet(a={"findings": []})
+    for size in (1, 7, 64, 1 << 20):
+        read = metrics._last_run_lines(str(path), metrics.EXISTING_CAP, size)  # pylint: disable=protected-access
+        assert read.split("\n") == whole
+        assert metrics.kept_hosts(limited, read) == metrics.kept_hosts(limited, path.read_text(errors="replace"))
+    assert list(files.iter_bytes(str(path), size=5))[0] == path.read_bytes()[:5]
+    assert b"".join(files.iter_bytes(str(path), size=5)) == path.read_bytes()
+    with pytest.raises(FileRefused, match="larger than 10 bytes"):
+        list(files.iter_bytes(str(path), cap=10, size=4))
+    os.mkfifo(str(tmp_path / "fifo.prom"))
+    with pytest.raises(FileRefused, match="FIFO"):
+        list(files.iter_bytes(str(tmp_path / "fifo.prom")))
 
 
 def test_merged_families_stay_contiguous_in_host_order():
