@@ -26,6 +26,7 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import contextlib
 import json
 import os
 import stat
@@ -70,32 +71,34 @@ def controller_path(path):
     return os.path.normpath(os.path.join(os.getcwd(), path))
 
 
-def read_bytes(path, cap=DEFAULT_CAP):
-    """Bytes of the regular file ``path``: a last component that is a link, a FIFO, a device or a
-    directory is refused (:class:`FileRefused`), as is a file over ``cap`` bytes. A missing file
-    raises ``FileNotFoundError`` as ``open()`` would."""
+@contextlib.contextmanager
+def _as_refused(path):
+    """A reader's :class:`Refused` (not a regular file, too big) and a link met by ``O_NOFOLLOW``
+    (``ELOOP``) raised as :class:`FileRefused` naming ``path``; other errors as they are."""
     try:
-        return read_regular(path, clip(path), cap=cap, nofollow=True)
+        yield
     except Refused as exc:
         raise FileRefused(path, exc.why)
     except OSError as exc:
         if getattr(exc, "errno", None) == 40:  # ELOOP: O_NOFOLLOW met a link
             raise FileRefused(path, "is a symbolic link (not followed)")
         raise
+
+
+def read_bytes(path, cap=DEFAULT_CAP):
+    """Bytes of the regular file ``path``: a last component that is a link, a FIFO, a device or a
+    directory is refused (:class:`FileRefused`), as is a file over ``cap`` bytes. A missing file
+    raises ``FileNotFoundError`` as ``open()`` would."""
+    with _as_refused(path):
+        return read_regular(path, clip(path), cap=cap, nofollow=True)
 
 
 def iter_bytes(path, cap=DEFAULT_CAP, size=1024 * 1024):
     """The bytes of :func:`read_bytes`, in pieces of at most ``size`` bytes, for a reader that does
     not need the whole file at once; refused as :func:`read_bytes` refuses (a file over ``cap`` bytes
     when the piece that passes the cap is read)."""
-    try:
+    with _as_refused(path):
         fd, unused_status = open_regular(path, clip(path), nofollow=True)
-    except Refused as exc:
-        raise FileRefused(path, exc.why)
-    except OSError as exc:
-        if getattr(exc, "errno", None) == 40:  # ELOOP: O_NOFOLLOW met a link
-            raise FileRefused(path, "is a symbolic link (not followed)")
-        raise
     try:
         total = 0
         while True:
