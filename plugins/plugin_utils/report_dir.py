@@ -250,6 +250,9 @@ def write_stored(text, directory, formats=None, template_dir=None):
     a host at a time: its ``hosts`` a read-only mapping that expands a host each time it is read.
     A caller that drops its document once it has the text (``baseline_report``) never holds two
     copies of the fleet while the views are rendered, nor the fleet's findings with their rule text.
+    ``text`` may also be a list holding the text alone, which is emptied once the text is written
+    and read back: a caller that hands it over so does not hold the text (20 MB at 1,000 hosts)
+    while the views are rendered.
 
     The directory must be new, empty, or a report directory (it holds :data:`MANIFEST`, or only the
     names this tool writes); a system directory, a directory holding other files, a link in place of
@@ -297,6 +300,8 @@ def _write_set(text, directory, formats, template_dir):
     paths = {"json": os.path.join(directory, files_named["json"])}
     staged = _Staged(directory)
     try:
+        if isinstance(text, list):  # handed over (write_stored): the list is the only other holder
+            text = text.pop()
         staged.add(files_named["json"], text)
         # Views render from the document as stored, so they can never show more than report.json.
         compact = json.loads(text)

@@ -298,6 +298,13 @@ APPLIES_WORDS = {
     "cpu.tuned.running": "where the tuned daemon runs (it applies its own CPU power profile)",
     "numa.node_count != `1`": "with more than one NUMA node",
     "params.iommu_passthrough": "whose profile asks for IOMMU passthrough",
+    "derived.inventory.present": "whose profile has a golden inventory (playbooks/learn.yml writes it)",
+    "health.nvidia_seen": "with the NVIDIA driver loaded or NVIDIA GPUs on the PCI bus",
+    "derived.health.nvlink_expected": "with NVLink (NVLink peers in the GPU topology, an NVSwitch or an active link)",
+    "length(health.fabric_manager.nvswitches || `[]`) > `0`": "with an NVSwitch on the PCI bus",
+    "params.nccl_nic_per_gpu": "whose profile asks for an RDMA NIC per GPU (nccl_nic_per_gpu)",
+    "length(derived.health.rdma_devices || `[]`) > `0`": "with RDMA NICs",
+    "derived.health.gpudirect": "with RDMA NICs",
     "derived.validation.measured": "measured by playbooks/validate.yml (an audit measures nothing)",
     "length(derived.validation.nodes) > `1`": "with more than one NUMA node measured",
     "length(derived.validation.cross) > `0`": "whose memory was measured across NUMA nodes",
@@ -819,15 +826,15 @@ def report_view(report, inline_hosts=None):
     view["pages"] = dict((name, "%s/%s" % (HOST_PAGES_DIR, stem)) for name, stem in pages.items())
     buckets = {}
     order = []
-    # the rule text of every rule a host page shows a row of (all but not applicable ones), stated
-    # on the fleet page once: the host pages link to it instead of repeating it in each finding's row
+    # the rule text of every rule a host page names, stated on the fleet page once: the host pages
+    # link to it instead of repeating it in each finding's row
     shown = {}
     for index, name in ordered:
         host = hosts_in[name]
         # on a host's own page the findings' anchors need not name the host: the same finding
         # renders the same row on every page (memo below)
         entry = _host_view(index, name, host, columns, indexes, "f")
-        for finding, dummy in entry["problems"] + entry["passes"]:
+        for finding, dummy in entry["problems"] + entry["passes"] + entry["not_applicable"]:
             shown.setdefault(finding["id"], finding)
         key = problem_key(host)
         if key not in buckets:
@@ -923,15 +930,38 @@ def fold_findings(pairs, rule_text=None):
     return out
 
 
+def group_na_rows(rows):
+    """A host page's not-applicable rows (:func:`fold_findings`) by reason: ``[{"reason", "rows"}]``.
+
+    The rules whose findings all give one reason share a group with the other rules of that reason
+    (most reasons are a rule's ``applies_when`` in words, the same for several rules); a rule whose
+    subjects give different reasons is a group of its own with ``reason`` ``None`` (its ``lines``
+    say why, per subject). Groups in the order of their first rule, rules in rule id order."""
+    groups = []
+    by_reason = {}
+    for row in rows:
+        if not row["same"]:
+            groups.append({"reason": None, "rows": [row]})
+            continue
+        group = by_reason.get(row["value"])
+        if group is None:
+            group = by_reason[row["value"]] = {"reason": row["value"], "rows": []}
+            groups.append(group)
+        group["rows"].append(row)
+    return groups
+
+
 def host_page_view(view, entry):
     """The view model of one host's page (``hosts/<stem>.html``, ``.md``): the fleet view's
     columns and filter, that host's entry alone, the link back to its group on the fleet page.
-    The page shows the problems (fail, unknown, waived) in full and its passing and
-    not-applicable findings one row per rule: the entry's ``pass_rows`` and ``na_rows``
-    (:func:`fold_findings`)."""
+    The page shows the problems (fail, unknown, waived) in full, its passing findings one row per
+    rule (the entry's ``pass_rows``, :func:`fold_findings`) and its not-applicable ones one row
+    per reason (``na_groups``, :func:`group_na_rows` of ``na_rows``); a rule's title, rationale,
+    fix and source are on the fleet page, once (``rule_text``), and the page links to them."""
     group = view["group_of"].get(entry["name"], "")
-    entry = dict(entry, pass_rows=fold_findings(entry["passes"], view["rule_text"]),
-                 na_rows=fold_findings(entry["not_applicable"], view["rule_text"]))
+    na_rows = fold_findings(entry["not_applicable"], view["rule_text"])
+    entry = dict(entry, pass_rows=fold_findings(entry["passes"], view["rule_text"]), na_rows=na_rows,
+                 na_groups=group_na_rows(na_rows))
     return dict(view, mode="host", hosts=[entry], groups=[], back=group, rules=[])
 
 

@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import metrics
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import STATUS_LABELS, STATUSES
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import _text, _waiver_text
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import _text, _waiver_text, na_reason
 
 __metaclass__ = type
 
@@ -39,13 +39,18 @@ def _x(value):
 _JUNIT_RULE_TEXT = ("rationale", "source", "fix")
 #: The name of the suite without testcases that states each rule's text once for the whole file.
 JUNIT_RULES_SUITE = "gpuhost.baseline rules"
+#: The ``<skipped>`` message of a finding whose rule does not apply by its own condition; the
+#: condition in words is the rule's ``not applicable:`` line in :data:`JUNIT_RULES_SUITE`.
+JUNIT_NA_RULE = "not applicable"
 
 
 def _junit_details(f, rules):
     """A failing or unknown testcase's text: the finding (its message is the element's ``message``
     attribute, not repeated), the rule's text by reference to ``rules`` (the rules suite's)."""
     rule = rules.get(f["id"]) or {}
-    lines = ["rule: %s %s" % (f["id"], f.get("title") or "")]
+    stated = any(rule.get(key) for key in _JUNIT_RULE_TEXT)  # in the rules suite, with its title
+    lines = ["rule: %s" % f["id"] if stated and (f.get("title") or "") == (rule.get("title") or "")
+             else "rule: %s %s" % (f["id"], f.get("title") or "")]
     if f.get("subject") not in (None, ""):
         lines.append("subject: %s" % _text(f["subject"]))
     lines.extend(("severity: %s" % _text(f.get("severity")),
@@ -54,8 +59,8 @@ def _junit_details(f, rules):
     for key in _JUNIT_RULE_TEXT:
         if f.get(key) and f.get(key) != rule.get(key):
             lines.append("%s: %s" % (key, _text(f[key])))
-    if any(rule.get(key) for key in _JUNIT_RULE_TEXT):
-        lines.append("rationale, source, fix: suite %s" % JUNIT_RULES_SUITE)
+    if stated:
+        lines.append("title, rationale, source, fix: suite %s" % JUNIT_RULES_SUITE)
     if f.get("waiver"):
         lines.append("waiver: %s" % _waiver_text(f["waiver"]))
     if f.get("pending") is True:
@@ -65,23 +70,38 @@ def _junit_details(f, rules):
     return _x("\n".join(lines))
 
 
+def _rule_na_reason(f):
+    """Why a not-applicable finding's rule does not apply, in words, when that is the rule's own
+    condition (its ``applies_when`` or an empty subject list: the same reason on every host), else
+    ``None`` (the finding's own reason, such as an idle GPU, stays on its testcase)."""
+    message = f.get("message") or ""
+    return na_reason(f) if not message or message.startswith("not applicable") else None
+
+
 def _junit_rules(findings, rules=None):
     """``rules`` (``{id: rule text}``, a new mapping when ``None``) with the rule of each finding not
-    yet in it: its :data:`_JUNIT_RULE_TEXT` and title as its first finding states them."""
+    yet in it: its :data:`_JUNIT_RULE_TEXT` and title as its first finding states them; ``applies``,
+    the reason of the rule's first not-applicable finding whose reason is the rule's
+    (:func:`_rule_na_reason`), stated in the rules suite instead of in each ``<skipped>``."""
     rules = {} if rules is None else rules
     for f in findings:
-        if f.get("id") not in rules:
-            rules[f.get("id")] = dict((key, f.get(key)) for key in ("title",) + _JUNIT_RULE_TEXT)
+        rule = rules.get(f.get("id"))
+        if rule is None:
+            rule = rules[f.get("id")] = dict((key, f.get(key)) for key in ("title",) + _JUNIT_RULE_TEXT)
+        if f.get("status") == "not_applicable" and not rule.get("applies"):
+            rule["applies"] = _rule_na_reason(f)
     return rules
 
 
 def _junit_rules_text(rules):
     blocks = []
     for rule_id, rule in sorted(rules.items(), key=lambda item: _text(item[0])):
-        if not any(rule.get(key) for key in _JUNIT_RULE_TEXT):
+        if not any(rule.get(key) for key in _JUNIT_RULE_TEXT + ("applies",)):
             continue
         lines = ["%s %s" % (rule_id, _text(rule.get("title") or ""))]
         lines.extend("  %s: %s" % (key, _text(rule[key])) for key in _JUNIT_RULE_TEXT if rule.get(key))
+        if rule.get("applies"):
+            lines.append("  not applicable: %s" % _text(rule["applies"]))
         blocks.append("\n".join(lines))
     return _x("\n\n".join(blocks))
 
@@ -150,6 +170,10 @@ def _junit_suite(report, name, host, rules):
             el = ET.SubElement(case, "error", {"message": msg, "type": "unknown"})
             el.text = _junit_details(f, rules)
             counts["errors"] += 1
+        elif status == "not_applicable" and _rule_na_reason(f) is not None:
+            # the rule's own condition, the same on every host: stated once, in the rules suite
+            ET.SubElement(case, "skipped", {"message": JUNIT_NA_RULE})
+            counts["skipped"] += 1
         elif status in ("waived", "not_applicable"):
             reason = _waiver_text(f.get("waiver")) if status == "waived" and f.get("waiver") else f.get("message")
             ET.SubElement(case, "skipped", {"message": _x("%s: %s" % (STATUS_LABELS[status], _text(reason or "")))})

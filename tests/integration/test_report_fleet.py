@@ -121,17 +121,24 @@ def test_host_pages_link_the_rule_text_stated_once_on_the_fleet_page(tmp_path):
     report_dir.write_reports(report, str(tmp_path))
     fleet_page = (tmp_path / "report.html").read_text(encoding="utf-8")
     incident = report["hosts"]["gpu-0000"]
-    shown = dict((f["id"], f) for f in incident["findings"] if f["status"] != "not_applicable")
+    shown = dict((f["id"], f) for f in incident["findings"])  # not-applicable rules included
+    assert any(f["status"] == "not_applicable" for f in shown.values())
     page = (tmp_path / "hosts" / "gpu-0000.html").read_text(encoding="utf-8")
+    problem_rules = set(f["id"] for f in incident["findings"] if f["status"] in ("fail", "unknown", "waived"))
     for rule_id, finding in shown.items():
         ref = re.search(r'<tr id="(rule-\d+)"[^>]*><td><span class="mono">%s</span>' % re.escape(rule_id), fleet_page)
         assert ref, rule_id
-        assert '<a class="mono" href="../report.html#%s">%s</a>' % (ref.group(1), rule_id) in page
+        assert re.search(r'<a class="mono"(?: id="f-%s")? href="\.\./report\.html#%s">%s</a>' % (
+            re.escape(rule_id), ref.group(1), re.escape(rule_id)), page), rule_id
         if finding.get("rationale"):
             assert fleet_page.count(html.escape(finding["rationale"])) == 1, rule_id
             assert html.escape(finding["rationale"]) not in page, rule_id
         if finding.get("fix"):
             assert html.escape(finding["fix"]) not in page, rule_id
+        # the title: on the fleet page; on the host page once, at a problem rule's first row
+        title = html.escape(finding.get("title") or "")
+        if title and not any(title in html.escape(g.get("message") or "") for g in incident["findings"]):
+            assert page.count(title) == (1 if rule_id in problem_rules else 0), rule_id
     # the Markdown page: a rule's fix at its first problem, "fix: as above" at the next ones
     md = (tmp_path / "hosts" / "gpu-0000.md").read_text(encoding="utf-8")
     problems = [f for f in incident["findings"] if f["status"] in ("fail", "unknown", "waived")]
@@ -162,41 +169,50 @@ def test_host_pages_fold_passing_and_not_applicable_findings_one_row_per_rule(tm
     na_rules = sorted(set(f["id"] for f in not_applicable))
     assert len(pass_rules) < len(passing) and incident["summary"]["pass"] == len(passing)
     page = (tmp_path / "hosts" / "gpu-0000.html").read_text(encoding="utf-8")
-    # one row per rule, in rule order
-    pass_ids = re.findall(r'<tr class="st-pass"[^>]*><td>.*?<a class="mono" href="\.\./report\.html#rule-\d+">([^<]+)</a>', page)
+    # passing findings: one row per rule, in rule order, the rule id linking to its text on the fleet page
+    pass_ids = re.findall(r'<tr class="st-pass"><td><a class="mono"(?: id="[^"]+")? href="\.\./report\.html#rule-\d+">'
+                          r'([^<]+)</a>', page)
     assert pass_ids == pass_rules
-    na_ids = re.findall(r'<tr class="st-not_applicable"[^>]*><td>.*?class="mono"[^>]*>([^<]+)</', page)
-    assert na_ids == na_rules
+    # not-applicable findings: one row per reason, naming its rules (each once), the reason once
+    na_section = page.split('<details class="na">')[1].split("</details>")[0]
+    na_rows = re.findall(r'<tr class="st-not_applicable"><td>(.*?)</td><td>(.*?)</td></tr>', na_section)
+    na_ids = [rid for dummy, links in na_rows for rid in re.findall(r'>([A-Z]+-\d+)</a>', links)]
+    assert sorted(na_ids) == na_rules
+    reasons = [views.na_reason(f) for f in not_applicable]
+    assert len(na_rows) == len(set(reasons)) < len(na_rules)  # rules sharing a reason share a row
+    for reason in set(reasons):
+        assert [r for r, dummy in na_rows].count(html.escape(reason)) == 1, reason
     # the problems stay a full row each
     for status in ("fail", "unknown", "waived"):
         assert len(re.findall(r'<tr class="st-%s"' % status, page)) == incident["summary"][status], status
-    # every rule of the host keeps its anchor f-<rule>, once, on its first row
+    # every rule of the host keeps its anchor f-<rule>, once, on its first row or link
     for rule_id in set(f["id"] for f in findings):
         assert page.count('id="f-%s"' % rule_id) == 1, rule_id
-    assert 'id=""' not in page.split('<details class="na">')[1]
+    assert 'id=""' not in page
     # the summary lines count findings, and say how many rules
     assert "<summary>%d passing finding(s) of %d rule(s), one row per rule</summary>" % (
         len(passing), len(pass_rules)) in page
-    assert "<summary>%d not applicable finding(s) of %d rule(s)," % (len(not_applicable), len(na_rules)) in page
+    assert "<summary>%d not applicable finding(s) of %d rule(s), one row per reason" % (
+        len(not_applicable), len(na_rules)) in page
     # a value the same on every subject once; differing ones per subject (HEALTH-012: 0 on mc0, 3 on mc1)
-    health12 = re.search(r'<tr class="st-pass"[^>]*id="f-HEALTH-012".*?</tr>', page).group(0)
-    assert '<ul class="val"><li>mc0: 0</li><li>mc1: 3</li></ul>' in health12 and "2 pass" in health12
-    health13 = re.search(r'<tr class="st-pass"[^>]*id="f-HEALTH-013".*?</tr>', page).group(0)
-    assert "8 pass" in health13 and health13.count("nothing") == 1
-    # no filter on a host's own page, so none of its CSS (one rule per area and per rule on the fleet page)
-    assert "flt-area" not in page and "flt-rule" not in page
+    health12 = re.search(r'<tr class="st-pass"><td><a [^>]*id="f-HEALTH-012".*?</tr>', page).group(0)
+    assert '<ul class="val"><li>mc0: 0</li><li>mc1: 3</li></ul>' in health12 and ">2: mc0, mc1<" in health12
+    health13 = re.search(r'<tr class="st-pass"><td><a [^>]*id="f-HEALTH-013".*?</tr>', page).group(0)
+    assert ">8: " in health13 and health13.count("nothing") == 1
+    # no filter on a host's own page, so neither its CSS nor the matrix's, nor data-f on a row
+    assert "flt-area" not in page and "flt-rule" not in page and "table.matrix" not in page and "data-f=" not in page
     # no per-subject message of a passing finding
     for finding in passing:
         assert html.escape(finding["message"]) not in page, finding["id"]
-    # the Markdown page: the not-applicable rows as list items, the passing findings counted (as on
-    # the one-page report.md), the counts the findings'
+    # the Markdown page: the not-applicable rules one list item per reason, the passing findings
+    # counted (as on the one-page report.md), the counts the findings'
     md = (tmp_path / "hosts" / "gpu-0000.md").read_text(encoding="utf-8")
     assert "### Passing" not in md and "\n%d passing finding(s) not listed.\n" % len(passing) in md
-    assert "### Not applicable (%d)\n\n%d finding(s) of %d rule(s)," % (
+    assert "### Not applicable (%d)\n\n%d finding(s) of %d rule(s), one line per reason" % (
         len(not_applicable), len(not_applicable), len(na_rules)) in md
-    items = re.findall(r"^- ([A-Z]+-\d+)\b", md.split("### Not applicable")[1].split("passing finding(s) not listed")[0],
-                       re.M)
-    assert items == na_rules
+    items = re.findall(r"^- (.*)$", md.split("### Not applicable")[1].split("passing finding(s) not listed")[0], re.M)
+    assert len(items) == len(set(reasons))
+    assert sorted(rid for item in items for rid in re.findall(r"\b([A-Z]+-\d+)\b", item.rsplit(": ", 1)[1])) == na_rules
     # the single page of a small fleet keeps a full row per finding (report.html up to 20 hosts)
     single = views.render_html(fleet(3))
     assert single.count('<tr class="st-pass"') == sum(
@@ -289,6 +305,13 @@ def test_the_writer_reads_a_host_at_a_time_and_writes_the_same(tmp_path):
     paths, written = report_dir.write_stored(text, str(tmp_path / "reports"))
     assert isinstance(written["hosts"], report_doc.HostsRead)
     assert (tmp_path / "reports" / "report.html").read_text(encoding="utf-8") == views.render_html(eager)
+    # the text handed over in a list (as baseline_report does): the list is emptied, the set the same
+    handed = [text]
+    report_dir.write_stored(handed, str(tmp_path / "handed"))
+    assert handed == []
+    for name in ("report.json", "report.html", "report.md", "junit.xml", "metrics.prom"):
+        assert (tmp_path / "handed" / name).read_bytes() == (tmp_path / "reports" / name).read_bytes(), name
+    assert sorted(os.listdir(str(tmp_path / "handed" / "hosts"))) == sorted(os.listdir(str(tmp_path / "reports" / "hosts")))
 
 
 def test_a_severity_a_profile_changed_on_one_host_survives_the_round_trip():

@@ -468,11 +468,39 @@ def test_junit_states_rule_text_once_per_file(report):
     failing = [c for c in incident.findall("testcase") if c.find("failure") is not None][0]
     rule_id = failing.get("name").split()[0]
     failure = failing.find("failure")
-    assert failure.text.startswith("rule: %s " % rule_id)
-    assert "rationale, source, fix: suite %s" % JUNIT_RULES_SUITE in failure.text
+    # the rule named by its id: its title is stated with its text in the rules suite
+    title = next(f["title"] for f in report["hosts"]["gpu-incident-01"]["findings"] if f["id"] == rule_id)
+    assert failure.text.startswith("rule: %s\n" % rule_id) and title not in failure.text
+    assert "title, rationale, source, fix: suite %s" % JUNIT_RULES_SUITE in failure.text
+    assert "%s %s\n" % (rule_id, title) in rules_text
     assert "message: " not in failure.text and failure.get("message")
     passing = [c for c in incident.findall("testcase") if not list(c)]
     assert passing and all(not c.text for c in passing)
+
+
+def test_junit_states_a_rules_own_not_applicable_reason_once_per_file(report):
+    """A finding whose rule does not apply by the rule's own condition (its applies_when, or no
+    subject to check) is ``<skipped message="not applicable">``; the condition in words is stated
+    once, on the rule's ``not applicable:`` line in the rules suite. A reason of the finding's own
+    (an idle GPU not judged) stays on its testcase."""
+    rep = copy.deepcopy(report)
+    host = rep["hosts"]["gpu-healthy-02"]
+    host["findings"] += [
+        {"id": "X-101", "status": "not_applicable", "title": "needs Proxmox", "severity": "low", "area": "lxc",
+         "subject": None, "message": "not applicable: lxc.proxmox is false", "rationale": "why", "fix": "fix",
+         "source": "", "expected": None, "observed": None, "reboot_required": False},
+        {"id": "X-102", "status": "not_applicable", "title": "judged when busy", "severity": "low", "area": "pcie",
+         "subject": "0000:43:00.0", "message": "not judged: GPU idle (P8) on 0000:43:00.0", "rationale": "why",
+         "fix": "fix", "source": "", "expected": None, "observed": None, "reboot_required": False},
+    ]
+    root = ET.fromstring(render_junit(rep).encode("utf-8"))
+    suites = dict((s.get("name"), s) for s in root.findall("testsuite"))
+    cases = dict((c.get("name"), c) for c in suites["gpu-healthy-02"].findall("testcase"))
+    assert cases["X-101"].find("skipped").get("message") == "not applicable"
+    assert cases["X-102 0000:43:00.0"].find("skipped").get("message") == "n/a: not judged: GPU idle (P8) on 0000:43:00.0"
+    rules_text = suites[JUNIT_RULES_SUITE].find("system-out").text
+    assert rules_text.count("  not applicable: applies only to hosts running Proxmox VE") == 1
+    assert "X-102 judged when busy" in rules_text and "GPU idle" not in rules_text
 
 
 def test_junit_is_written_host_by_host(report, monkeypatch):

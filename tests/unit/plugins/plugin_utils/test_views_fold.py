@@ -82,3 +82,26 @@ def test_not_applicable_rows_give_the_reason_once_or_per_subject():
 
 def test_nothing_to_fold():
     assert fold_findings([]) == []
+
+
+def test_not_applicable_rows_grouped_by_reason():
+    """views.group_na_rows: rules with one reason for all their findings share a group with the other
+    rules of that reason, in the order of the first rule; a rule whose subjects give different
+    reasons is a group of its own (reason None, its lines per subject)."""
+    pairs = [(_na("INV-001", message="not applicable: derived.inventory.present is false"), "f-INV-001"),
+             (_na("INV-002", message="not applicable: derived.inventory.present is false"), "f-INV-002"),
+             (_na("CPU-007", message="not applicable: params.smt != 'any' is false"), "f-CPU-007"),
+             (_na("PCI-005", "0000:c8:00.0", "not judged: GPU idle (P8)"), "f-PCI-005"),
+             (_na("PCI-005", "0000:c9:00.0", "not judged: GPU idle (P0)"), ""),
+             (_na("NVIDIA-009", GPUS[0], "not applicable: derived.inventory.present is false"), "f-NVIDIA-009"),
+             (_na("NVIDIA-009", GPUS[1], "not applicable: derived.inventory.present is false"), "")]
+    groups = views.group_na_rows(fold_findings(pairs))
+    assert [(g["reason"], [r["id"] for r in g["rows"]]) for g in groups] == [
+        ("applies only to hosts whose profile requires SMT on or off (this profile accepts either)", ["CPU-007"]),
+        ("applies only to hosts whose profile has a golden inventory (playbooks/learn.yml writes it)",
+         ["INV-001", "INV-002", "NVIDIA-009"]),
+        (None, ["PCI-005"]),
+    ]
+    assert groups[1]["rows"][2]["count"] == 2 and groups[2]["rows"][0]["lines"] == [
+        "0000:c8:00.0: not judged: GPU idle (P8)", "0000:c9:00.0: not judged: GPU idle (P0)"]
+    assert views.group_na_rows([]) == []

@@ -2,7 +2,11 @@
 """The helpers that turn report.json values into words for report.html and report.md:
 expected/observed values, not-applicable reasons, host order, Markdown prose escaping."""
 
+import glob
+import os
+
 import pytest
+import yaml
 from hypothesis import given, settings, strategies as st
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import views
@@ -120,6 +124,24 @@ def test_na_reason_never_shows_jmespath_for_known_conditions():
     for expr in views.APPLIES_WORDS:
         out = na_reason({"id": "X", "title": "t", "message": "not applicable: %s is false" % expr})
         assert expr not in out and "`" not in out and "&&" not in out
+
+
+def test_every_bundled_rule_condition_is_in_words():
+    """A rule that does not apply says why in words, the same for every host: each operand of
+    every bundled rule's ``applies_when`` is in APPLIES_WORDS (host pages and the JUnit rules suite
+    group and state not-applicable rules by that reason)."""
+    seen = 0
+    for path in glob.glob(os.path.join(views.COLLECTION_ROOT, "rules", "*.yml")):
+        with open(path, encoding="utf-8") as handle:
+            for rule in yaml.safe_load(handle) or []:
+                expr = rule.get("applies_when")
+                if not expr:
+                    continue
+                seen += 1
+                out = na_reason({"id": rule["id"], "title": rule.get("title"),
+                                 "message": "not applicable: %s is false" % expr})
+                assert out.startswith("applies only to hosts "), (rule["id"], expr, out)
+    assert seen > 40
 
 
 def test_split_and_respects_parentheses_and_literals():
