@@ -61,9 +61,8 @@ def main():
     # the document built as report.json stores it
     report = build_stored(with_rule_text(hosts, load_catalogue()), generated=golden["generated"],
                           collection_version=golden["collection_version"])
-    # as baseline_report does: the built document dropped once report.json's text is made, the text
-    # handed over (write_stored frees it once report.json is written and read back)
-    text = [dumps_document(report)]
+    # as baseline_report does: the built document dropped once report.json's text is made
+    text = dumps_document(report)
     del report
     write_stored(text, reports, args.formats.split(","))
     took, cpu = time.perf_counter() - start, time.process_time() - cpu

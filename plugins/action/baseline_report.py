@@ -191,9 +191,7 @@ class ActionModule(ControllerAction):
                 result["warnings"] = list(result.get("warnings") or []) + ["baseline_report: %s" % p for p in problems]
         # From here on the document as report.json stores it: the fleet is held once while the
         # views are rendered (write_stored gives back the document the views rendered, the same one).
-        # the text handed over in a list: write_stored empties it once report.json is written and read
-        # back, so the text is not held while the views are rendered
-        text = [dumps_document(report)]
+        text = dumps_document(report)
         del report
         try:
             paths, report = write_stored(text, report_dir, args["formats"], template_dir=args.get("template_dir"))

@@ -714,7 +714,6 @@ def record_report(report, boot_ids, directory, keep=DEFAULT_KEEP, counters=None)
     for name, seen in read.get("hosts", {}).items():
         if not isinstance(seen, dict) or not seen.get("findings"):
             continue  # unreachable, or failed before any finding: nothing seen, nothing to keep
-        host = report["hosts"][name]
         record = make_record(name, seen["findings"], time, boot_id=(boot_ids or {}).get(name),
                              collection_version=read.get("collection_version"), profile=seen.get("profile"),
                              state=seen.get("state") or "audited", counters=(counters or {}).get(name))
@@ -723,11 +722,11 @@ def record_report(report, boot_ids, directory, keep=DEFAULT_KEEP, counters=None)
         except (HistoryError, IOError, OSError, RecursionError) as exc:  # never the report's end
             message = "history of host %s not kept in %s: %s" % (name, directory, exc)
             warnings.append(message)
-            host["changes"] = {"error": message}
-            by_host[name] = host["changes"]
-            continue
-        warnings.extend(problems)
-        host["changes"] = changes
+            changes = {"error": message}
+        else:
+            warnings.extend(problems)
+        # set again, not changed in place: a stored document may hold its hosts as text (report.StoredHosts)
+        report["hosts"][name] = dict(report["hosts"][name], changes=changes)
         by_host[name] = changes
     summary = fleet_summary(by_host)
     summary["hosts_not_recorded"] = len(report.get("hosts", {})) - len(by_host)

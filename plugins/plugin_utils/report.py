@@ -12,7 +12,9 @@ from __future__ import absolute_import, division, print_function
 import datetime
 import json
 import math
-from collections.abc import Mapping
+import re
+from collections.abc import Mapping, MutableMapping
+from json.decoder import scanstring
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import (
     FAIL_ON_LEVELS, FINDING_KEYS, HOST_STATES, SEVERITIES, SEVERITY_RANK, STATUSES, STORED_SCHEMA, RulesTable, finding_reader, rules_table, store_finding,
@@ -303,8 +305,10 @@ def build_stored(hosts, profile=None, generated=None, collection_version=None, s
     """``compact_document(build_report(...))`` of the same arguments, the same document, without
     holding the fleet's findings with their rule text: each host is normalized twice, once to state
     the rules (:class:`findings.RulesTable`) and count the totals, once to be stored with them, and
-    only its stored form is kept. The report writer's way: at 1,000 hosts the built document is the
-    largest thing it would hold. ``hosts`` is read twice (a mapping that builds a host when it is
+    only its stored form is kept, as its text in ``report.json`` (``hosts`` a :class:`StoredHosts`:
+    a host decoded when it is read, encoded again when it is set). The report writer's way: at
+    1,000 hosts the built document as objects is the largest thing it would hold (about 100 MB on
+    the benchmark fleet; its text is 20 MB). ``hosts`` is read twice (a mapping that builds a host when it is
     read, as ``baseline_report`` gives, builds it twice). Raises :class:`ReportError` as
     :func:`build_report` does."""
     names, default_profile = _host_names(hosts, profile)
@@ -321,8 +325,9 @@ def build_stored(hosts, profile=None, generated=None, collection_version=None, s
     del light
     rules = table.table()
     document["rules"] = rules
-    document["hosts"] = dict((str(name), _store_host(_normalize_host(str(name), hosts[name], default_profile), rules))
-                             for name in names)
+    document["hosts"] = StoredHosts()
+    for name in names:
+        document["hosts"][str(name)] = _store_host(_normalize_host(str(name), hosts[name], default_profile), rules)
     document["schema"] = STORED_SCHEMA
     return _document_tail(document, started, preview, remediation)
 
@@ -429,6 +434,77 @@ class HostsRead(Mapping):
         return len(self._hosts)
 
 
+_JSON_SPACE = re.compile(r"[ \t\n\r]*")
+
+
+def _scan_error(text, index, what):
+    return json.JSONDecodeError("report.json: expected %s" % what, text, index)
+
+
+def loads_stored(text):
+    """The document of ``text`` (``report.json``'s text) as :func:`json.loads` gives it, but with
+    its ``hosts`` a :class:`HostsRead` that decodes a host from its span of ``text`` each time it
+    is read: the reader holds the text (about a fifth of the decoded objects' size) and one host's
+    objects at a time. Each host is decoded once here to find where it ends, and dropped.
+    Malformed text raises :class:`json.JSONDecodeError`, as ``json.loads`` does; text that is no
+    JSON object, or whose ``hosts`` is no object, comes back as ``json.loads`` gives it."""
+    decoder = json.JSONDecoder()
+
+    def space(index):
+        return _JSON_SPACE.match(text, index).end()
+
+    def key_at(index):
+        if text[index:index + 1] != '"':
+            raise _scan_error(text, index, "a key")
+        key, index = scanstring(text, index + 1)
+        index = space(index)
+        if text[index:index + 1] != ":":
+            raise _scan_error(text, index, "':'")
+        return key, space(index + 1)
+
+    def members(index, value_at):
+        """``index`` just after ``{``: ``value_at(key, index) -> end`` for each member; the end."""
+        index = space(index)
+        if text[index:index + 1] == "}":
+            return index + 1
+        while True:
+            key, index = key_at(index)
+            index = space(value_at(key, index))
+            if text[index:index + 1] == ",":
+                index = space(index + 1)
+                continue
+            if text[index:index + 1] != "}":
+                raise _scan_error(text, index, "',' or '}'")
+            return index + 1
+
+    start = space(0)
+    if text[start:start + 1] != "{":
+        return json.loads(text)
+    doc = {}
+    spans = {}
+    as_text = object()  # doc["hosts"] while it is the object read as spans
+
+    def host_at(name, index):
+        dummy, end = decoder.raw_decode(text, index)
+        spans[name] = (index, end)
+        return end
+
+    def top_at(key, index):
+        if key == "hosts" and text[index:index + 1] == "{":
+            spans.clear()
+            doc[key] = as_text
+            return members(index + 1, host_at)
+        doc[key], end = decoder.raw_decode(text, index)  # a key given twice: its last value, first place
+        return end
+
+    end = space(members(start + 1, top_at))
+    if end != len(text):
+        raise _scan_error(text, end, "the end of the text")
+    if doc.get("hosts") is as_text:
+        doc["hosts"] = HostsRead(dict(spans), lambda span: json.loads(text[span[0]:span[1]]))
+    return doc
+
+
 def compact_document(report, lazy=False):
     """The document as ``report.json`` stores it (schema 3, docs/report.md): each rule's text
     (``findings.RULE_TEXT_FIELDS``) once in a top-level ``rules`` mapping, each finding a mapping
@@ -503,7 +579,7 @@ def expand_document(report, lazy=False):
     so they take any layout. Anything else comes back as it is. ``lazy``: its ``hosts`` a
     :class:`HostsRead` that expands a host when it is read (the report writer: one host's findings
     with their rule text at a time); an expanded document given again comes back as it is."""
-    if not isinstance(report, dict) or not isinstance(report.get("hosts"), dict):
+    if not isinstance(report, dict) or not isinstance(report.get("hosts"), Mapping):
         return report
     if report.get("schema") not in (2, STORED_SCHEMA) or not isinstance(report.get("rules"), dict):
         return report
@@ -521,39 +597,75 @@ def expand_document(report, lazy=False):
     return out
 
 
+def _one(value):
+    return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
+
+
+def host_text(host):
+    """A host's value in ``report.json`` as :func:`dumps_document` writes it: its fields on the
+    first line, then a line per finding, then ``]}``; anything but a mapping with a findings list on
+    one line."""
+    fields = [(k, v) for k, v in host.items() if k != "findings"] if isinstance(host, dict) else None
+    if fields is None or not isinstance(host.get("findings"), list):
+        return _one(host)
+    head = ",".join("%s:%s" % (_one(k), _one(v)) for k, v in fields)
+    findings = host["findings"]
+    return "\n".join(['{%s%s"findings":[' % (head, "," if head else "")]
+                     + [_one(f) + ("," if j < len(findings) - 1 else "") for j, f in enumerate(findings)] + ["]}"])
+
+
+class StoredHosts(MutableMapping):
+    """``hosts`` of a stored document (name -> host) holding each host as its text in
+    ``report.json`` (:func:`host_text`), about a fifth of its objects: a host is encoded when it is
+    set and decoded each time it is read (a fresh copy: change a host by setting it again), and
+    :func:`dumps_document` writes the text as it is. :func:`build_stored` keeps the fleet so."""
+
+    def __init__(self):
+        self._text = {}
+
+    def __getitem__(self, name):
+        return json.loads(self._text[name])
+
+    def __setitem__(self, name, host):
+        self._text[name] = host_text(host)
+
+    def __delitem__(self, name):
+        del self._text[name]
+
+    def __iter__(self):
+        return iter(self._text)
+
+    def __len__(self):
+        return len(self._text)
+
+    def text_of(self, name):
+        return self._text[name]
+
+
 def dumps_document(stored):
     """``report.json``'s text: compact JSON, a line per rule and per finding (so ``grep`` and
-    ``diff`` work line by line), no indentation to pay for at 1,000 hosts."""
-    def one(value):
-        return json.dumps(value, ensure_ascii=False, separators=(",", ":"), sort_keys=False)
-
+    ``diff`` work line by line), no indentation to pay for at 1,000 hosts. Hosts held as text
+    (:class:`StoredHosts`) are written as they are held."""
     lines = ["{"]
     keys = list(stored)
     for position, key in enumerate(keys):
         value = stored[key]
         last = "" if position == len(keys) - 1 else ","
         if key == "rules" and isinstance(value, dict) and value:
-            lines.append('%s:{' % one(key))
+            lines.append('%s:{' % _one(key))
             items = list(value.items())
-            lines.extend("%s:%s%s" % (one(k), one(v), "," if i < len(items) - 1 else "") for i, (k, v) in enumerate(items))
+            lines.extend("%s:%s%s" % (_one(k), _one(v), "," if i < len(items) - 1 else "") for i, (k, v) in enumerate(items))
             lines.append("}" + last)
-        elif key == "hosts" and isinstance(value, Mapping) and value:
-            lines.append('%s:{' % one(key))
+        elif key == "hosts" and isinstance(value, Mapping) and not value:
+            lines.append("%s:{}%s" % (_one(key), last))
+        elif key == "hosts" and isinstance(value, Mapping):
+            lines.append('%s:{' % _one(key))
             names = list(value)
-            for i, name in enumerate(names):
-                host = value[name]
-                tail = "}" + ("," if i < len(names) - 1 else "")
-                fields = [(k, v) for k, v in host.items() if k != "findings"] if isinstance(host, dict) else None
-                if fields is None or not isinstance(host.get("findings"), list):
-                    lines.append("%s:%s%s" % (one(name), one(host), tail[1:]))
-                    continue
-                head = ",".join("%s:%s" % (one(k), one(v)) for k, v in fields)
-                lines.append('%s:{%s%s"findings":[' % (one(name), head, "," if head else ""))
-                findings = host["findings"]
-                lines.extend(one(f) + ("," if j < len(findings) - 1 else "") for j, f in enumerate(findings))
-                lines.append("]" + tail)
+            text_of = value.text_of if isinstance(value, StoredHosts) else lambda name: host_text(value[name])
+            lines.extend("%s:%s%s" % (_one(name), text_of(name), "," if i < len(names) - 1 else "")
+                         for i, name in enumerate(names))
             lines.append("}" + last)
         else:
-            lines.append("%s:%s%s" % (one(key), one(value), last))
+            lines.append("%s:%s%s" % (_one(key), _one(value), last))
     lines.append("}")
     return "\n".join(lines) + "\n"

@@ -23,7 +23,7 @@ import uuid
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import files, history, metrics
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import DirectoryLock, FileRefused, clip, loads_json
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import (
-    FORMAT_FILES, FORMATS, ReportError, compact_document, dumps_document, expand_document,
+    FORMAT_FILES, FORMATS, ReportError, compact_document, dumps_document, expand_document, loads_stored,
 )
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import (
     HOST_PAGES_DIR, TEMPLATES, iter_host_pages, render_html, render_markdown, report_view,
@@ -250,9 +250,8 @@ def write_stored(text, directory, formats=None, template_dir=None):
     a host at a time: its ``hosts`` a read-only mapping that expands a host each time it is read.
     A caller that drops its document once it has the text (``baseline_report``) never holds two
     copies of the fleet while the views are rendered, nor the fleet's findings with their rule text.
-    ``text`` may also be a list holding the text alone, which is emptied once the text is written
-    and read back: a caller that hands it over so does not hold the text (20 MB at 1,000 hosts)
-    while the views are rendered.
+    The views read the hosts from ``text`` itself (:func:`report.loads_stored`): the writer holds
+    the text, about a fifth of the stored document's objects, and one host's objects at a time.
 
     The directory must be new, empty, or a report directory (it holds :data:`MANIFEST`, or only the
     names this tool writes); a system directory, a directory holding other files, a link in place of
@@ -300,11 +299,10 @@ def _write_set(text, directory, formats, template_dir):
     paths = {"json": os.path.join(directory, files_named["json"])}
     staged = _Staged(directory)
     try:
-        if isinstance(text, list):  # handed over (write_stored): the list is the only other holder
-            text = text.pop()
         staged.add(files_named["json"], text)
-        # Views render from the document as stored, so they can never show more than report.json.
-        compact = json.loads(text)
+        # Views render from the document as stored, so they can never show more than report.json;
+        # its hosts are read from the text, each decoded when it is read (report.loads_stored)
+        compact = loads_stored(text)
         del text
         if "junit" in formats:
             # streamed host by host from the stored form (views_machine.iter_junit)
