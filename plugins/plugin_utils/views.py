@@ -322,6 +322,14 @@ SUBJECT_WORDS = {
     "derived.nvidia.gpus": "no NVIDIA GPUs",
     "derived.lxc.gpu_containers": "no LXC containers with a GPU",
     "derived.lxc.containers": "no LXC containers",
+    "derived.health.gpus": "no NVIDIA GPUs",
+    "derived.health.rdma_ports": "no RDMA ports",
+    "derived.health.memory_controllers": "no EDAC memory controllers",
+    "derived.health.nvswitches": "no NVSwitches",
+    "derived.counters.ecc_gpus": "no NVIDIA GPUs with ECC error counters",
+    "derived.counters.ib_ports": "no InfiniBand ports",
+    "derived.counters.aer_devices": "no PCIe devices reporting AER error counters",
+    "derived.counters.nvlink_gpus": "no GPUs with NVLink error counters",
 }
 
 _NA_CONDITION = re.compile(r"^not applicable: (?P<expr>.+) is (?P<value>[^ ]+)$", re.S)

@@ -81,15 +81,19 @@ def _rule_na_reason(f):
 def _junit_rules(findings, rules=None):
     """``rules`` (``{id: rule text}``, a new mapping when ``None``) with the rule of each finding not
     yet in it: its :data:`_JUNIT_RULE_TEXT` and title as its first finding states them; ``applies``,
-    the reason of the rule's first not-applicable finding whose reason is the rule's
-    (:func:`_rule_na_reason`), stated in the rules suite instead of in each ``<skipped>``."""
+    each distinct reason of the rule's not-applicable findings whose reason is the rule's
+    (:func:`_rule_na_reason`: a rule can be left out by its condition on one host and for lack of
+    subjects on another), stated in the rules suite instead of in each ``<skipped>``."""
     rules = {} if rules is None else rules
     for f in findings:
         rule = rules.get(f.get("id"))
         if rule is None:
             rule = rules[f.get("id")] = dict((key, f.get(key)) for key in ("title",) + _JUNIT_RULE_TEXT)
-        if f.get("status") == "not_applicable" and not rule.get("applies"):
-            rule["applies"] = _rule_na_reason(f)
+            rule["applies"] = []
+        if f.get("status") == "not_applicable":
+            reason = _rule_na_reason(f)
+            if reason is not None and reason not in rule["applies"]:
+                rule["applies"].append(reason)
     return rules
 
 
@@ -100,8 +104,7 @@ def _junit_rules_text(rules):
             continue
         lines = ["%s %s" % (rule_id, _text(rule.get("title") or ""))]
         lines.extend("  %s: %s" % (key, _text(rule[key])) for key in _JUNIT_RULE_TEXT if rule.get(key))
-        if rule.get("applies"):
-            lines.append("  not applicable: %s" % _text(rule["applies"]))
+        lines.extend("  not applicable: %s" % _text(reason) for reason in rule.get("applies") or [])
         blocks.append("\n".join(lines))
     return _x("\n\n".join(blocks))
 

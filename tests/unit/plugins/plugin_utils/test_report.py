@@ -501,6 +501,13 @@ def test_junit_states_a_rules_own_not_applicable_reason_once_per_file(report):
     rules_text = suites[JUNIT_RULES_SUITE].find("system-out").text
     assert rules_text.count("  not applicable: applies only to hosts running Proxmox VE") == 1
     assert "X-102 judged when busy" in rules_text and "GPU idle" not in rules_text
+    # a rule left out by its condition on one host and for lack of subjects on another: both reasons
+    rep["hosts"]["gpu-intel-03"]["findings"].append(dict(
+        host["findings"][-2], message="not applicable: no subjects (derived.lxc.containers is empty)"))
+    rules_text = ET.fromstring(render_junit(rep).encode("utf-8")).findall("testsuite")[-1].find("system-out").text
+    block = rules_text.split("X-101 needs Proxmox\n")[1].split("\n\n")[0]
+    assert block.endswith("  not applicable: applies only to hosts running Proxmox VE\n"
+                          "  not applicable: nothing to check on this host (no LXC containers)")
 
 
 def test_junit_is_written_host_by_host(report, monkeypatch):
