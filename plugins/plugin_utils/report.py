@@ -308,8 +308,8 @@ def build_stored(hosts, profile=None, generated=None, collection_version=None, s
     only its stored form is kept, as its text in ``report.json`` (``hosts`` a :class:`StoredHosts`:
     a host decoded when it is read, encoded again when it is set). The report writer's way: at
     1,000 hosts the built document as objects is the largest thing it would hold (about 100 MB on
-    the benchmark fleet; its text is 20 MB). ``hosts`` is read twice (a mapping that builds a host when it is
-    read, as ``baseline_report`` gives, builds it twice). Raises :class:`ReportError` as
+    the benchmark fleet; its text is 20 MB). ``hosts`` is read twice (a mapping that builds a host
+    when it is read, as ``baseline_report`` gives, builds it twice). Raises :class:`ReportError` as
     :func:`build_report` does."""
     names, default_profile = _host_names(hosts, profile)
     table = RulesTable()
