@@ -31,6 +31,8 @@ _KEY_RE = re.compile(r"^([a-z][a-z_]*\d*):\s*(.*?)\s*$")
 _MOUNT_POINT_RE = re.compile(r"^mp\d+$")
 _DEV_RE = re.compile(r"^dev\d+$")
 PENDING_SECTION = "pve:pending"
+# ASCII digits only: str.isdigit() also takes characters such as "¹" that int() refuses
+_DECIMAL = re.compile(r"[0-9]+\Z")
 
 # cgroup v1 reports "no limit" as the largest page-aligned counter (9223372036854771712).
 _V1_UNLIMITED = 1 << 62
@@ -252,7 +254,7 @@ def parse_proc_devices(text):
         if not in_char or not stripped:
             continue
         parts = stripped.split(None, 1)
-        if len(parts) != 2 or not parts[0].isdigit():
+        if len(parts) != 2 or not _DECIMAL.match(parts[0]):
             continue
         # the first major registered under a name is the one device nodes use
         result.setdefault(parts[1].strip(), int(parts[0]))
@@ -385,13 +387,13 @@ def _cgroup(root):
 
 def _container_id(filename):
     stem = filename[:-len(".conf")]
-    return int(stem) if stem.isdigit() else stem
+    return int(stem) if _DECIMAL.match(stem) else stem
 
 
 def _containers(root):
     containers = []
     names = root.listdir(PVE_LXC_DIR, pattern="*.conf")
-    for name in sorted(names, key=lambda n: (0, int(n[:-5]), n) if n[:-5].isdigit() else (1, 0, n)):
+    for name in sorted(names, key=lambda n: (0, int(n[:-5]), n) if _DECIMAL.match(n[:-5]) else (1, 0, n)):
         path = "%s/%s" % (PVE_LXC_DIR, name)
         text = root.read_text(path, SUBSYSTEM)
         if text is None:

@@ -389,3 +389,11 @@ def test_fuzz_proc_devices_mutated(cut, junk):
 def test_fuzz_detection_helpers(environ, cgroup):
     parse_environ(environ)
     cgroup_hints(cgroup)
+
+
+def test_proc_devices_majors_are_ascii_digits():
+    """A major that str.isdigit() takes but int() refuses (a superscript one, found by the fuzz
+    test) is skipped like any other odd line, never a traceback; so is a container file named so."""
+    text = "Character devices:\n  1 mem\n\u00b9 odd\n195 nvidia\n"
+    assert parse_proc_devices(text) == {"mem": 1, "nvidia": 195}
+    assert parse_proc_devices(fixture("proc-devices.txt")[:27] + "\u00b9" + fixture("proc-devices.txt")[27:]) is not None
