@@ -719,31 +719,47 @@ def _short_names(names, limit=6):
     return "%s ... %s" % (", ".join(names[:limit - 2]), ", ".join(names[-2:]))
 
 
-def _group_cells(member_cells, columns, count):
-    """A group row's cell per rule: the worst status over the group's hosts; the subject count
-    when every host has the same cell, else the status mark and, in the tooltip, how many
-    hosts have which status (the problem statuses are the same on all of them by construction)."""
-    if count == 1:
-        return member_cells[0]
-    cells = []
-    for position, (dummy, rid, dummy_title) in enumerate(columns):
-        mine = [cells_of[position] for cells_of in member_cells]
-        per_status = {}
-        for cell in mine:
-            per_status[cell["status"]] = per_status.get(cell["status"], 0) + 1
-        worst = next((s for s in STATUS_WORST_FIRST if s in per_status), None)
-        if worst is None:
-            cells.append({"rule": rid, "status": None})
-            continue
-        same = all((c["status"], c.get("count"), c.get("counts")) == (mine[0]["status"], mine[0].get("count"),
-                                                                      mine[0].get("counts")) for c in mine)
-        hosts_text = ", ".join("%s on %d host(s)" % (STATUS_LABELS.get(s, "not evaluated") if s else "not evaluated",
-                                                     per_status[s])
-                               for s in list(STATUS_WORST_FIRST) + [None] if s in per_status)
-        counts = mine[0]["counts"] if same else hosts_text
-        cells.append({"rule": rid, "status": worst, "count": mine[0].get("count") if same else "",
-                      "counts": counts, "mark": mine[0].get("mark") if same else None})
-    return cells
+class _GroupCells(object):
+    """A group row's cells, gathered a host at a time (the group's hosts' own cells are not kept):
+    per rule the worst status over the group's hosts; the subject count when every host has the
+    same cell, else the status mark and, in the tooltip, how many hosts have which status (the
+    problem statuses are the same on all of them by construction). ``first``: the cells of the
+    group's first host (``None`` for hosts not audited: no cells)."""
+
+    def __init__(self, first):
+        self.first = first
+        self.hosts = 1
+        self.per_status = [{cell["status"]: 1} for cell in first or []]
+        self.same = [True] * len(first or [])
+
+    @staticmethod
+    def _key(cell):
+        return cell["status"], cell.get("count"), cell.get("counts")
+
+    def add(self, cells):
+        """One more host's cells (``_matrix_cells``, the same columns)."""
+        self.hosts += 1
+        for position, cell in enumerate(cells or []):
+            seen = self.per_status[position]
+            seen[cell["status"]] = seen.get(cell["status"], 0) + 1
+            self.same[position] = self.same[position] and self._key(cell) == self._key(self.first[position])
+
+    def cells(self, columns):
+        if self.hosts == 1 or self.first is None:
+            return self.first
+        cells = []
+        for position, (dummy, rid, dummy_title) in enumerate(columns):
+            first, per_status, same = self.first[position], self.per_status[position], self.same[position]
+            worst = next((s for s in STATUS_WORST_FIRST if s in per_status), None)
+            if worst is None:
+                cells.append({"rule": rid, "status": None})
+                continue
+            hosts_text = ", ".join("%s on %d host(s)" % (STATUS_LABELS.get(s, "not evaluated") if s else "not evaluated",
+                                                         per_status[s])
+                                   for s in list(STATUS_WORST_FIRST) + [None] if s in per_status)
+            cells.append({"rule": rid, "status": worst, "count": first.get("count") if same else "",
+                          "counts": first["counts"] if same else hosts_text, "mark": first.get("mark") if same else None})
+        return cells
 
 
 def _subject_fields(subjects):
@@ -780,10 +796,11 @@ def _range(values):
 
 def _slim_entry(entry, index):
     """What the fleet page and the page writer keep of a host that is not its group's first: its
-    name, place, matrix cells, counts, state and message; its page is made again from report.json
+    name, place, counts, state and message (its matrix cells go into its group's row as it is read:
+    :class:`_GroupCells`); its page is made again from report.json
     when it is written (:func:`iter_host_pages`), so the fleet's findings are never held together."""
     host = entry["host"]
-    return {"name": entry["name"], "id": entry["id"], "index": index, "cells": entry["cells"],
+    return {"name": entry["name"], "id": entry["id"], "index": index,
             "fail_severities": entry["fail_severities"], "flt": entry["flt"],
             "host": {"state": host["state"], "message": host.get("message"), "summary": host["summary"],
                      "profile": host.get("profile")}}
@@ -837,6 +854,7 @@ def report_view(report, inline_hosts=None):
     # the rule text of every rule a host page names, stated on the fleet page once: the host pages
     # link to it instead of repeating it in each finding's row
     shown = {}
+    gathered = {}
     for index, name in ordered:
         host = hosts_in[name]
         # on a host's own page the findings' anchors need not name the host: the same finding
@@ -847,8 +865,10 @@ def report_view(report, inline_hosts=None):
         key = problem_key(host)
         if key not in buckets:
             buckets[key] = [entry]  # the group's first host: the fleet page shows its findings
+            gathered[key] = _GroupCells(entry["cells"])
             order.append(key)
         else:
+            gathered[key].add(entry["cells"])  # the group row's cells, without keeping the host's
             entry = _slim_entry(entry, index)
             buckets[key].append(entry)
         view["hosts"].append(entry)
@@ -865,7 +885,7 @@ def report_view(report, inline_hosts=None):
             "members": [{"name": m["name"], "page": view["pages"][m["name"]], "host": m["host"],
                          "message": m["host"].get("message")} for m in members],
             "names_text": _short_names([m["name"] for m in members]),
-            "cells": _group_cells([m["cells"] for m in members], columns, len(members)) if audited else None,
+            "cells": gathered[key].cells(columns) if audited else None,
             "problems": _folded_problems(first["host"], gid, rule_index) if audited else [],
             "fail_severities": first["fail_severities"], "flt": first["flt"],
             "sum": dict((s, _range([x[s] for x in summaries])) for s in STATUSES),
