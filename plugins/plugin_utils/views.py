@@ -379,6 +379,14 @@ def na_reason(finding):
     return message
 
 
+def rule_na_reason(finding):
+    """Why a not-applicable finding's rule does not apply, in words (:func:`na_reason`), when that is
+    the rule's own condition (its ``applies_when`` or an empty subject list: the same reason on every
+    host), else ``None`` (the finding's own reason, such as an idle GPU)."""
+    message = finding.get("message") or ""
+    return na_reason(finding) if not message or message.startswith("not applicable") else None
+
+
 def _worst_fail_rank(host):
     ranks = [SEVERITY_RANK.get(f.get("severity"), SEVERITY_RANK["critical"])
              for f in host["findings"] if f["status"] == "fail"]

@@ -16,7 +16,7 @@ import xml.etree.ElementTree as ET
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import metrics
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import STATUS_LABELS, STATUSES
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import _text, _waiver_text, na_reason
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import _text, _waiver_text, rule_na_reason
 
 __metaclass__ = type
 
@@ -70,19 +70,11 @@ def _junit_details(f, rules):
     return _x("\n".join(lines))
 
 
-def _rule_na_reason(f):
-    """Why a not-applicable finding's rule does not apply, in words, when that is the rule's own
-    condition (its ``applies_when`` or an empty subject list: the same reason on every host), else
-    ``None`` (the finding's own reason, such as an idle GPU, stays on its testcase)."""
-    message = f.get("message") or ""
-    return na_reason(f) if not message or message.startswith("not applicable") else None
-
-
 def _junit_rules(findings, rules=None):
     """``rules`` (``{id: rule text}``, a new mapping when ``None``) with the rule of each finding not
     yet in it: its :data:`_JUNIT_RULE_TEXT` and title as its first finding states them; ``applies``,
     each distinct reason of the rule's not-applicable findings whose reason is the rule's
-    (:func:`_rule_na_reason`: a rule can be left out by its condition on one host and for lack of
+    (:func:`views.rule_na_reason`: a rule can be left out by its condition on one host and for lack of
     subjects on another), stated in the rules suite instead of in each ``<skipped>``."""
     rules = {} if rules is None else rules
     for f in findings:
@@ -91,7 +83,7 @@ def _junit_rules(findings, rules=None):
             rule = rules[f.get("id")] = dict((key, f.get(key)) for key in ("title",) + _JUNIT_RULE_TEXT)
             rule["applies"] = []
         if f.get("status") == "not_applicable":
-            reason = _rule_na_reason(f)
+            reason = rule_na_reason(f)
             if reason is not None and reason not in rule["applies"]:
                 rule["applies"].append(reason)
     return rules
@@ -173,7 +165,7 @@ def _junit_suite(report, name, host, rules):
             el = ET.SubElement(case, "error", {"message": msg, "type": "unknown"})
             el.text = _junit_details(f, rules)
             counts["errors"] += 1
-        elif status == "not_applicable" and _rule_na_reason(f) is not None:
+        elif status == "not_applicable" and rule_na_reason(f) is not None:
             # the rule's own condition, the same on every host: stated once, in the rules suite
             ET.SubElement(case, "skipped", {"message": JUNIT_NA_RULE})
             counts["skipped"] += 1
