@@ -40,3 +40,14 @@ def run_playbook(tmp_path, playbook, inventory, extravars=None, cmdline=None, en
 
 def stdout_of(runner):
     return runner.stdout.read() if runner.stdout else ""
+
+
+def task_events(runner, action, kinds=("runner_on_ok", "runner_on_failed")):
+    """The events of kind ``kinds`` of tasks running ``action``, in order.
+
+    Read defensively: ansible-runner also reports lines that ansible-playbook writes to stderr
+    outside any task (a Python warning at start-up, for example) as ``verbose`` events without
+    ``event_data``; such events are skipped, never indexed.
+    """
+    return [e for e in runner.events if e.get("event") in kinds
+            and (e.get("event_data") or {}).get("task_action") == action]

@@ -10,7 +10,7 @@ import os
 import shutil
 import tarfile
 
-from helpers.runner import run_playbook, stdout_of
+from helpers.runner import run_playbook, stdout_of, task_events
 
 INVENTORY = {"all": {"hosts": {"localhost": {"ansible_connection": "local", "gpuhost_become": False,
                                              "ansible_python_interpreter": shutil.which("python3")}}}}
@@ -36,9 +36,7 @@ def hostile_tarball(path, victim):
 
 def import_events(runner):
     """``[(event name, result)]`` of the import task."""
-    return [(e["event"], e["event_data"]["res"]) for e in runner.events
-            if e["event_data"].get("task_action") == "gpuhost.baseline.snapshot_import"
-            and e.get("event") in ("runner_on_ok", "runner_on_failed")]
+    return [(e["event"], e["event_data"]["res"]) for e in task_events(runner, "gpuhost.baseline.snapshot_import")]
 
 
 def test_hostile_tarball_is_refused_by_the_playbook(tmp_path):
