@@ -17,6 +17,7 @@ import re
 import shutil
 import tempfile
 
+from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
@@ -24,6 +25,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model i
     CatalogueError, plain, select_profile,
 )
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_params import resolve_profile
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.controller_libs import MissingLibraries, check as check_libraries
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import COLLECTION_ROOT
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.gathering import gather_host
@@ -118,6 +120,11 @@ class ActionModule(ActionBase):
     _supports_check_mode = True
 
     def run(self, tmp=None, task_vars=None):
+        # the first action of learn.yml: every missing library named at once, before the host is read
+        try:
+            check_libraries()
+        except MissingLibraries as exc:
+            raise AnsibleActionFail(str(exc))
         unused_validation, args = self.validate_argument_spec(argument_spec=dict(
             root=dict(type="path", default="/"),
             dest=dict(type="path", required=True),

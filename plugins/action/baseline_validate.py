@@ -17,6 +17,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import validate
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.controller_libs import MissingLibraries, check as check_libraries
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import COLLECTION_ROOT
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inventory_vars import (
     InventoryVarsError,
@@ -39,6 +40,12 @@ class ActionModule(ActionBase):
     _supports_check_mode = True
 
     def run(self, tmp=None, task_vars=None):
+        # the first action of audit.yml, remediate.yml and validate.yml: every missing library named at once,
+        # before a catalogue or a variable is read (whose errors would otherwise be blamed for it)
+        try:
+            check_libraries()
+        except MissingLibraries as exc:
+            raise AnsibleActionFail(str(exc))
         unused_validation, args = self.validate_argument_spec(argument_spec=dict(
             profile=dict(type="str", default="auto"),
             params=dict(type="dict", default={}),

@@ -6,6 +6,7 @@
 from __future__ import absolute_import, division, print_function
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.actionbase import ControllerAction
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.controller_libs import MissingLibraries, check as check_libraries
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import clip, controller_path
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen.demo import DemoError, write_demo
 
@@ -19,6 +20,13 @@ class ActionModule(ControllerAction):
     ARGUMENT_SPEC = ARGUMENT_SPEC
 
     def act(self, result, args):
+        # the first action of demo.yml, which audits the snapshots next: every missing library named at once,
+        # before anything is written
+        try:
+            check_libraries()
+        except MissingLibraries as exc:
+            result.update(failed=True, msg=str(exc))
+            return result
         dest = args["dest"]
         try:
             # relative: from the working directory of ansible-playbook, never the collection's directory

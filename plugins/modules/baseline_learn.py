@@ -29,6 +29,8 @@ description:
   - Values the golden host does not give (a file missing, C(nvidia-smi) absent) are written as V(null), listed in
     RV(unknown) and C(params.inventory.unknown) with the file or command, and not judged.
   - Writes the file only when its content changes. In check mode nothing is written and the profile is returned.
+  - First of all, checks that the controller's Python has every third-party library the collection needs
+    (jmespath, jsonschema) and fails naming every missing one, with the command that installs them.
   - This is an action plugin - the file is written on the controller. Workflow - C(docs/profiles.md),
     "Learn a golden host".
 author:

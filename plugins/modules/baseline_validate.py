@@ -31,6 +31,8 @@ description:
     message names a misspelled C(gpuhost_root). The failed result carries C(host_report) so the reports show the
     host failed with the reason. The remediate role runs this before anything else, in check mode too
     (docs/remediation.md, "The controller guard").
+  - First of all, checks that the controller's Python has every third-party library the collection needs
+    (jmespath, jsonschema) and fails naming every missing one, with the command that installs them.
   - This is an action plugin. It runs entirely on the controller; nothing is executed on the managed host.
 author:
   - gpuhost.baseline maintainers (@gpuhost-baseline)

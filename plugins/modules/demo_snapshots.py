@@ -20,6 +20,8 @@ description:
   - The snapshots are generated, byte for byte the same on every run, by the generator the collection
     ships (C(plugins/plugin_utils/snapgen)); a checkout's C(tools/make_fixtures.py) runs the same one.
   - The C(gpuhost.baseline.demo) playbook calls it, adds the demo hosts to the inventory and audits them.
+    First of all, it checks that the controller's Python has every third-party library the audit needs
+    (jmespath, jsonschema) and fails, writing nothing, naming every missing one with the command that installs them.
   - This is an action plugin. It runs on the controller only; nothing is executed on any managed host.
   - A snapshot directory that already holds exactly what the generator makes is left as it is (not changed);
     an older one (a directory holding a C(snapshot.json)) is replaced as a whole; any other non-empty

@@ -20,6 +20,7 @@ import json
 import re
 import time
 
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.controller_libs import message as missing_library_message
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import clip
 
 __metaclass__ = type
@@ -136,8 +137,7 @@ def _jmespath():
     try:
         import jmespath  # pylint: disable=import-outside-toplevel
     except ImportError:
-        raise CatalogueError("the Python library jmespath is required on the controller to evaluate the "
-                             "baseline: pip install jmespath (into the Python that runs ansible-playbook)")
+        raise CatalogueError(missing_library_message(["jmespath"]))
     return jmespath
 
 

@@ -22,6 +22,7 @@ import datetime
 import os
 import re
 
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.controller_libs import message as missing_library_message
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import clip, loads_json, read_bytes
 
 __metaclass__ = type
@@ -54,8 +55,7 @@ def validator(kind):
         try:
             import jsonschema  # pylint: disable=import-outside-toplevel
         except ImportError:
-            raise SchemaError("the Python library jsonschema is required on the controller to check the rule "
-                              "catalogue: pip install jsonschema (into the Python that runs ansible-playbook)")
+            raise SchemaError(missing_library_message(["jsonschema"]))
         schema = document(kind)
         jsonschema.Draft202012Validator.check_schema(schema)
         _VALIDATORS[kind] = jsonschema.Draft202012Validator(schema)

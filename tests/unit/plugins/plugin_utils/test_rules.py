@@ -500,7 +500,7 @@ def test_catalogue_is_cached_until_a_file_changes(tree):
 
 def test_missing_jmespath_gives_a_clear_error(monkeypatch):
     monkeypatch.setitem(sys.modules, "jmespath", None)
-    with pytest.raises(CatalogueError, match=r"jmespath is required on the controller"):
+    with pytest.raises(CatalogueError, match=r"needs the Python library jmespath on the controller"):
         catalogue_model._jmespath()
 
 

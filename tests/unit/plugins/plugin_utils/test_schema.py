@@ -157,5 +157,5 @@ def test_json_compatible_keys_and_dates():
 def test_missing_jsonschema_is_a_clear_error(monkeypatch):
     monkeypatch.setattr(schema, "_VALIDATORS", {})
     monkeypatch.setitem(sys.modules, "jsonschema", None)
-    with pytest.raises(schema.SchemaError, match="jsonschema is required on the controller"):
+    with pytest.raises(schema.SchemaError, match="needs the Python library jsonschema on the controller"):
         schema.check("waivers", [])
