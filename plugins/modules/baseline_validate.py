@@ -22,7 +22,7 @@ description:
     the closest known name (C(gpuhost_rot) - did you mean C(gpuhost_root)?). Ansible ignores such a variable, so the
     default of the one meant applies. The known names are read at run time from the collection itself - the options
     in each role's C(meta/argument_specs.yml), the names its roles, playbooks and molecule scenarios register or set, and a short list of
-    inventory variables that are no role option (C(gpuhost_serial),
+    inventory variables that are no role option (C(gpuhost_allow_empty), C(gpuhost_serial),
     C(gpuhost_max_fail_percentage), C(gpuhost_note), the C(gpuhost_learn_*) and C(gpuhost_snapshot_*) variables of
     C(learn.yml) and C(snapshot.yml); C(INVENTORY_ONLY) in C(plugins/plugin_utils/inventory_vars.py)).
   - With O(controller_guard), fails when the host the task runs for would have the controller itself fixed - its

@@ -13,7 +13,7 @@ the controller itself. ``known_names`` lists what the collection understands, de
   remediate role that runs after an audit in the same play sees ``gpuhost_eval``, and remediate.yml
   under molecule sees ``gpuhost_test_run``, and neither is a typo;
 * ``INVENTORY_ONLY`` below: the few inventory variables that are no role option (the playbooks'
-  keywords and variables of learn.yml and snapshot.yml, the console note).
+  keywords and variables of learn.yml and snapshot.yml, the console note, ``gpuhost_allow_empty``).
 
 ``unknown_names`` reports the rest with the closest known name (``difflib``), and
 ``controller_refusal`` says why a host must not be remediated. Pure functions; the action plugin
@@ -31,6 +31,7 @@ PREFIX = "gpuhost_"
 
 #: Inventory variables that are no role option (the roles' argument specs document the others).
 INVENTORY_ONLY = {
+    "gpuhost_allow_empty": "every playbook: a run whose hosts match nothing exits 0 instead of 2 (-e)",
     "gpuhost_serial": "remediate.yml: hosts per batch (the play's serial)",
     "gpuhost_max_fail_percentage": "remediate.yml: the play's max_fail_percentage",
     "gpuhost_note": "a word shown with the host in the console summary",
@@ -66,9 +67,12 @@ def _yaml_files(collection_root):
                 if name.endswith((".yml", ".yaml")):
                     yield part, os.path.join(folder, name)
     playbooks = os.path.join(collection_root, "playbooks")
-    for name in sorted(os.listdir(playbooks)) if os.path.isdir(playbooks) else []:
-        if name.endswith((".yml", ".yaml")):
-            yield "playbook", os.path.join(playbooks, name)
+    # the playbooks, and what their plays read: vars/preflight.yml (vars_files), tasks/preflight.yml
+    for sub, part in (("", "playbook"), ("vars", "vars"), ("tasks", "playbook")):
+        folder = os.path.join(playbooks, sub)
+        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+            if name.endswith((".yml", ".yaml")):
+                yield part, os.path.join(folder, name)
     # the molecule scenarios import the playbooks after plays that set their own gpuhost_test_* facts
     molecule = os.path.join(collection_root, "molecule")
     for base, dirs, files in os.walk(molecule):

@@ -63,7 +63,8 @@ def test_the_check_catches_a_changed_type_and_a_changed_default():
 
 
 def test_every_role_states_the_ansible_version_the_collection_requires():
-    """meta/runtime.yml's requires_ansible and each role's min_ansible_version say the same release
+    """meta/runtime.yml's requires_ansible, each role's min_ansible_version and the minimum the playbooks'
+    first play enforces (gpuhost_min_ansible of playbooks/vars/preflight.yml) say the same release
     (the roles said 2.16 while the collection required 2.19)."""
     import re  # pylint: disable=import-outside-toplevel
 
@@ -75,3 +76,5 @@ def test_every_role_states_the_ansible_version_the_collection_requires():
         with open(os.path.join(REPO, "roles", role, "meta", "main.yml")) as handle:
             meta = yaml.safe_load(handle)["galaxy_info"]
         assert str(meta["min_ansible_version"]) == match.group(1), role
+    with open(os.path.join(REPO, "playbooks", "vars", "preflight.yml")) as handle:
+        assert yaml.safe_load(handle)["gpuhost_min_ansible"] == match.group(1)
