@@ -169,7 +169,9 @@ def _runner(module, binary, timeout):
     def run(args):
         argv = [binary] + list(args)
         try:
-            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            # run_command has no timeout: a slurmctld that does not answer must not hang the module
+            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,  # pylint: disable=ansible-bad-function
+                                  stderr=subprocess.PIPE,
                                   env=env, timeout=timeout, check=False)
         except subprocess.TimeoutExpired:
             raise SlurmError("%s did not answer within %d s (killed); is slurmctld reachable?" % (_line(argv), timeout))

@@ -165,6 +165,8 @@ def start_workers(cpus, seconds):
     workers = []
     try:
         for cpu in cpus:
+            # a worker that runs beside the module, not a command run_command would run to its end
+            # pylint: disable-next=ansible-bad-function
             workers.append(subprocess.Popen([sys.executable, "-I", "-S", "-c", _WORKER, str(cpu), "%.3f" % seconds],
                                             stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL,
                                             stderr=subprocess.DEVNULL, close_fds=True))
@@ -335,7 +337,9 @@ def run_bounded(argv, timeout_s, env=None):
     env = dict(os.environ, LC_ALL="C")
     env.update(extra or {})
     try:
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        # run_command cannot kill a process group on timeout: the bounded runner needs Popen
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,  # pylint: disable=ansible-bad-function
+                                stderr=subprocess.STDOUT,
                                 env=env, close_fds=True, start_new_session=True)
     except OSError as exc:
         return None, "", "cannot run %s: %s" % (argv[0], exc.strerror or exc)
