@@ -23,21 +23,31 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # packages may enable on a systemd host, and changes none).
 DEB_TEST_PACKAGES := python3-venv shellcheck pciutils numactl linux-cpupower prometheus prometheus-node-exporter chromium qemu-system-x86 qemu-utils debootstrap acpica-tools jq munge slurmctld slurmd slurm-client mbw
 
-.PHONY: venv link fixtures audit test test-deps unit integration gates sanity lint changelog-lint docs-lint build-check vm-test clean
+MATRIX := 2.16 2.17 2.18 2.20 2.21
 
-# requirements-test.txt includes requirements.txt (the controller's runtime needs) and pins the
-# test tools and ansible-core; a change to either file redoes the install.
-$(VENV)/.installed: requirements.txt requirements-test.txt
+.PHONY: lock matrix venv link fixtures audit test test-deps unit integration gates sanity lint changelog-lint docs-lint build-check vm-test clean
+
+# requirements-test.txt is the lock (`make lock` writes it from requirements-test.in, which includes
+# requirements.txt): every package pinned exactly, with hashes; the venv is installed from it alone
+# (pip --require-hashes, --no-deps: nothing is resolved on the day of the install). A change of the
+# lock redoes the install.
+$(VENV)/.installed: requirements-test.txt
 	@# Debian's own python3 has no ensurepip without python3-venv: install it when we can.
 	@python3 -m venv --help >/dev/null 2>&1 && python3 -c 'import ensurepip' 2>/dev/null || \
 	  { [ "$$(id -u)" -eq 0 ] && command -v apt-get >/dev/null && apt-get update -qq && \
 	    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3-venv; } || true
+	rm -rf $(VENV)
 	python3 -m venv $(VENV)
-	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -r requirements-test.txt
+	$(PY) -m pip install -q --require-hashes --no-deps -r requirements-test.txt
 	touch $@
 
 venv: $(VENV)/.installed
+
+# Regenerate every lock from its input (tools/lock.sh): requirements-test.txt and the ansible-core
+# matrix's tests/matrix/ansible-core-X.Y.txt. `make lock ARGS=--upgrade` moves every package to the
+# newest version its input allows.
+lock: venv
+	tools/lock.sh $(ARGS)
 
 # The link is committed (relative, so any clone has it: ansible-lint and ansible-playbook find
 # gpuhost.baseline.* in a plain clone); this puts it back where it is missing.
@@ -82,7 +92,14 @@ test: test-deps venv link fixtures
 	$(MAKE) --no-print-directory -k gates; gates=$$?; \
 	if [ $$rc -ne 0 ]; then exit $$rc; fi; exit $$gates
 
-gates: sanity lint changelog-lint build-check docs-lint
+gates: sanity lint changelog-lint build-check docs-lint matrix
+
+# The ansible-core support matrix (tools/matrix.sh): the demo, the golden audit, remediate --check
+# --diff, learn, ansible-doc and ansible-test sanity under every version of MATRIX (2.19 is the main
+# suite's); 2.20 and later in a Debian 13 chroot (Python 3.13).
+matrix: venv link fixtures
+	$(call phase,matrix)
+	MATRIX="$(MATRIX)" tools/matrix.sh
 
 sanity: venv link
 	$(call phase,sanity)

@@ -18,28 +18,15 @@ import subprocess
 
 import pytest
 
+from helpers.golden import FILES, normalise
 from helpers.runner import run_playbook, stdout_of
 from test_audit_playbook import fleet
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document
 
 GOLDEN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "golden")
-FILES = ("report.json", "report.md", "report.html", "junit.xml", "metrics.prom")
 UPDATE = os.environ.get("GPUHOST_UPDATE_GOLDEN") == "1"
-STAMP = "2000-01-01T00:00:00+00:00"
 
 pytestmark = pytest.mark.slow
-
-
-def normalise(name, text):
-    """The generation time (ISO in the documents, epoch seconds in metrics.prom) replaced by a constant."""
-    text = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:\d\d|Z)", STAMP, text)
-    if name == "metrics.prom":
-        # the report's and each host's last-run time (the generation time as epoch seconds)
-        text = re.sub(r"^(gpuhost_baseline_(?:report|last_run)_timestamp_seconds(?:\{[^}]*\})?) \S+$", r"\1 946684800.0",
-                      text, flags=re.M)
-        # the run's duration (generated minus started) differs from run to run
-        text = re.sub(r"^(gpuhost_baseline_run_duration_seconds(?:\{[^}]*\})?) \S+$", r"\1 1.0", text, flags=re.M)
-    return text
 
 
 class Events(html.parser.HTMLParser):
