@@ -57,7 +57,7 @@ tar -tzf "$tarball" | sed -e 's#^\./##' -e 's#/$##' | sort > "$tmp/contents.txt"
 # ansible-playbook ran), development-only content (docs/development.md, "What the collection tarball
 # holds"). Any depth: tool caches, molecule state. Any file: logs, VM images,
 # tarballs, editor leftovers.
-unwanted='^(\.venv|\.cache|\.ansible|build|\.ci|tests|tools|benchmarks|molecule|Makefile|ansible\.cfg|pytest\.ini|requirements-test\.txt|changelogs/fragments|gpuhost-demo|\.git|ansible_collections|reports|gpuhost-reports|gpuhost-snapshots|\.idea|\.vscode|changelogs/\.plugin-cache\.yaml)(/|$)|(^|/)(__pycache__|\.pytest_cache|\.hypothesis|\.ruff_cache|\.mypy_cache|\.tox|\.nox)(/|$)|^molecule/[^/]+/\.molecule(/|$)|\.(pyc|qcow2|img|iso|tar\.gz|retry|log|swp)$|~$'
+unwanted='^(\.venv|\.cache|\.ansible|build|\.ci|tests|tools|benchmarks|molecule|Makefile|ansible\.cfg|pytest\.ini|requirements-test\.(txt|in)|changelogs/fragments|gpuhost-demo|\.git|ansible_collections|reports|gpuhost-reports|gpuhost-snapshots|\.idea|\.vscode|changelogs/\.plugin-cache\.yaml)(/|$)|(^|/)(__pycache__|\.pytest_cache|\.hypothesis|\.ruff_cache|\.mypy_cache|\.tox|\.nox)(/|$)|^molecule/[^/]+/\.molecule(/|$)|\.(pyc|qcow2|img|iso|tar\.gz|retry|log|swp)$|~$'
 if grep -E "$unwanted" "$tmp/contents.txt" > "$tmp/unwanted.txt"; then
   head -n 40 "$tmp/unwanted.txt" >&2
   fail "the artifact holds $(wc -l < "$tmp/unwanted.txt") unwanted paths (above): extend build_ignore in galaxy.yml"
