@@ -51,6 +51,15 @@ options:
     type: int
     choices: [1, 2]
     default: 1
+  command_timeouts:
+    description:
+      - Seconds each command of a tool may run (the basename of its binary, for example C(nvidia-smi)), over the
+        defaults of the collection's command runner (C(TIMEOUTS) in C(plugins/module_utils/facts/runner.py);
+        60 s for a tool not listed). A command past its bound is killed with its process group and its facts are
+        unknown with the reason; a tool that timed out is not run again in the same gather.
+      - Set from the variable C(gpuhost_command_timeouts) by the audit.
+    type: dict
+    default: {}
 extends_documentation_fragment:
   - gpuhost.baseline.facts
 notes:
@@ -137,8 +146,24 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS, gather_facts
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+
+
+def command_timeouts(module):
+    """The module's ``command_timeouts``: tool name -> positive seconds; anything else fails the module."""
+    value = module.params.get("command_timeouts") or {}
+    for name, seconds in value.items():
+        if isinstance(seconds, str):
+            try:
+                seconds = float(seconds)
+            except ValueError:
+                seconds = None
+        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 < seconds <= 86400:
+            module.fail_json(msg="command_timeouts: %s must be a number of seconds from 1 to 86400, not %r" % (name, value[name]))
+        value[name] = seconds
+    return value
 
 
 def main():
@@ -147,6 +172,7 @@ def main():
             gather=dict(type="list", elements="str", choices=list(SUBSYSTEMS)),
             root=dict(type="path", default="/"),
             kernel_log_boots=dict(type="int", default=1, choices=[1, 2]),
+            command_timeouts=dict(type="dict", default={}),
         ),
         supports_check_mode=True,
     )
@@ -154,8 +180,10 @@ def main():
     if root_dir != "/" and not os.path.isdir(root_dir):
         module.fail_json(msg="snapshot root %s is not a directory: capture one with the gpuhost.baseline.snapshot playbook" % root_dir)
 
+    timeouts = command_timeouts(module)
+
     def run(argv):
-        return module.run_command(argv, environ_update={"LC_ALL": "C"})
+        return runner.run(argv, timeouts=timeouts).decoded()
 
     root = Root(root_dir, run_command=run, which=module.get_bin_path)
     facts = gather_facts(root, module.params["gather"], {"kernel_log_boots": module.params["kernel_log_boots"]})

@@ -56,6 +56,13 @@ options:
     type: int
     choices: [1, 2]
     default: 1
+  command_timeouts:
+    description:
+      - As O(gpuhost.baseline.host_facts#module:command_timeouts). A command killed at its time bound is stored in
+        C(snapshot.json) with C(bound) V(timeout), so the audit of the snapshot gives the same findings
+        (HEALTH-024 for a hung C(nvidia-smi)).
+    type: dict
+    default: {}
 attributes:
   check_mode:
     description: In check mode the host is read but no tarball is written.
@@ -125,6 +132,7 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import lxc
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS, gather_facts
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import (Recorder, Root, _canonical,
                                                                                   write_snapshot)
@@ -220,19 +228,37 @@ def write_tarball(recorder, dest, meta):
     return dest
 
 
+def command_timeouts(module):
+    """The module's ``command_timeouts``: tool name -> positive seconds; anything else fails the module."""
+    value = module.params.get("command_timeouts") or {}
+    for name, seconds in value.items():
+        if isinstance(seconds, str):
+            try:
+                seconds = float(seconds)
+            except ValueError:
+                seconds = None
+        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 < seconds <= 86400:
+            module.fail_json(msg="command_timeouts: %s must be a number of seconds from 1 to 86400, not %r" % (name, value[name]))
+        value[name] = seconds
+    return value
+
+
 def main():
     module = AnsibleModule(
         argument_spec=dict(
             dest=dict(type="path"),
             gather=dict(type="list", elements="str", choices=list(SUBSYSTEMS)),
             kernel_log_boots=dict(type="int", default=1, choices=[1, 2]),
+            command_timeouts=dict(type="dict", default={}),
         ),
         supports_check_mode=True,
     )
     recorder = Recorder()
 
+    timeouts = command_timeouts(module)
+
     def run(argv):
-        return module.run_command(argv, environ_update={"LC_ALL": "C"})
+        return runner.run(argv, timeouts=timeouts).decoded()
 
     root = Root("/", run_command=run, which=module.get_bin_path, recorder=recorder)
     facts = gather_facts(root, module.params["gather"], {"kernel_log_boots": module.params["kernel_log_boots"]})

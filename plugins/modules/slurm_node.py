@@ -143,12 +143,11 @@ commands:
   sample: ["scontrol update NodeName=gpu07 State=DRAIN 'Reason=gpuhost: KERNEL-003 PCI-001'"]
 """
 
-import os
-import subprocess
 from shlex import quote
 
 from ansible.module_utils.basic import AnsibleModule
 
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.slurm import (
     drain_reason, drained_by_us, parse_show_node)
 
@@ -162,26 +161,25 @@ def _line(argv):
 
 
 def _runner(module, binary, timeout):
-    env = dict(os.environ, LC_ALL="C")
+    env = {}
     if module.params["slurm_conf"]:
         env["SLURM_CONF"] = module.params["slurm_conf"]
 
     def run(args):
         argv = [binary] + list(args)
-        try:
-            # run_command has no timeout: a slurmctld that does not answer must not hang the module
-            proc = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,  # pylint: disable=ansible-bad-function
-                                  stderr=subprocess.PIPE,
-                                  env=env, timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
+        # the one command runner: C locale, no stdin, output bounded, the process group killed at the bound
+        result = runner.run(argv, timeout=timeout, env=env)
+        if result.bound == runner.TIMEOUT:
             raise SlurmError("%s did not answer within %d s (killed); is slurmctld reachable?" % (_line(argv), timeout))
-        except OSError as exc:
-            raise SlurmError("cannot run %s: %s" % (_line(argv), exc.strerror or exc))
-        out = proc.stdout.decode("utf-8", "replace")
-        err = proc.stderr.decode("utf-8", "replace")
-        if proc.returncode != 0:
+        if result.bound is not None:
+            raise SlurmError("%s: %s" % (_line(argv), result.reason))
+        out = result.stdout.decode("utf-8", "replace")
+        err = result.stderr.decode("utf-8", "replace")
+        if result.rc == 127 and not out and err.startswith("cannot run "):
+            raise SlurmError(err)
+        if result.rc != 0:
             lines = (err or out).strip().splitlines()
-            raise SlurmError("%s exited %d: %s" % (_line(argv), proc.returncode,
+            raise SlurmError("%s exited %d: %s" % (_line(argv), result.rc,
                                                    lines[-1][:300] if lines else "no output"))
         return out
     return run

@@ -67,6 +67,16 @@ def gather_snapshot(root, gather=None, kernel_log_boots=None):
         return {"failed": True, "msg": "%s failed: %s: %s" % (FACTS_MODULE, type(exc).__name__, exc)}
 
 
+def command_timeouts(task_vars):
+    """``gpuhost_command_timeouts`` of the host (tool name -> seconds, positive numbers up to a day;
+    module_utils/facts/runner.py TIMEOUTS has the defaults), or ``{}``; other entries are left out."""
+    value = (task_vars or {}).get("gpuhost_command_timeouts")
+    if not isinstance(value, dict):
+        return {}
+    return dict((str(k), v) for k, v in value.items()
+                if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 86400)
+
+
 def gather_host(action, task_vars, root, gather=None, kernel_log_boots=None):
     """Run ``host_facts`` for the task of ``action`` (an ``ActionBase``) on its host; a snapshot on
     this machine (local connection, a ``root`` other than ``/``, no become) is read in this process
@@ -82,6 +92,9 @@ def gather_host(action, task_vars, root, gather=None, kernel_log_boots=None):
         module_args["gather"] = gather
     if kernel_log_boots is not None:
         module_args["kernel_log_boots"] = kernel_log_boots
+    timeouts = command_timeouts(task_vars)
+    if timeouts:
+        module_args["command_timeouts"] = timeouts
     try:
         # the action's own module call: the connection, become and interpreter of its task
         result = action._execute_module(  # pylint: disable=protected-access

@@ -47,10 +47,10 @@ import os
 import resource
 import shutil
 import socket
-import subprocess
 import sys
 import time
 
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS, gather_facts
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.health import MAX_KERNEL_LOG_BOOTS
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
@@ -176,18 +176,11 @@ def which(name):
 
 
 def command_runner(timeout):
-    """``run(argv) -> (rc, stdout, stderr)`` for :class:`Root`: C locale, no stdin, killed after ``timeout`` s."""
-    env = dict(os.environ, LC_ALL="C", LANG="C")
-
+    """``run(argv) -> Result`` (unpacks as ``(rc, stdout, stderr)``) for :class:`Root`: the one command
+    runner (module_utils/facts/runner.py): C locale, no stdin, output bounded while read, the process
+    group killed after ``timeout`` s (the config's one bound for every command)."""
     def run(argv):
-        try:
-            done = subprocess.run(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                                  env=env, timeout=timeout, check=False)
-        except subprocess.TimeoutExpired:
-            return 124, "", "timed out after %s s" % timeout
-        except OSError as exc:
-            return 127, "", str(exc)
-        return (done.returncode, done.stdout.decode("utf-8", "replace"), done.stderr.decode("utf-8", "replace"))
+        return runner.run(argv, timeout=timeout, env={"LANG": "C"}).decoded("replace")
     return run
 
 

@@ -42,6 +42,15 @@ class FakeModule:
         self.ran.append(list(argv))
         return self.answers.get(os.path.basename(argv[0]), (0, "", ""))
 
+    def run_bounded(self, argv):
+        """What fix.base.run_host_command asks a stand-in module instead of the command runner."""
+        from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.runner import Result
+        answer = self.run_command(argv)
+        if isinstance(answer, Result):
+            return answer
+        rc, out, err = answer
+        return Result(argv, rc, out, err)
+
 
 def copy_tree(source, dest):
     """A writable copy of a snapshot, links kept as links."""

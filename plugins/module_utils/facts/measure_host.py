@@ -21,14 +21,12 @@ node) is ``unknown`` with the reason. Standard library only, Python 3.8+.
 
 from __future__ import absolute_import, division, print_function
 
-import errno
 import os
-import signal
 import subprocess
 import sys
 import time
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import measure
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import measure, runner
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.cpu import format_cpulist, parse_cpulist
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import MAX_LARGE_BYTES, read_regular
 
@@ -330,45 +328,21 @@ def plan_mem_bw(which, duration_s, tools=MEM_TOOLS, threads_max=MEM_THREADS_MAX,
 
 
 def run_bounded(argv, timeout_s, env=None):
-    """``(rc, output, reason)``: ``argv`` run in a new session with stdout and stderr together; at
-    ``timeout_s`` its whole process group is killed (``SIGKILL``) and ``rc`` is ``None`` with the reason.
+    """``(rc, output, reason)``: ``argv`` run by the one command runner (:mod:`runner`) with stdout and
+    stderr together, its output bounded while read (:data:`measure.MAX_TEXT`); at ``timeout_s``, or past
+    that much output, its whole process group is killed and ``rc`` is ``None`` with the reason.
     ``env``: variables set for the run on top of this process's environment (and ``LC_ALL=C``)."""
-    extra = env
-    env = dict(os.environ, LC_ALL="C")
-    env.update(extra or {})
-    try:
-        # run_command cannot kill a process group on timeout: the bounded runner needs Popen
-        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,  # pylint: disable=ansible-bad-function
-                                stderr=subprocess.STDOUT,
-                                env=env, close_fds=True, start_new_session=True)
-    except OSError as exc:
-        return None, "", "cannot run %s: %s" % (argv[0], exc.strerror or exc)
-    timed_out = False
-    try:
-        out, dummy = proc.communicate(timeout=max(1, timeout_s))
-    except subprocess.TimeoutExpired:
-        timed_out = True
-        _killpg(proc.pid)
-        out, dummy = proc.communicate()
-    finally:
-        if proc.poll() is None:
-            _killpg(proc.pid)
-            proc.wait()
-    # what the tool left in its group (stress-ng's stressors when the parent died first) goes too
-    _killpg(proc.pid)
-    text = (out or b"")[:measure.MAX_TEXT].decode("utf-8", "replace")
-    if timed_out:
+    result = runner.run(argv, timeout=max(1, timeout_s), cap=measure.MAX_TEXT, env=env, merge_stderr=True)
+    text = result.stdout.decode("utf-8", "replace")
+    if result.bound == runner.TIMEOUT:
         return None, text, "%s did not finish within %d s: killed with its process group" % (
             os.path.basename(argv[0]), timeout_s)
-    return proc.returncode, text, None
-
-
-def _killpg(pgid):
-    try:
-        os.killpg(pgid, signal.SIGKILL)
-    except OSError as exc:
-        if exc.errno not in (errno.ESRCH, errno.EPERM):
-            raise
+    if result.bound == runner.OUTPUT_CAP:
+        return None, text, "%s wrote more than %d bytes of output: killed with its process group" % (
+            os.path.basename(argv[0]), measure.MAX_TEXT)
+    if result.rc == 127 and not result.stdout and result.stderr.startswith(b"cannot run "):
+        return None, "", result.stderr.decode("utf-8", "replace")
+    return result.rc, text, None
 
 
 def _mem_run(argv, cpus, parser, deadline, timeout_s, own, run, clock):

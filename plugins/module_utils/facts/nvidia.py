@@ -728,11 +728,13 @@ def gather(root):
             root.error(SUBSYSTEM, VERSION_PATH, "no 'NVRM version:' line: not an NVIDIA driver version file")
     module = module or {"version": None, "open": None, "raw": None}
 
-    smi = {"available": False, "error": None}
+    smi = {"available": False, "error": None, "bound": None}
     parsed = None
     xml_text, reason = root.command("nvidia-smi-q", SUBSYSTEM)
     if xml_text is None:
         smi["error"] = reason
+        # timeout: the driver did not answer (HEALTH-024); output_cap: it flooded its output
+        smi["bound"] = getattr(root, "capture_bounds", {}).get("nvidia-smi-q")
     else:
         parsed = parse_smi_xml(xml_text)
         if parsed is not None and parsed["replaced"]:

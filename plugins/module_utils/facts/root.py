@@ -32,6 +32,8 @@ import stat
 
 __metaclass__ = type
 
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.runner import OUTPUT_CAP, TIMEOUT
+
 #: Snapshot-relative names of captured command outputs (contract: docs/snapshot-format.md).
 COMMAND_CAPTURES = {
     "nvidia-smi-q": "commands/nvidia-smi-q.xml",
@@ -221,6 +223,10 @@ class Root:
         self._which = which
         self.recorder = recorder
         self.errors = []
+        #: tool basename -> (bound, reason) of a command a bound ended: the tool is not run again
+        self.command_bounds = {}
+        #: capture -> the bound (``timeout``/``output_cap``) that ended it, live or as recorded
+        self.capture_bounds = {}
         self._snapshot_meta = None
         # host directory -> its real path under a snapshot root: a gather reads thousands of files
         # in a few hundred directories, and resolving each full path again costs an lstat per
@@ -444,6 +450,8 @@ class Root:
             recorded = self._captured.get("commands", {}).get(capture) or {}
             if recorded.get("error"):
                 # the command failed or was absent on the captured host: same reason as live
+                if recorded.get("bound") in (TIMEOUT, OUTPUT_CAP):
+                    self.capture_bounds[capture] = recorded["bound"]
                 self.error(subsystem, recorded.get("where", rel), recorded["error"])
                 return None, recorded["error"]
             try:
@@ -460,10 +468,22 @@ class Root:
             if self.recorder is not None:
                 self.recorder.command_failed(capture, argv[0], reason)
             return None, reason
+        earlier = self.command_bounds.get(os.path.basename(binary))
+        if earlier is not None:
+            # one hung tool costs one time bound per gather, not one per command of that tool
+            reason = "%s not run: %s" % (" ".join(argv), earlier[1])
+            return self._command_failed(capture, subsystem, " ".join(argv), reason, earlier[0])
+        bound = None
         try:
-            rc, out, err = self._run([binary] + argv[1:])
+            result = self._run([binary] + argv[1:])
+            rc, out, err = result
+            bound = getattr(result, "bound", None)
         except Exception as exc:  # a broken binary must not take the facts down
             rc, out, err = 127, "", str(exc)
+        if bound is not None:
+            reason = result.reason
+            self.command_bounds[os.path.basename(binary)] = (bound, reason)
+            return self._command_failed(capture, subsystem, " ".join(argv), reason, bound)
         if rc != 0:
             first = (err or out or "").strip().splitlines()
             reason = "%s exited %s: %s" % (" ".join(argv), rc, first[0][:200] if first else "no output")
@@ -474,6 +494,14 @@ class Root:
         if self.recorder is not None:
             self.recorder.command(capture, out)
         return out, None
+
+    def _command_failed(self, capture, subsystem, where, reason, bound):
+        """Record a command a bound ended (or one not run after its tool hit a bound)."""
+        self.capture_bounds[capture] = bound
+        self.error(subsystem, where, reason)
+        if self.recorder is not None:
+            self.recorder.command_failed(capture, where, reason, bound=bound)
+        return None, reason
 
     @property
     def _captured(self):
@@ -553,8 +581,10 @@ class Recorder:
     def command(self, capture, stdout):
         self.commands[capture] = {"file": COMMAND_CAPTURES[capture], "stdout": stdout}
 
-    def command_failed(self, capture, where, reason):
+    def command_failed(self, capture, where, reason, bound=None):
         self.commands[capture] = {"error": reason, "where": where}
+        if bound is not None:
+            self.commands[capture]["bound"] = bound
 
     def metadata(self):
         """The parts of ``snapshot.json`` that replay failures."""

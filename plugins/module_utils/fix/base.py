@@ -27,6 +27,7 @@ import os
 import shlex
 import tempfile
 
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import (
     MAX_FILE_BYTES, OutsideRoot, Refused, Root, read_regular)
 
@@ -61,6 +62,16 @@ def printable(text, limit=60):
         text = text.decode("utf-8", "replace")
     shown = repr(text[:limit])
     return shown + ("..." if len(text) > limit else "")
+
+
+def run_host_command(module, argv):
+    """``argv`` run by the one command runner (module_utils/facts/runner.py), as text: a
+    :class:`runner.Result` (unpacks as ``rc, stdout, stderr``). A stand-in module of the tests answers
+    through its own ``run_bounded``; AnsibleModule has none, so on a host it is always the runner."""
+    stand_in = getattr(module, "run_bounded", None)
+    if stand_in is not None:
+        return stand_in(argv)
+    return runner.run(argv).decoded()
 
 
 def command_line(argv):
@@ -297,8 +308,11 @@ class Host:
         binary = self.module.get_bin_path(argv[0])
         if not binary:
             raise FixError("%s not found in PATH: %s" % (argv[0], why), command=command_line(argv))
-        rc, out, err = self.module.run_command([binary] + list(argv[1:]), environ_update={"LC_ALL": "C"})
+        result = run_host_command(self.module, [binary] + list(argv[1:]))
+        rc, out, err = result
         self.ran.append(command_line(argv))
+        if result.bound is not None:
+            raise FixError("%s: %s" % (result.reason, why), command=command_line(argv), rc=rc, stdout=out, stderr=err)
         if rc != 0:
             lines = (err or out or "").strip().splitlines()
             last = lines[-1][:300] if lines else "no output"

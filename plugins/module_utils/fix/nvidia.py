@@ -17,7 +17,8 @@ import os
 import posixpath
 import re
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.base import FixError, command_line, printable, to_bytes
+from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.base import (
+    FixError, command_line, printable, run_host_command, to_bytes)
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.nvidia import normalise_bus_id, parse_smi_xml
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import COMMAND_CAPTURES
 
@@ -208,8 +209,12 @@ class SmiReader:
             where = rel
         else:
             argv = [self.binary(), "-q", "-x"]
-            rc, text, err = self.host.module.run_command(argv, environ_update={"LC_ALL": "C"})
+            result = run_host_command(self.host.module, argv)
+            rc, text, err = result
             where = command_line(argv)
+            if result.bound is not None:
+                raise FixError("%s: cannot read the GPU state; the driver does not answer" % result.reason,
+                               command=where, rc=rc)
             if rc != 0:
                 lines = (err or text or "").strip().splitlines()
                 raise FixError("%s exited %d (%s): cannot read the GPU state; is the NVIDIA driver loaded?"
@@ -266,7 +271,10 @@ def apply(host, params, diff=False):
             binary = host.module.get_bin_path(argv[0])
             if not binary:
                 return 1, "", "%s not found" % argv[0]
-            return host.module.run_command([binary] + argv[1:], environ_update={"LC_ALL": "C"})
+            result = run_host_command(host.module, [binary] + argv[1:])
+            if result.bound is not None:
+                return 1, result.stdout, result.reason
+            return result
         daemon = _daemon_state(host, run_query)
     decided = plan(gpus, selected, persistence, power_limit, method, daemon, smi_argv0)
 

@@ -455,7 +455,7 @@ def test_gather_snapshot_with_everything(tmp_path):
     facts = gather(root)
     assert root.errors == []
     assert facts["present"] is True
-    assert facts["smi"] == {"available": True, "error": None}
+    assert facts["smi"] == {"available": True, "error": None, "bound": None}
     assert facts["module"]["version"] == "550.54.14"
     assert facts["module"]["open"] is False
     assert facts["driver_version"] == "515.105.01"
@@ -563,7 +563,7 @@ def test_gather_live_without_nvidia_smi_binary(tmp_path):
     root = _live_root(tmp_path, which=lambda name: None)
     facts = gather(root)
     assert facts["present"] is False
-    assert facts["smi"] == {"available": False, "error": "nvidia-smi not found in PATH"}
+    assert facts["smi"] == {"available": False, "error": "nvidia-smi not found in PATH", "bound": None}
     assert facts["gpus"] == []
     assert facts["topology"] is None
     assert root.errors == [{"subsystem": "nvidia", "path": "nvidia-smi", "reason": "nvidia-smi not found in PATH"}]

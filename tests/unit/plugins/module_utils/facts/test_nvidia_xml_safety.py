@@ -70,7 +70,7 @@ def test_a_control_character_in_one_product_name_keeps_all_8_gpus(gpu):
 def test_gather_keeps_8_gpus_and_records_one_error_naming_the_capture(tmp_path):
     root = snapshot(tmp_path, in_name(eight(), 0, "\x01"))
     facts = gather(root)
-    assert facts["smi"] == {"available": True, "error": None}
+    assert facts["smi"] == {"available": True, "error": None, "bound": None}
     assert len(facts["gpus"]) == 8 and facts["attached_gpus"] == 8
     assert facts["gpus"][1]["name"] == NAME
     xml_errors = [e for e in root.errors if e["path"] == "nvidia-smi -q -x"]

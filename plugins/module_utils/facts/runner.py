@@ -1,0 +1,261 @@
+# -*- coding: utf-8 -*-
+# Copyright: (c) 2026, gpuhost.baseline contributors
+# GNU General Public License v3.0+ (see COPYING or https://www.gnu.org/licenses/gpl-3.0.txt)
+"""The one runner of every command this collection runs on a host (docs/security.md, "Bounds").
+
+Facts, snapshot capture, measurements, fixes, the self-audit and slurm_node run their commands
+through :func:`run`: an argv (never a shell), no stdin, ``LC_ALL=C``, the process in a session
+(and process group) of its own, a time bound per command (:data:`TIMEOUTS` per tool, else
+:data:`DEFAULT_TIMEOUT_S`) and an output bound *while reading*: stdout and stderr are read from
+non-blocking pipes as they come, each kept up to ``cap`` bytes; past the cap, or at the deadline,
+the process group is ended (``SIGTERM``, then ``SIGKILL`` after :data:`KILL_GRACE_S`) together with
+every process that still holds one of the pipes (a child that started a session of its own). The
+read loop ends at the deadline whoever holds the pipes. :class:`Result` says which bound ended the
+command (:data:`TIMEOUT`, :data:`OUTPUT_CAP` or ``None``).
+
+Host side: Python 3.8+, standard library only, no ``ansible.module_utils`` needed (the self-audit
+bundle runs it outside a module).
+"""
+from __future__ import absolute_import, division, print_function
+
+__metaclass__ = type
+
+import errno
+import os
+import selectors
+import signal
+import subprocess
+import time
+
+#: which bound ended a command
+TIMEOUT = "timeout"
+OUTPUT_CAP = "output_cap"
+
+#: seconds a command may run when its tool has no entry in :data:`TIMEOUTS`
+DEFAULT_TIMEOUT_S = 60
+#: seconds per tool (the basename of argv[0]); ``gpuhost_command_timeouts`` (a dict of the same
+#: shape, passed to the modules as ``command_timeouts``) changes them
+TIMEOUTS = {
+    "nvidia-smi": 45,
+    "journalctl": 60,
+    "dmesg": 30,
+    "systemctl": 30,
+    "scontrol": 30,
+    "update-grub": 120,
+    "grub2-mkconfig": 120,
+    "grub-mkconfig": 120,
+    "dracut": 300,
+    "update-initramfs": 300,
+    "sysctl": 30,
+}
+#: bytes kept of stdout and of stderr each (docs/security.md's 64 MiB bound of a command's output)
+OUTPUT_CAP_BYTES = 64 * 1024 * 1024
+#: seconds between SIGTERM and SIGKILL, and the most spent reaping a killed process
+KILL_GRACE_S = 1.0
+#: seconds the pipes are still read after the command itself exited (a child it left holding them)
+LINGER_S = 2.0
+_CHUNK = 65536
+
+
+def timeout_for(argv0, overrides=None):
+    """Seconds for a command of ``argv0``: ``overrides`` (tool -> seconds), then :data:`TIMEOUTS`, then
+    :data:`DEFAULT_TIMEOUT_S`. Only positive numbers count; anything else is ignored."""
+    name = os.path.basename(str(argv0))
+    for table in (overrides or {}, TIMEOUTS):
+        value = table.get(name) if isinstance(table, dict) else None
+        if isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0:
+            return value
+    return DEFAULT_TIMEOUT_S
+
+
+class Result:
+    """What :func:`run` returns. Unpacks as ``rc, stdout, stderr`` like ``run_command``.
+
+    ``rc``: the exit status (negative: the signal that ended it; ``None``: a process killed at a bound
+    that could not be reaped, e.g. one stuck in the kernel); ``stdout``/``stderr``: bytes (or text
+    after :meth:`decoded`), at most the cap each; ``bound``: :data:`TIMEOUT`, :data:`OUTPUT_CAP` or
+    ``None``; ``elapsed``: seconds; ``reason``: one sentence when a bound ended it, else ``None``."""
+
+    __slots__ = ("argv", "rc", "stdout", "stderr", "bound", "elapsed", "limit", "stream")
+
+    def __init__(self, argv, rc, stdout, stderr, bound=None, elapsed=0.0, limit=None, stream=None):
+        self.argv = list(argv)
+        self.rc = rc
+        self.stdout = stdout
+        self.stderr = stderr
+        self.bound = bound
+        self.elapsed = elapsed
+        self.limit = limit
+        self.stream = stream
+
+    def __iter__(self):
+        return iter((self.rc, self.stdout, self.stderr))
+
+    def __repr__(self):
+        return "Result(rc=%r, bound=%r, elapsed=%.2f, stdout=%d bytes, stderr=%d bytes)" % (
+            self.rc, self.bound, self.elapsed, len(self.stdout), len(self.stderr))
+
+    @property
+    def reason(self):
+        command = " ".join(self.argv[:1] and [os.path.basename(self.argv[0])] + self.argv[1:])
+        command = "".join(c if c.isprintable() else "?" for c in command[:200])
+        if self.bound == TIMEOUT:
+            return "%s did not answer within %s s: killed with its process group" % (command, _seconds(self.limit))
+        if self.bound == OUTPUT_CAP:
+            return "%s wrote more than %d bytes to %s: killed with its process group" % (
+                command, self.limit, self.stream or "its output")
+        return None
+
+    def decoded(self, errors="surrogateescape"):
+        """The same result with stdout and stderr as text (UTF-8 with ``errors``)."""
+        return Result(self.argv, self.rc, self.stdout.decode("utf-8", errors), self.stderr.decode("utf-8", errors),
+                      self.bound, self.elapsed, self.limit, self.stream)
+
+
+def _seconds(value):
+    return ("%g" % value) if isinstance(value, (int, float)) else str(value)
+
+
+def run(argv, timeout=None, cap=OUTPUT_CAP_BYTES, env=None, merge_stderr=False, timeouts=None):
+    """Run ``argv`` bounded; return a :class:`Result` (never raises for a command that cannot start:
+    ``rc`` 127 and the reason in ``stderr``).
+
+    ``timeout``: seconds (default :func:`timeout_for` of ``argv[0]`` with ``timeouts``); ``cap``: bytes
+    kept per stream; ``env``: variables set on top of this process's environment and ``LC_ALL=C``;
+    ``merge_stderr``: stderr into stdout (one stream, one cap)."""
+    if isinstance(argv, (str, bytes)) or not argv:
+        raise TypeError("run() takes a non-empty argv list, never a shell string")
+    argv = [str(part) for part in argv]
+    limit = timeout if timeout is not None else timeout_for(argv[0], timeouts)
+    environ = dict(os.environ, LC_ALL="C")
+    environ.update(env or {})  # a caller's explicit choice wins (a tool that needs a UTF-8 locale)
+    start = time.monotonic()
+    try:
+        # run_command has no output cap and no process-group kill: the one runner needs Popen
+        proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,  # pylint: disable=ansible-bad-function
+                                stderr=subprocess.STDOUT if merge_stderr else subprocess.PIPE,
+                                env=environ, close_fds=True, start_new_session=True)
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc)
+        return Result(argv, 127, b"", ("cannot run %s: %s" % (argv[0], reason)).encode("utf-8", "replace"),
+                      elapsed=time.monotonic() - start)
+    deadline = start + limit
+    pipes = [(proc.stdout, "stdout")] + ([] if merge_stderr else [(proc.stderr, "stderr")])
+    buffers = dict((name, bytearray()) for dummy, name in pipes)
+    inodes = set()
+    selector = selectors.DefaultSelector()
+    for pipe, name in pipes:
+        os.set_blocking(pipe.fileno(), False)
+        inodes.add(os.fstat(pipe.fileno()).st_ino)
+        selector.register(pipe, selectors.EVENT_READ, name)
+    bound = stream = None
+    exited_at = None
+    try:
+        while selector.get_map() and bound is None:
+            now = time.monotonic()
+            if now >= deadline:
+                bound = TIMEOUT
+                break
+            if exited_at is None and proc.poll() is not None:
+                exited_at = now
+            if exited_at is not None and now - exited_at >= LINGER_S:
+                break  # the command is done; a process it left holds the pipes (ended below)
+            for key, dummy in selector.select(min(deadline - now, 0.25)):
+                try:
+                    chunk = os.read(key.fileobj.fileno(), _CHUNK)
+                except (BlockingIOError, InterruptedError):
+                    continue
+                except OSError:
+                    chunk = b""
+                if not chunk:
+                    selector.unregister(key.fileobj)
+                    continue
+                buf = buffers[key.data]
+                room = cap - len(buf)
+                if len(chunk) > room:
+                    buf += chunk[:max(room, 0)]
+                    bound, stream = OUTPUT_CAP, key.data
+                    break
+                buf += chunk
+        held = bool(selector.get_map())
+        if bound is None:
+            try:
+                proc.wait(timeout=max(deadline - time.monotonic(), 0))
+            except subprocess.TimeoutExpired:
+                bound = TIMEOUT
+        if bound is not None or held:
+            _end(proc, inodes if held or bound else ())
+        elif proc.returncode is not None:
+            _killpg(proc.pid, signal.SIGKILL)  # what the command left in its group goes too
+    finally:
+        selector.close()
+        for pipe, dummy in pipes:
+            pipe.close()
+    return Result(argv, proc.returncode, bytes(buffers["stdout"]), bytes(buffers.get("stderr", b"")),
+                  bound, time.monotonic() - start, cap if bound == OUTPUT_CAP else limit, stream)
+
+
+def _end(proc, inodes):
+    """SIGTERM the group of ``proc`` and every process holding a pipe of ``inodes``, SIGKILL them after
+    :data:`KILL_GRACE_S`; reap ``proc`` for at most :data:`KILL_GRACE_S` more."""
+    holders = _holders(inodes)
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        _killpg(proc.pid, sig)
+        for pid in holders:
+            _kill(pid, sig)
+        try:
+            proc.wait(timeout=KILL_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
+        if sig == signal.SIGTERM:
+            holders = _holders(inodes) | set(holders)
+    if proc.returncode is None:
+        try:
+            proc.wait(timeout=KILL_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass  # stuck in the kernel (a hung driver): rc stays None
+
+
+def _holders(inodes):
+    """Pids (other than this one) with a file descriptor on one of the pipes ``inodes`` (Linux /proc)."""
+    found = set()
+    if not inodes:
+        return found
+    wanted = set("pipe:[%d]" % ino for ino in inodes)
+    me = os.getpid()
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return found
+    for pid in pids:
+        if pid == me:
+            continue
+        base = "/proc/%d/fd" % pid
+        try:
+            fds = os.listdir(base)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(base + "/" + fd) in wanted:
+                    found.add(pid)
+                    break
+            except OSError:
+                continue
+    return found
+
+
+def _killpg(pgid, sig):
+    try:
+        os.killpg(pgid, sig)
+    except OSError as exc:
+        if exc.errno not in (errno.ESRCH, errno.EPERM):
+            raise
+
+
+def _kill(pid, sig):
+    try:
+        os.kill(pid, sig)
+    except OSError as exc:
+        if exc.errno not in (errno.ESRCH, errno.EPERM):
+            raise
