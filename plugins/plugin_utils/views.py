@@ -300,6 +300,8 @@ APPLIES_WORDS = {
     "params.iommu_passthrough": "whose profile asks for IOMMU passthrough",
     "derived.inventory.present": "whose profile has a golden inventory (playbooks/learn.yml writes it)",
     "health.nvidia_seen": "with the NVIDIA driver loaded or NVIDIA GPUs on the PCI bus",
+    "health.nvidia_seen || nvidia.smi.bound == 'timeout'":
+        "with the NVIDIA driver loaded, NVIDIA GPUs on the PCI bus or an nvidia-smi that did not answer",
     "derived.health.nvlink_expected": "with NVLink (NVLink peers in the GPU topology, an NVSwitch or an active link)",
     "length(health.fabric_manager.nvswitches || `[]`) > `0`": "with an NVSwitch on the PCI bus",
     "params.nccl_nic_per_gpu": "whose profile asks for an RDMA NIC per GPU (nccl_nic_per_gpu)",
