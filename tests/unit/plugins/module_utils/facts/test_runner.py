@@ -209,3 +209,26 @@ def test_a_snapshot_replays_the_bound(tmp_path):
     (tmp_path / "snapshot.json").write_text(json.dumps({"commands": {"nvidia-smi-q": {
         "error": reason, "where": "nvidia-smi -q -x", "bound": ["\x1b[2J"]}}}))
     assert nvidia.gather(Root(str(tmp_path)))["smi"]["bound"] is None
+
+
+# -- the measurements' runner (measure_host.run_bounded) on the same bounds ------------------------
+def test_a_flooding_measurement_tool_is_cut_while_reading():
+    """A flooding mbw grew the module to 23 GiB: communicate() read everything and cut afterwards."""
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import measure, measure_host
+    began = time.monotonic()
+    rc, out, reason = measure_host.run_bounded([sys.executable, "-c", FLOOD_OUT], 30)
+    assert time.monotonic() - began < 5
+    assert rc is None and len(out) == measure.MAX_TEXT
+    assert reason.endswith("wrote more than %d bytes of output: killed with its process group" % measure.MAX_TEXT)
+
+
+def test_a_measurement_tool_whose_child_holds_the_pipe_ends_at_its_timeout(tmp_path):
+    """The second communicate() without a timeout: a 3 s timeout became 25 s."""
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import measure_host
+    marker = tmp_path / "child.pid"
+    script = "setsid sh -c 'echo $$ > %s; exec sleep 30' & sleep 30" % marker
+    began = time.monotonic()
+    rc, dummy, reason = measure_host.run_bounded(["/bin/sh", "-c", script], 1)
+    assert time.monotonic() - began < 1 + 2 * runner.KILL_GRACE_S + 1
+    assert rc is None and "did not finish within 1 s" in reason
+    assert gone(int(marker.read_text()))
