@@ -453,8 +453,37 @@ def _cache_path(base_dir, stamp):
 
 
 def _trusted(st):
-    """A cache file (or its directory, by its ``os.stat``) this user owns and nobody else may write."""
+    """A cache file (or its directory) this user owns and nobody else may write."""
     return st.st_uid == os.geteuid() and not st.st_mode & 0o022
+
+
+def _open_cache_dir(directory, create):
+    """A descriptor of the cache directory ``directory`` when it is a real directory (never a link: opened
+    with ``O_NOFOLLOW``) this user owns and nobody else may write, else ``None``. ``create`` makes it (0700)
+    when it is missing. Everything in it is then done through the descriptor (``dir_fd``), so a link put in
+    its place afterwards changes nothing."""
+    if create:
+        parent = os.path.dirname(directory)
+        os.makedirs(parent, mode=0o700, exist_ok=True)
+        try:
+            os.mkdir(directory, 0o700)
+        except FileExistsError:
+            pass
+    try:
+        st = os.lstat(directory)
+    except FileNotFoundError:
+        return None
+    if not stat.S_ISDIR(st.st_mode) or not _trusted(st):
+        return None  # a link, a file, another user's or a writable directory: no cache
+    try:
+        fd = os.open(directory, os.O_RDONLY | os.O_NOFOLLOW | getattr(os, "O_DIRECTORY", 0))
+    except OSError:
+        return None
+    held = os.fstat(fd)
+    if not (stat.S_ISDIR(held.st_mode) and _trusted(held) and (held.st_dev, held.st_ino) == (st.st_dev, st.st_ino)):
+        os.close(fd)
+        return None
+    return fd
 
 
 def _holds_dates(value):
@@ -477,19 +506,29 @@ def _disk_cache(base_dir, stamp, documents=None):
     not writable by group or others: a planted file could otherwise slip past validation. What
     is read is rebuilt with the same code checks as the files; any problem means parsing again.
     """
+    import binascii  # pylint: disable=import-outside-toplevel
     import json  # pylint: disable=import-outside-toplevel
-    import tempfile  # pylint: disable=import-outside-toplevel
 
     path = _cache_path(base_dir, stamp)
-    directory = os.path.dirname(path)
+    directory, name = os.path.split(path)
+    dir_fd = None
     try:
         if documents is None:
-            if not os.path.lexists(path) or not _trusted(os.stat(directory)):
+            dir_fd = _open_cache_dir(directory, create=False)
+            if dir_fd is None:
                 return None
-            st = os.lstat(path)
-            if not (stat.S_ISREG(st.st_mode) and _trusted(st)):
+            try:
+                fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK, dir_fd=dir_fd)
+            except OSError:  # missing, or a link (ELOOP)
                 return None
-            loaded = loads_json(read_bytes(path).decode("utf-8"))
+            with os.fdopen(fd, "rb") as handle:
+                st = os.fstat(handle.fileno())
+                if not (stat.S_ISREG(st.st_mode) and _trusted(st)) or st.st_size > _CACHE_MAX_BYTES:
+                    return None
+                data = handle.read(_CACHE_MAX_BYTES + 1)
+            if len(data) > _CACHE_MAX_BYTES:
+                return None
+            loaded = loads_json(data.decode("utf-8"))
             if isinstance(loaded, dict) and isinstance(loaded.get("rules"), list) and \
                     isinstance(loaded.get("profiles"), dict):
                 return loaded
@@ -498,21 +537,31 @@ def _disk_cache(base_dir, stamp, documents=None):
             return None  # JSON would turn a YAML date into a string: parse each time instead
         # YAML 1.1 `true:` operator keys become "true", which Rule reads the same way
         text = json.dumps(json_compatible(documents), sort_keys=True)
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        if not _trusted(os.stat(directory)):
+        dir_fd = _open_cache_dir(directory, create=True)
+        if dir_fd is None:
             return None
-        fd, tmp = tempfile.mkstemp(prefix=".catalogue.", dir=directory)  # 0600
+        tmp = ".catalogue.%s.%d" % (binascii.hexlify(os.urandom(6)).decode("ascii"), os.getpid())
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600, dir_fd=dir_fd)
         try:
             with os.fdopen(fd, "w") as handle:
                 handle.write(text)
-            os.rename(tmp, path)
+            os.rename(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         finally:
-            if os.path.exists(tmp):
-                os.unlink(tmp)
-        _prune_disk_cache(directory, keep=path)
+            try:
+                os.unlink(tmp, dir_fd=dir_fd)
+            except FileNotFoundError:
+                pass
+        _prune_disk_cache(dir_fd, keep=name)
     except Exception:  # pylint: disable=broad-except
         return None
+    finally:
+        if dir_fd is not None:
+            os.close(dir_fd)
     return None
+
+
+#: the largest cache file read back (the bundled catalogue's is about 70 kB)
+_CACHE_MAX_BYTES = 16 * 1024 * 1024
 
 
 #: catalogue cache files kept per user: one per set of catalogue files (bundled, each site's
@@ -520,25 +569,25 @@ def _disk_cache(base_dir, stamp, documents=None):
 DISK_CACHE_KEEP = 16
 
 
-def _prune_disk_cache(directory, keep, limit=DISK_CACHE_KEEP):
-    """Remove the oldest cache files of ``directory`` (names :func:`_cache_path` gives) beyond
-    ``limit`` (never ``keep``, the file just written); no other file is touched. A key changes with every edit of a catalogue file, so
-    without a bound the directory grows with every change a site makes (about 70 kB each)."""
+def _prune_disk_cache(dir_fd, keep, limit=DISK_CACHE_KEEP):
+    """Remove the oldest cache files of the directory open as ``dir_fd`` (names :func:`_cache_path` gives)
+    beyond ``limit`` (never ``keep``, the name just written); no other file is touched, nothing followed.
+    A key changes with every edit of a catalogue file, so without a bound the directory grows with every
+    change a site makes (about 70 kB each)."""
     entries = []
-    for name in os.listdir(directory):
+    for name in os.listdir(dir_fd):
         if not _CACHE_NAME_RE.match(name):
             continue
-        path = os.path.join(directory, name)
         try:
-            st = os.lstat(path)
+            st = os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
         except OSError:
             continue
-        if stat.S_ISREG(st.st_mode) and path != keep:
-            entries.append((st.st_mtime, path))
+        if stat.S_ISREG(st.st_mode) and name != keep:
+            entries.append((st.st_mtime, name))
     entries.sort(reverse=True)
-    for _mtime, path in entries[max(limit - 1, 0):]:
+    for _mtime, name in entries[max(limit - 1, 0):]:
         try:
-            os.unlink(path)
+            os.unlink(name, dir_fd=dir_fd)
         except OSError:
             pass  # removed by a concurrent run, or not ours to remove
 

@@ -29,6 +29,7 @@ __metaclass__ = type
 import contextlib
 import json
 import os
+import re
 import stat
 import tempfile
 
@@ -185,27 +186,129 @@ def discard(path):
         pass
 
 
-class DirectoryLock:
-    """An exclusive ``flock`` on a directory itself (no lock file in it): two runs writing into one
-    report directory take turns, so the files always come from one run; history.py takes it on
-    the history directory the same way. The directory is the operator's (a link to it is followed:
-    callers resolve it first); a file in its place is refused."""
+#: The lock file :class:`DirectoryLock` takes in a report or history directory (removed when let go; one a
+#: killed run left behind is taken over, never trusted: see :class:`DirectoryLock`).
+LOCK_NAME = ".gpuhost.lock"
+#: How long :class:`DirectoryLock` waits for another run of the tool that holds the lock (seconds).
+LOCK_WAIT_S = 300
+#: How long it sleeps between two tries.
+_LOCK_POLL_S = 0.05
 
-    def __init__(self, directory):
+
+class DirectoryLock:
+    """An exclusive lock on a report or history directory: two runs writing into one report directory take
+    turns, so the files always come from one run; history.py takes it on the history directory the same way.
+
+    The lock is a ``flock`` on a file of the tool's own in the directory, :data:`LOCK_NAME`, never on the
+    directory itself (any local user who can open a 0755 directory could hold a lock on it and make every
+    root run wait). The file is opened without following a link (``O_NOFOLLOW``), created 0600, and used
+    only when it is a regular file this user owns with one link: a link, a FIFO, another user's file or a
+    hard link is refused (:class:`FileRefused`), never written. The lock is tried without blocking until
+    ``wait_s`` seconds have passed, then refused with a message naming the holder's pid (the holder writes
+    it into the file). The holder removes the file before it lets go; a run that got the lock on a file
+    since removed or replaced tries again, so two runs never both hold it. The directory is the operator's
+    (a link to it is followed: callers resolve it first); a file in its place is refused."""
+
+    def __init__(self, directory, wait_s=LOCK_WAIT_S):
         self.directory = directory
+        self.wait_s = wait_s
         self.fd = None
+        self.dir_fd = None
 
     def __enter__(self):
         # the controller is Linux or macOS (ansible-core runs on nothing else)
         import fcntl  # pylint: disable=import-outside-toplevel
+        import time  # pylint: disable=import-outside-toplevel
 
+        deadline = time.monotonic() + max(0.0, float(self.wait_s))
         try:
-            self.fd = os.open(self.directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+            dir_fd = os.open(self.directory, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
         except NotADirectoryError:
             raise FileRefused(self.directory, "is not a directory: refused")
-        fcntl.flock(self.fd, fcntl.LOCK_EX)
-        return self
+        try:
+            while True:
+                fd = self._open(dir_fd)
+                if fd is None:
+                    continue  # removed by the run that let go between our open and its check: open it again
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                except BlockingIOError:
+                    holder = _lock_holder(fd)
+                    os.close(fd)
+                    if time.monotonic() >= deadline:
+                        raise FileRefused(self.directory, "is locked by another run of gpuhost.baseline (%s, which "
+                                          "holds %s) and was not let go within %g s: let that run finish, or end it "
+                                          "if it is stuck, then run again"
+                                          % ("pid %d" % holder if holder else "pid not known", LOCK_NAME, self.wait_s))
+                    time.sleep(_LOCK_POLL_S)
+                    continue
+                if not _still_named(fd, dir_fd):
+                    os.close(fd)  # its holder removed it as it let go: take the name's file instead
+                    continue
+                os.ftruncate(fd, 0)
+                os.write(fd, ("%d\n" % os.getpid()).encode("ascii"))
+                self.fd, self.dir_fd = fd, dir_fd
+                return self
+        except BaseException:
+            os.close(dir_fd)
+            raise
+
+    def _open(self, dir_fd):
+        path = os.path.join(self.directory, LOCK_NAME)
+        flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | getattr(os, "O_CLOEXEC", 0)
+        try:
+            fd = os.open(LOCK_NAME, flags, 0o600, dir_fd=dir_fd)
+        except OSError as exc:
+            if getattr(exc, "errno", None) == 40:  # ELOOP: O_NOFOLLOW met a link
+                raise FileRefused(path, "is a symbolic link (not followed): refused as the lock file; remove it")
+            raise
+        try:
+            st = os.fstat(fd)
+            why = None
+            if stat.S_ISREG(st.st_mode) and st.st_nlink == 0:
+                os.close(fd)
+                return None
+            if not stat.S_ISREG(st.st_mode):
+                why = "is not a regular file"
+            elif st.st_uid != os.geteuid():
+                why = "belongs to uid %d, not to this user (uid %d)" % (st.st_uid, os.geteuid())
+            elif st.st_nlink != 1:
+                why = "has %d hard links" % st.st_nlink
+            if why:
+                raise FileRefused(path, "%s: refused as the lock file; remove it" % why)
+            if stat.S_IMODE(st.st_mode) != 0o600:
+                os.fchmod(fd, 0o600)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
 
     def __exit__(self, *exc):
+        try:
+            if _still_named(self.fd, self.dir_fd):
+                os.unlink(LOCK_NAME, dir_fd=self.dir_fd)
+        except OSError:
+            pass  # left behind: the next run takes it over
         os.close(self.fd)  # releases the lock
+        os.close(self.dir_fd)
+        self.fd = self.dir_fd = None
         return False
+
+
+def _still_named(fd, dir_fd):
+    """Whether :data:`LOCK_NAME` in ``dir_fd`` is still the file open as ``fd``."""
+    try:
+        named = os.stat(LOCK_NAME, dir_fd=dir_fd, follow_symlinks=False)
+    except FileNotFoundError:
+        return False
+    held = os.fstat(fd)
+    return (named.st_dev, named.st_ino) == (held.st_dev, held.st_ino)
+
+
+def _lock_holder(fd):
+    """The pid written in the lock file open as ``fd`` (0 when there is none yet)."""
+    try:
+        text = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
+    except OSError:
+        return 0
+    return int(text) if re.match(r"\A[0-9]{1,11}\Z", text) else 0

@@ -113,11 +113,12 @@ def _ours(entry):
         # host pages, or a directory of drift histories kept inside the report directory
         wanted = _PAGE_NAME.match if name == HOST_PAGES_DIR else history.is_history_file
         with os.scandir(entry.path) as inner:  # stops at the first name of another kind
-            return all((item.is_file(follow_symlinks=False) and wanted(item.name))
+            return all((item.is_file(follow_symlinks=False) and (wanted(item.name) or item.name == files.LOCK_NAME))
                        or _TEMPORARY.match(item.name) for item in inner)
     if entry.is_symlink():
         return False
-    return name in REPORT_FILES or bool(_TEMPORARY.match(name))
+    # the lock file: held by this run while it checks, or left by a run that was killed
+    return name in REPORT_FILES or name == files.LOCK_NAME or bool(_TEMPORARY.match(name))
 
 
 def _previous_set(directory):
