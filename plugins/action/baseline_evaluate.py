@@ -14,6 +14,7 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.console import measure_line
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import compact_findings, pack_findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.gathering import gather_host
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import HOST_VARS, judge_host
@@ -102,6 +103,9 @@ class ActionModule(ActionBase):
             return result
         result.update(judgement.outcome)
         result["host_report"] = judgement.part
+        if args["facts"] is not None and isinstance(facts.get("measure"), dict):
+            # validate.yml's line of what was measured: the tools' messages escaped as every console line
+            result["measure_line"] = measure_line(host, facts["measure"])
         if not args["return_findings"]:
             # the bulk of the result: Ansible holds every host's until the play ends. host_report keeps
             # the findings once, as one JSON text (a third of the memory of the same findings as dicts)

@@ -328,6 +328,14 @@ busy_reason:
   returned: success
   type: str
   sample: "GPUs are running compute work (python3 (pid 4242)); drain the host or set gpuhost_force=true"
+measure_line:
+  description:
+    - With O(facts) holding measurements (the validate role's second pass), validate.yml's line of what was
+      measured on this host - each measurement's status and its tool's message, every value escaped as on every
+      console line (control and bidi characters as C(\x1b), C(\u202e)).
+  returned: when O(facts) has C(measure)
+  type: str
+  sample: "gpu01: cpu_freq ok; mem_bw ok; gpu_bw unknown (no NVIDIA GPU on this host)"
 """
 
 from ansible.module_utils.basic import AnsibleModule

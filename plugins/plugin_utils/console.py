@@ -354,3 +354,23 @@ def console_lines(report, notes=None, fail_on="none", report_dir=None, nouns=Non
     if report_dir:
         lines.append("reports: %s" % escape(report_dir, MAX_VALUE))
     return lines
+
+
+def measure_line(host, measure, names=None):
+    """validate.yml's line of what was measured on ``host``: ``gpu01: cpu_freq ok; gpu_bw unknown (reason)``,
+    every value escaped as :func:`escape` escapes it (a tool's message is the host's text: a bidi override
+    or an escape in it must not reach the terminal). ``measure`` maps a measurement to its result (``status``,
+    ``reason``); ``names`` the measurements asked for, in order (one without a result says ``no result``;
+    default: those with a result). Never raises on odd input."""
+    measure = measure if isinstance(measure, Mapping) else {}
+    if not isinstance(names, (list, tuple)):
+        names = [name for name, got in measure.items() if isinstance(got, Mapping) and "status" in got]
+    parts = []
+    for name in names:
+        got = measure.get(name) if isinstance(name, str) else None
+        got = got if isinstance(got, Mapping) else {}
+        status = got.get("status")
+        reason = got.get("reason")
+        parts.append("%s %s%s" % (escape(name, MAX_NAME), escape(status, MAX_NAME) if status is not None else "no result",
+                                  " (%s)" % escape(reason, MAX_VALUE) if reason not in (None, "") else ""))
+    return "%s: %s" % (escape(host, MAX_NAME), "; ".join(parts) if parts else "nothing measured")

@@ -213,3 +213,37 @@ def test_a_stored_report_json_reads_the_same():
     report = report_of({"gpu01": {"findings": [mrrs(a) for a in GPUS]}, "gpu02": {"findings": [mrrs(GPUS[0])]}})
     stored = json.loads(report_doc.dumps_document(report_doc.compact_document(report)))
     assert console.console_lines(stored, nouns=NOUNS) == console.console_lines(report, nouns=NOUNS)
+
+
+# -- validate's line of what was measured (issue 40, item 8) ---------------------------------------
+
+def test_measure_line_escapes_a_tools_bidi_and_escape_characters():
+    measure = {"cpu_freq": {"status": "ok"},
+               "gpu_bw": {"status": "unknown", "reason": "nvbandwidth said \u202eoverride\x1b[31m red\x00"},
+               "changed": False, "plan": {"gpu_bw": ["nvbandwidth"]}}
+    line = console.measure_line("gpu\u202e01", measure)
+    assert line == ("gpu\\u202e01: cpu_freq ok; gpu_bw unknown "
+                    "(nvbandwidth said \\u202eoverride\\x1b[31m red\\x00)")
+    assert line.isprintable()
+
+
+def test_measure_line_follows_the_names_asked_for_and_never_raises():
+    assert console.measure_line("h", {"mem_bw": {"status": "ok"}}, ["cpu_freq", "mem_bw"]) == \
+        "h: cpu_freq no result; mem_bw ok"
+    assert console.measure_line("h", None) == "h: nothing measured"
+    assert console.measure_line("h", {"x": {"status": "ok", "reason": "r" * 5000}}).endswith("...)")
+    assert console.measure_line(None, {"x": "not a mapping", "y": {"status": 3, "reason": ["a\x1b"]}}) == \
+        "null: y 3 (['a\\\\x1b'])"
+
+
+def test_validate_prints_the_escaped_line_of_the_action():
+    import os
+
+    import yaml
+
+    root = os.path.dirname(console.__file__)
+    tasks = os.path.join(root, "..", "..", "roles", "validate", "tasks", "main.yml")
+    with open(tasks) as handle:
+        (task,) = [t for t in yaml.safe_load(handle) if t["name"] == "Say what was measured"]
+    assert task["ansible.builtin.debug"]["msg"].startswith("{{ gpuhost_eval.measure_line")
+    assert "reason" not in task["ansible.builtin.debug"]["msg"]
