@@ -373,6 +373,125 @@ _REFERENCE_RE = re.compile(r"\$(?:\{([A-Za-z_][A-Za-z0-9_]*)\}|([A-Za-z_][A-Za-z
 _OTHER_EXPANSION_RE = re.compile(r"\$(\{[^}]*\}?|[0-9@*#?$!-]?)")
 
 
+#: where a line continuation cannot be proven to mean what the joiner makes of it (the stack's context)
+_OPAQUE = {"$(": "inside $(...)", "`": "inside backquotes", "${": "inside ${...}"}
+_WORD_BREAK = " \t\n;&|()<>"
+
+
+def join_continuations(text):
+    """``text`` with every line continuation (a backslash before a line break) removed where sh removes
+    it, before the text is split into words: outside quotes and inside double quotes, never inside single
+    quotes or a comment (sh reads ``GRUB_CMDLINE_LINUX_DEF``, a backslash, a line break and
+    ``AULT="..."`` as one assignment).
+
+    Returns ``(joined, where, problem)``: ``where[k]`` is the index in ``text`` of ``joined[k]``, and
+    ``where[len(joined)] == len(text)``. ``problem`` is ``(line, reason)`` when a continuation appears where
+    the joiner cannot prove how sh reads it (inside ``$(...)``, backquotes or ``${...}``, or in a file that
+    uses ``$'...'`` quoting, which dash and bash read differently): the file is then unknown, as any other
+    form the static check cannot evaluate. A text without a continuation is returned as it is."""
+    if "\\\n" not in text:
+        return text, None, None
+    out, where = [], []
+    stack = ["sh"]  # sh, ', ", #, $(, `, ${; a $( counts its parentheses in depth
+    depth = []
+    problem = None
+    dollar_quote = None
+    joined_any = None
+    escaped = -1
+    i, n = 0, len(text)
+
+    def line(pos):
+        return text.count("\n", 0, pos) + 1
+
+    def emit(pos, count=1):
+        for k in range(pos, pos + count):
+            out.append(text[k])
+            where.append(k)
+
+    while i < n:
+        ch = text[i]
+        top = stack[-1]
+        if top == "'":
+            if ch == "'":
+                stack.pop()
+            emit(i)
+            i += 1
+            continue
+        if top == "#":
+            if ch == "\n":
+                stack.pop()
+                continue  # the line break ends the comment and is read in the context below it
+            emit(i)
+            i += 1
+            continue
+        if ch == "\\":
+            if text.startswith("\\\n", i):
+                opaque = [_OPAQUE[c] for c in stack if c in _OPAQUE]
+                if opaque and problem is None:
+                    problem = (line(i), "has a line continuation (\\ at the end of the line) %s, which cannot "
+                                        "be evaluated without the shell" % opaque[-1])
+                joined_any = joined_any or i
+                i += 2
+                continue
+            emit(i, min(2, n - i))
+            escaped = len(out)  # an escaped blank is part of a word: a # after it starts no comment
+            i += 2
+            continue
+        if top in ("`", "${"):
+            if (top == "`" and ch == "`") or (top == "${" and ch == "}"):
+                stack.pop()
+            emit(i)
+            i += 1
+            continue
+        if top == '"':
+            if ch == '"':
+                stack.pop()
+            elif text.startswith("$(", i) or text.startswith("${", i):
+                stack.append(text[i:i + 2])
+                depth.append(0)
+                emit(i, 2)
+                i += 2
+                continue
+            elif ch == "`":
+                stack.append("`")
+            emit(i)
+            i += 1
+            continue
+        # sh or $(: a command context
+        if ch == "'":
+            stack.append("'")
+        elif ch == '"':
+            stack.append('"')
+        elif ch == "#" and (not out or (out[-1] in _WORD_BREAK and len(out) != escaped)):
+            stack.append("#")
+        elif ch == "`":
+            stack.append("`")
+        elif text.startswith("$'", i):
+            dollar_quote = dollar_quote or i
+        elif text.startswith("$(", i) or text.startswith("${", i):
+            stack.append(text[i:i + 2])
+            depth.append(0)
+            emit(i, 2)
+            i += 2
+            continue
+        elif top == "$(" and ch == "(":
+            depth[-1] += 1
+        elif top == "$(" and ch == ")":
+            if depth[-1]:
+                depth[-1] -= 1
+            else:
+                stack.pop()
+                depth.pop()
+        emit(i)
+        i += 1
+    where.append(n)
+    if problem is None and dollar_quote is not None and joined_any is not None:
+        problem = (line(joined_any), "has a line continuation (\\ at the end of the line) in a file that uses "
+                                     "$'...' quoting (line %d), which sh and bash read differently"
+                   % line(dollar_quote))
+    return "".join(out), where, problem
+
+
 def _operator(text, i):
     for op in _OPERATORS:
         if text.startswith(op, i):
@@ -380,7 +499,7 @@ def _operator(text, i):
     return text[i]
 
 
-def _shell_commands(text):
+def _shell_commands(text, line_of=None):
     """Split a shell fragment into commands the way sh reads them, without running anything.
 
     Returns ``(commands, stop)``. Each command is ``(line, before, tokens, after)``: ``line`` where
@@ -390,10 +509,11 @@ def _shell_commands(text):
     ``redirect``. ``stop`` is ``(line, reason)`` when the text cannot be read on (unterminated
     quote, here-document), else ``None``.
     """
-    newlines = [match.start() for match in re.finditer("\n", text)]
+    if line_of is None:
+        newlines = [match.start() for match in re.finditer("\n", text)]
 
-    def line_of(pos):
-        return bisect.bisect_left(newlines, pos) + 1
+        def line_of(pos):
+            return bisect.bisect_left(newlines, pos) + 1
 
     commands = []
     i, n = 0, len(text)
@@ -520,16 +640,36 @@ def static_assignments(text, names):
 
     Returns ``(assignments, problems)``. ``assignments`` lists the plain top-level assignments to
     ``names`` in file order as ``(name, line, start, end)``, ``start``/``end`` the span of the
-    value word (the last one of a name is the one in effect at the end of the file).
+    value word in ``text`` (the last one of a name is the one in effect at the end of the file).
     ``problems`` lists ``(line, reason)`` in line order, one per command, for example
     ``(12, "assigns GRUB_CMDLINE_LINUX_DEFAULT inside an if block")``; when it is not empty the
-    values are unknown. Never raises on bad input.
+    values are unknown. Line continuations are joined first (:func:`join_continuations`), so a name
+    or a value split over two lines is seen as sh sees it. Never raises on bad input.
     """
     text = _as_text(text) or ""
+    unused_joined, where, assignments, problems = _static(text, names)
+    if where is not None:
+        assignments = [(name, line, where[start], where[end - 1] + 1 if end > start else where[start])
+                       for name, line, start, end in assignments]
+    return assignments, problems
+
+
+def _static(text, names):
+    """:func:`static_assignments` of ``text`` with its continuations joined: ``(joined, where, assignments,
+    problems)``, the spans of ``assignments`` in ``joined`` (``where`` maps them back; ``None`` when
+    nothing was joined)."""
+    original = text
+    text, where, joined_problem = join_continuations(original)
     names = tuple(names)
     mention = re.compile(r"(?<![A-Za-z0-9_])(?:%s)(?![A-Za-z0-9_])"
                          % "|".join(re.escape(name) for name in sorted(names, key=len, reverse=True)))
-    commands, stop = _shell_commands(text)
+    original_lines = None
+    if where is not None:
+        newlines = [match.start() for match in re.finditer("\n", original)]
+
+        def original_lines(pos):
+            return bisect.bisect_left(newlines, where[min(pos, len(where) - 1)]) + 1
+    commands, stop = _shell_commands(text, original_lines)
     assignments = []
     problems = []
     stack = []  # open blocks: (label, opening word, line)
@@ -647,8 +787,10 @@ def static_assignments(text, names):
     elif stack:
         label, _word, line = stack[0]
         problems.append((line, "opens %s that is never closed" % label))
+    if joined_problem:
+        problems.append(joined_problem)
     problems.sort(key=lambda problem: problem[0])
-    return assignments, problems
+    return text, where, assignments, problems
 
 
 def grub_d_names(names):
@@ -672,16 +814,19 @@ def grub_config(sources, env=None):
     problems = []
     for index, (path, text) in enumerate(sources):
         text = _as_text(text) or ""
-        found, file_problems = static_assignments(text, GRUB_CMDLINE_VARS)
+        joined, where, found, file_problems = _static(text, GRUB_CMDLINE_VARS)
         problems.extend((path, line, reason) for line, reason in file_problems)
         if file_problems:
             continue
         for name, line, start, end in found:
-            value, _end, problem = _read_word(text, start, values)
+            # read as sh reads it (continuations joined); the span kept is the file's own
+            value, _end, problem = _read_word(joined, start, values)
             if problem:  # not expected after the check; never guess
                 problems.append((path, line, "assigns %s a value that cannot be evaluated (%s)" % (name, problem)))
                 continue
             values[name] = value
+            if where is not None:
+                start, end = where[start], where[end - 1] + 1 if end > start else where[start]
             assignments[name] = (index, line, start, end)
     return {"values": values, "raw": None if problems else grub_cmdline(values), "assignments": assignments,
             "problems": problems}
