@@ -18,6 +18,8 @@ from ansible.plugins.action import ActionBase
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import validate
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.controller_libs import MissingLibraries, check as check_libraries
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.role_values import (
+    SERIAL_ROLES, max_fail_problem, option_problems, serial_problem)
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import COLLECTION_ROOT
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inventory_vars import (
     InventoryVarsError,
@@ -71,6 +73,8 @@ class ActionModule(ActionBase):
         problems = self._inventory_checks(args, task_vars, result)
         if args["role_spec"]:
             problems.extend(self._role_variables(args["role_spec"], args["hosts"], task_vars))
+        if args["role_spec"] in SERIAL_ROLES:
+            problems.extend(self._play_keywords(task_vars))
         if problems:
             result.update(failed=True, changed=False, msg="; ".join(problems))
             if args["hosts"] is None:
@@ -168,7 +172,10 @@ class ActionModule(ActionBase):
                 continue
             key = json.dumps(values, sort_keys=True, default=str)
             if key not in seen:
-                seen[key] = "; ".join(validator.validate(values).error_messages)
+                # the spec's types and choices, then what it cannot say (bounds, lists as lists, paths: role_values)
+                checked = validator.validate(values)
+                seen[key] = "; ".join(list(checked.error_messages) +
+                                      option_problems(options, values, checked.validated_parameters))
             if seen[key]:
                 hosts_by_error.setdefault(seen[key], []).append(host)
         # the same wrong group variable on a thousand hosts is one problem, not a thousand
@@ -176,6 +183,25 @@ class ActionModule(ActionBase):
                 % (role, ", ".join(names[:HOSTS_NAMED]),
                    " and %d more" % (len(names) - HOSTS_NAMED) if len(names) > HOSTS_NAMED else "", error)
                 for error, names in hosts_by_error.items()]
+
+    def _play_keywords(self, task_vars):
+        """gpuhost_serial and gpuhost_max_fail_percentage as the next play's serial and max_fail_percentage will
+        see them (extra vars, as Ansible templates play keywords without a host): checked here, so that a bad
+        value stops the run in this play, before the next one is templated (a word there was a traceback, 0 or -1
+        every host at once)."""
+        problems = []
+        for name, check in (("gpuhost_serial", serial_problem), ("gpuhost_max_fail_percentage", max_fail_problem)):
+            if name not in task_vars:
+                continue
+            try:
+                value = self._templar.template(task_vars[name])
+            except AnsibleError as exc:
+                problems.append("%s cannot be templated: %s" % (name, exc))
+                continue
+            problem = check(value)
+            if problem:
+                problems.append(problem)
+        return problems
 
     def _connection_name(self):
         """The connection plugin of the task's host (``local``, ``ssh``...): what runs the fixes."""
