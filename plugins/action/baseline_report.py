@@ -57,9 +57,9 @@ def with_rule_text(hosts, catalogue):
 
 
 #: What ``play_hosts`` reads from each host's variables (docs: option ``play_hosts`` of the module):
-#: the audit role's registered evaluation, the remediate role's controller guard, the host's note.
+#: the audit role's registered evaluation, the controller guard (audit/tasks/controller_guard.yml), the host's note.
 EVAL_VAR = "gpuhost_eval"
-GUARD_VAR = "gpuhost_remediate_guard"
+GUARD_VAR = "gpuhost_controller_guard"
 NOTE_VAR = "gpuhost_note"
 
 
@@ -77,7 +77,7 @@ def hosts_from_play(names, active, raw_vars, note_of):
 
     A host's report is its ``gpuhost_eval.host_report`` (a host without one, e.g. a later
     ``gpuhost_serial`` batch's host, is left out); a host not in ``active`` (failed in this play)
-    whose ``gpuhost_remediate_guard.host_report`` is set was refused by the remediate role's guard,
+    whose ``gpuhost_controller_guard.host_report`` is set was refused by the controller guard,
     and that report replaces its evaluation. ``raw_vars(name)``: the host's variables as stored,
     not templated (``HostVars.raw_get``: the registered results are data, never templates), or
     None for an unknown host; ``note_of(name)``: the host's

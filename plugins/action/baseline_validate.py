@@ -60,6 +60,7 @@ class ActionModule(ActionBase):
             controller_guard=dict(type="bool", default=False),
             root=dict(type="str", default="/"),
             allow_controller=dict(type="bool", default=False),
+            guard_action=dict(type="str", choices=["audit", "learn", "remediate", "snapshot", "validate"], default="remediate"),
             role_spec=dict(type="str"),
         ))
         result = super(ActionModule, self).run(tmp, task_vars)
@@ -134,7 +135,7 @@ class ActionModule(ActionBase):
         if args["controller_guard"]:
             host = task_vars.get("inventory_hostname")
             refusal = controller_refusal(host, self._connection_name(), args["root"], args["allow_controller"],
-                                         unknown_by_host.get(host, ()))
+                                         unknown_by_host.get(host, ()), args["guard_action"])
             if refusal:
                 problems.append(refusal)
                 # the refusal names the misspelled gpuhost_root already

@@ -66,8 +66,9 @@ options:
         templated into the task's arguments; of each host's variables only the values below are kept.
       - A host's results are its C(gpuhost_eval.host_report) (registered by the audit role's evaluation task). A host
         without one is left out of the report - with C(gpuhost_serial) a later batch's hosts, not evaluated yet.
-      - A host that has failed in the play (not in C(ansible_play_hosts)) and whose C(gpuhost_remediate_guard.host_report)
-        is set was refused by the remediate role's controller guard; that part (state V(failed), the reason as message)
+      - A host that has failed in the play (not in C(ansible_play_hosts)) and whose C(gpuhost_controller_guard.host_report)
+        is set was refused by the controller guard (the audit role's C(tasks/controller_guard.yml), which every playbook
+        runs); that part (state V(failed), the reason as message)
         replaces its evaluation.
       - A host's C(gpuhost_note) variable, templated in the host's context, becomes its entry of O(host_notes); an
         entry given in O(host_notes) wins.

@@ -97,7 +97,8 @@ options:
     default: ignore
   controller_guard:
     description:
-      - Refuse the host the task runs for when remediating it would change the controller - a C(local) connection,
+      - Refuse the host the task runs for when remediating, auditing or validating it would act on the controller
+        (O(guard_action)) - a C(local) connection,
         O(root) resolving to C(/) (V(""), V(//) and a link to C(/) included), an inventory name other than C(localhost),
         C(127.0.0.1) or C(::1), and O(allow_controller) not set. Runs in check mode too.
       - The connection is the one Ansible uses for that host (C(ansible_connection), the play's C(connection) keyword or
@@ -114,9 +115,19 @@ options:
   allow_controller:
     description:
       - The host's C(gpuhost_allow_controller), for O(controller_guard). V(true) lets a host that is not named
-        C(localhost) fix the controller through a local connection.
+        C(localhost) be the controller through a local connection (fixed, audited or measured there).
     type: bool
     default: false
+  guard_action:
+    description:
+      - What O(controller_guard) protects, for its message - V(remediate) (the fixes), V(audit) (an audit that would
+        report the controller under the host's name and act on that verdict through C(gpuhost_on_fail)), V(validate)
+        (the measurements), V(learn) (a golden profile written from the controller) or V(snapshot) (a capture of the
+        controller under the host's name). Every playbook runs the same guard from the audit role's
+        C(tasks/controller_guard.yml).
+    type: str
+    choices: [audit, learn, remediate, snapshot, validate]
+    default: remediate
   role_spec:
     description:
       - With O(hosts), also check each host's values of this collection role's variables (V(audit), V(remediate),
@@ -198,6 +209,7 @@ def main():
             controller_guard=dict(type="bool", default=False),
             root=dict(type="str", default="/"),
             allow_controller=dict(type="bool", default=False),
+            guard_action=dict(type="str", choices=["audit", "learn", "remediate", "snapshot", "validate"], default="remediate"),
             role_spec=dict(type="str"),
         ),
         supports_check_mode=True,

@@ -182,24 +182,44 @@ def is_controller_root(root):
     return os.path.realpath(root or "/") == "/"
 
 
-def controller_refusal(host, connection, root, allow, unknown=()):
-    """Why ``host`` must not be remediated, or ``None`` when it may be.
+#: What the controller guard protects, per action (its ``guard_action``): the refusal's verb, what the
+#: action would do to the controller, and what nothing was done of.
+GUARD_ACTIONS = {
+    "remediate": ("remediate", "the fixes would change the controller itself (its /proc/sys, /etc/sysctl.d, "
+                  "boot configuration, units)", "is fixed that way", "Nothing was changed"),
+    "audit": ("audit", "the audit would read the controller itself and report it under this host's name (and "
+              "gpuhost_on_fail would drain or undrain the Slurm node of that name)", "is audited that way",
+              "Nothing was read and no Slurm node was touched"),
+    "validate": ("validate", "validate.yml would load and measure the controller itself under this host's name (and "
+                 "gpuhost_on_fail would drain or undrain the Slurm node of that name)", "is measured that way",
+                 "Nothing was measured and no Slurm node was touched"),
+    "learn": ("learn from", "learn.yml would read the controller itself and write its inventory as this host's golden "
+              "profile", "is learned from that way", "Nothing was read or written"),
+    "snapshot": ("capture", "snapshot.yml would capture the controller itself and store it under this host's name",
+                 "is captured that way", "Nothing was captured"),
+}
+
+
+def controller_refusal(host, connection, root, allow, unknown=(), action="remediate"):
+    """Why ``host`` must not be remediated (audited, validated: ``action``, a key of ``GUARD_ACTIONS``),
+    or ``None`` when it may be.
 
     A host is the controller when its connection plugin is ``local`` and its ``gpuhost_root``
     resolves to ``/``: the fixes would write this machine's ``/proc/sys``, ``/etc/sysctl.d``, boot
-    configuration and units. That is accepted for the names Ansible itself treats as the
-    controller (``localhost``, ``127.0.0.1``, ``::1``) and for a host with ``allow``
-    (``gpuhost_allow_controller: true``, an option of the remediate role); any other host is refused, and the message names the
+    configuration and units; an audit or validate.yml would report (measure) the controller under the
+    host's name and act on that verdict for the host's Slurm node. That is accepted for the names
+    Ansible itself treats as the controller (``localhost``, ``127.0.0.1``, ``::1``) and for a host with
+    ``allow`` (``gpuhost_allow_controller: true``); any other host is refused, and the message names the
     likely typo from ``unknown`` (``[(name, closest)]`` of :func:`unknown_names`).
     """
     if connection not in LOCAL_CONNECTIONS or not is_controller_root(root):
         return None
     if allow or host in LOCALHOST_NAMES:
         return None
+    verb, harm, done_that_way, nothing = GUARD_ACTIONS.get(action, GUARD_ACTIONS["remediate"])
     where = "gpuhost_root is '/'" if root == "/" else "gpuhost_root %r is '/'" % (root,)
     typo = [name for name, close in unknown if close == "gpuhost_root"]
     hint = " It sets %s: did you mean gpuhost_root?" % ", ".join(typo) if typo else ""
-    return ("refusing to remediate %s: its connection is local and %s, so the fixes would change the controller "
-            "itself (its /proc/sys, /etc/sysctl.d, boot configuration, units); only localhost, or a host that sets "
-            "gpuhost_allow_controller: true, is fixed that way.%s Nothing was changed: set gpuhost_root to the "
-            "snapshot copy meant (or use a remote connection)" % (host, where, hint))
+    return ("refusing to %s %s: its connection is local and %s, so %s; only localhost, or a host that sets "
+            "gpuhost_allow_controller: true, %s.%s %s: set gpuhost_root to the "
+            "snapshot copy meant (or use a remote connection)" % (verb, host, where, harm, done_that_way, hint, nothing))

@@ -75,7 +75,8 @@ def events_of(runner, host, path_part=None, action=None):
 
 
 def guard_events(runner, host):
-    return events_of(runner, host, path_part="roles/remediate/tasks/", action="gpuhost.baseline.baseline_validate")
+    return events_of(runner, host, path_part="roles/audit/tasks/controller_guard.yml",
+                     action="gpuhost.baseline.baseline_validate")
 
 
 def failed_hosts(runner):
@@ -171,24 +172,49 @@ def test_an_explicit_opt_in_lets_the_controller_through_the_guard(snapshot_trees
     assert events_of(runner, "this-controller", action="gpuhost.baseline.baseline_evaluate"), out
 
 
-def test_the_audit_warns_about_the_typo_and_still_audits(snapshot_trees, tmp_path):
+def test_the_audit_refuses_the_typo_and_audits_the_others(snapshot_trees, tmp_path):
+    """Issue 40, item 4: the audit runs the same guard (audit/tasks/controller_guard.yml): a typo'd host is
+    not read as the controller under its name (a false pass of the host meant), it fails with the reason."""
     root = copy_tree(snapshot_trees["healthy"], tmp_path / "meant")
     inventory = {"all": {"hosts": {"typo-host": local_host(gpuhost_rot=root),
                                    "gpu-healthy": local_host(gpuhost_root=root)}}}
     runner = run_playbook(tmp_path, "audit.yml", inventory, cmdline="--check",
                           extravars={"gpuhost_report_dir": str(tmp_path / "reports")})
     out = stdout_of(runner)
-    assert runner.rc == 0, out
+    assert runner.rc == FAILED_HOSTS, out
     warnings = [w for e in runner.events if e.get("event") == "runner_on_ok"
                 and e["event_data"].get("task_action") == "gpuhost.baseline.baseline_validate"
                 for w in e["event_data"]["res"].get("warnings") or [] if "gpuhost_rot" in w]
     assert len(warnings) == 1, out
     assert "typo-host" in warnings[0] and "did you mean gpuhost_root" in warnings[0], warnings
-    assert "[WARNING]" in out and "gpuhost_rot" in out
+    failed = [e for e in guard_events(runner, "typo-host") if e["event"] == "runner_on_failed"]
+    assert len(failed) == 1, out
+    assert "refusing to audit typo-host" in failed[0]["event_data"]["res"]["msg"]
+    assert events_of(runner, "typo-host", action="gpuhost.baseline.baseline_evaluate") == []
     report = load_report(tmp_path / "reports" / "report.json")["hosts"]
     assert set(report) == {"typo-host", "gpu-healthy"}
     assert report["gpu-healthy"]["state"] == "audited"
-    assert report["typo-host"]["state"] == "audited"  # the audit reads, so a local "/" is fine there
+    assert report["typo-host"]["state"] == "failed" and "refusing to audit typo-host" in report["typo-host"]["message"]
+    assert "did you mean gpuhost_root?" in report["typo-host"]["message"]
+
+
+def test_validate_refuses_to_measure_the_controller_under_a_typo(snapshot_trees, tmp_path):
+    """validate.yml runs the same guard first: nothing is measured (nor planned) for the typo'd host."""
+    root = copy_tree(snapshot_trees["healthy"], tmp_path / "meant")
+    inventory = {"all": {"hosts": {"typo-host": local_host(gpuhost_rot=root),
+                                   "gpu-healthy": local_host(gpuhost_root=root)}}}
+    runner = run_playbook(tmp_path, "validate.yml", inventory, cmdline="--check",
+                          extravars={"gpuhost_report_dir": str(tmp_path / "reports")})
+    out = stdout_of(runner)
+    assert runner.rc == FAILED_HOSTS, out
+    failed = [e for e in guard_events(runner, "typo-host") if e["event"] == "runner_on_failed"]
+    assert len(failed) == 1, out
+    assert "refusing to validate typo-host" in failed[0]["event_data"]["res"]["msg"]
+    assert events_of(runner, "typo-host", action="gpuhost.baseline.host_measure") == []
+    assert events_of(runner, "typo-host", action="gpuhost.baseline.baseline_evaluate") == []
+    report = load_report(tmp_path / "reports" / "report.json")["hosts"]
+    assert report["gpu-healthy"]["state"] == "audited"
+    assert report["typo-host"]["state"] == "failed" and "refusing to validate" in report["typo-host"]["message"]
 
 
 def test_a_rolling_run_refuses_the_host_in_its_batch_and_reports_every_batch(snapshot_trees, tmp_path):
@@ -216,3 +242,23 @@ def test_a_rolling_run_refuses_the_host_in_its_batch_and_reports_every_batch(sna
                and event["event_data"].get("task_action") == "gpuhost.baseline.baseline_report"]
     assert batches == [{"typo-host": "failed", "gpu-a": "audited"},
                        {"typo-host": "failed", "gpu-a": "audited", "gpu-b": "audited"}], out
+
+
+@pytest.mark.parametrize("playbook, action, verb", [
+    ("learn.yml", "gpuhost.baseline.baseline_learn", "refusing to learn from typo-host"),
+    ("snapshot.yml", "gpuhost.baseline.host_snapshot", "refusing to capture typo-host"),
+])
+def test_learn_and_snapshot_refuse_the_controller_under_a_typo(snapshot_trees, tmp_path, playbook, action, verb):
+    """Every playbook runs the guard: learn.yml does not write the controller as typo-host's golden profile,
+    snapshot.yml does not capture it under typo-host's name (--check: nothing is written either way)."""
+    root = copy_tree(snapshot_trees["healthy"], tmp_path / "meant")
+    inventory = {"all": {"hosts": {"typo-host": local_host(gpuhost_rot=root)}}}
+    runner = run_playbook(tmp_path, playbook, inventory, cmdline="--check",
+                          extravars={"gpuhost_learn_dir": str(tmp_path / "site"),
+                                     "gpuhost_snapshot_dir": str(tmp_path / "snapshots")})
+    out = stdout_of(runner)
+    assert runner.rc == FAILED_HOSTS, out
+    failed = [e for e in guard_events(runner, "typo-host") if e["event"] == "runner_on_failed"]
+    assert len(failed) == 1, out
+    assert verb in failed[0]["event_data"]["res"]["msg"], failed[0]["event_data"]["res"]["msg"]
+    assert events_of(runner, "typo-host", action=action) == []

@@ -44,7 +44,7 @@ PLAYBOOK = """
 
     - name: The remediate role's guard refuses h-refused (after its evaluation here, which its report replaces)
       ansible.builtin.set_fact:
-        gpuhost_remediate_guard: {failed: true, host_report: {state: failed, message: refused by the guard, findings: []}}
+        gpuhost_controller_guard: {failed: true, host_report: {state: failed, message: refused by the guard, findings: []}}
       when: inventory_hostname == 'h-refused'
 
     - name: And fails it

@@ -100,13 +100,13 @@ def test_play_hosts_takes_the_guards_report_only_for_a_host_that_failed_in_the_p
     evaluated = {"state": "audited", "findings": []}
     variables = {
         # refused by the remediate role's guard (failed, so not active): its guard report replaces an evaluation
-        "typo-host": {"gpuhost_remediate_guard": {"failed": True, "host_report": refused},
+        "typo-host": {"gpuhost_controller_guard": {"failed": True, "host_report": refused},
                       "gpuhost_eval": {"host_report": evaluated}},
-        "typo-new": {"gpuhost_remediate_guard": {"failed": True, "host_report": refused}},
+        "typo-new": {"gpuhost_controller_guard": {"failed": True, "host_report": refused}},
         # still active: its evaluation, whatever else it holds
-        "active": {"gpuhost_remediate_guard": {"host_report": refused}, "gpuhost_eval": {"host_report": evaluated}},
+        "active": {"gpuhost_controller_guard": {"host_report": refused}, "gpuhost_eval": {"host_report": evaluated}},
         # failed later (its fixes), let through by the guard: its evaluation
-        "failed-fix": {"gpuhost_remediate_guard": {"changed": False}, "gpuhost_eval": {"host_report": evaluated}},
+        "failed-fix": {"gpuhost_controller_guard": {"changed": False}, "gpuhost_eval": {"host_report": evaluated}},
     }
     raw_vars, note_of, dummy = _play(variables)
     hosts, notes, unknown = hosts_from_play(list(variables), ["active"], raw_vars, note_of)

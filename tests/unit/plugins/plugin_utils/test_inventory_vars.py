@@ -58,7 +58,7 @@ def test_names_the_collection_sets_while_it_runs_are_known():
     for name in ("gpuhost_eval", "gpuhost_before_eval", "gpuhost_skip_reason", "gpuhost_fix_error",
                  "gpuhost_fix_result_numa_balancing", "gpuhost_report", "gpuhost_run_started",
                  "gpuhost_learned", "gpuhost_snapshot_tarball", "gpuhost_self_audit_runner",
-                 "gpuhost_remediate_guard"):
+                 "gpuhost_controller_guard"):
         assert name in KNOWN, name
 
 
@@ -178,3 +178,28 @@ def test_spellings_of_root_slash_are_root_slash(tmp_path):
 def test_the_qualified_local_connection_name_is_local():
     assert refusal(connection="ansible.builtin.local")
     assert refusal(connection="ansible.legacy.local")
+
+
+@pytest.mark.parametrize("action, words", [
+    ("remediate", ("refusing to remediate typo-host", "the fixes would change the controller", "Nothing was changed")),
+    ("audit", ("refusing to audit typo-host", "read the controller itself and report it under this host's name",
+               "gpuhost_on_fail would drain or undrain", "Nothing was read and no Slurm node was touched")),
+    ("validate", ("refusing to validate typo-host", "load and measure the controller itself",
+                  "Nothing was measured and no Slurm node was touched")),
+])
+def test_one_guard_for_every_action_words_its_refusal(action, words):
+    """Issue 40, item 4: audit (with its on_fail), validate and remediate run the same guard."""
+    message = controller_refusal("typo-host", "local", "/", False, [("gpuhost_rot", "gpuhost_root")], action)
+    assert all(word in message for word in words), message
+    assert "did you mean gpuhost_root" in message
+    assert controller_refusal("localhost", "local", "/", False, (), action) is None
+    assert controller_refusal("typo-host", "local", "/", True, (), action) is None
+
+
+@pytest.mark.parametrize("action, words", [
+    ("learn", ("refusing to learn from typo-host", "golden profile", "Nothing was read or written")),
+    ("snapshot", ("refusing to capture typo-host", "store it under this host's name", "Nothing was captured")),
+])
+def test_learn_and_snapshot_share_the_guard(action, words):
+    message = controller_refusal("typo-host", "local", "/", False, (), action)
+    assert all(word in message for word in words), message
