@@ -316,7 +316,10 @@ host_report:
   sample: {"state": "audited", "hostname": "gpu01", "profile": "amd-epyc-nvidia", "findings": [], "numa": [],
            "facts_errors": 0}
 busy_gpus:
-  description: GPUs running compute processes (the maintenance guard of the remediate role).
+  description:
+    - GPUs running compute processes (the maintenance guards of the remediate and validate roles).
+    - Fails closed - a GPU whose process list nvidia-smi did not give, and NVIDIA GPUs on the PCI bus that nvidia-smi
+      does not list (it failed, hung or is missing), are in it too, with C(unknown) set and the reason in C(processes).
   returned: success
   type: list
   elements: dict
@@ -324,7 +327,8 @@ busy_gpus:
 busy_reason:
   description:
     - Why the maintenance guards of the remediate and validate roles leave this host alone, in one sentence naming
-      the compute processes of RV(busy_gpus); an empty string when no GPU runs compute work.
+      the compute processes of RV(busy_gpus), or saying that they are not known (which counts as busy); an empty
+      string when no GPU runs compute work. C(gpuhost_force) overrides the guards.
   returned: success
   type: str
   sample: "GPUs are running compute work (python3 (pid 4242)); drain the host or set gpuhost_force=true"
@@ -336,6 +340,15 @@ measure_line:
   returned: when O(facts) has C(measure)
   type: str
   sample: "gpu01: cpu_freq ok; mem_bw ok; gpu_bw unknown (no NVIDIA GPU on this host)"
+rule_status:
+  description:
+    - Each judged rule's status on this host, a mapping of rule id to status - the worst of its findings (V(fail), V(unknown),
+      V(waived), V(pass), V(not_applicable) in that order); a rule this run did not judge is absent.
+    - The role C(gpuhost.baseline.on_fail) passes it to M(gpuhost.baseline.slurm_node) as the evidence a drain is
+      released on - every rule its reason names V(pass) or V(waived).
+  returned: success
+  type: dict
+  sample: {"CPU-001": "pass", "PCI-001": "fail", "VAL-003": "not_applicable"}
 """
 
 from ansible.module_utils.basic import AnsibleModule

@@ -23,8 +23,10 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model i
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_params import resolve_profile, type_name
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.waivers import parse_date, validate_waivers
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import derive
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_nvidia import PASSTHROUGH_DRIVERS
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import sources
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import compact_findings, summarize
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import (
+    STATUS_WORST_FIRST, compact_findings, summarize)
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import compare_kernel_release
 
 __metaclass__ = type
@@ -495,28 +497,81 @@ def host_report(facts, outcome, before=None, note=None, failure=None):
     return part
 
 
+def rule_statuses(findings):
+    """``{rule id: status}``: each judged rule's status on the host, for acting on the verdict (the
+    Slurm action releases its drain only when every rule the drain names is ``pass`` or ``waived``).
+
+    A rule's status is its findings' worst (``findings.STATUS_WORST_FIRST``: fail, unknown, waived,
+    pass, not_applicable): a rule passes when one subject passes and the others pass or do not apply,
+    and is unknown when any subject is unknown. Rules this run did not judge are absent."""
+    rank = dict((status, number) for number, status in enumerate(STATUS_WORST_FIRST))
+    statuses = {}
+    for finding in findings if isinstance(findings, list) else []:
+        if not isinstance(finding, dict) or not isinstance(finding.get("id"), str):
+            continue
+        status = finding.get("status")
+        status = status if status in rank else "unknown"
+        known = statuses.get(finding["id"])
+        if known is None or rank[status] < rank[known]:
+            statuses[finding["id"]] = status
+    return statuses
+
+
+def _gpu_count_on_bus(facts):
+    """NVIDIA GPUs (display/3D class, vendor 0x10de) in the PCI facts, passthrough ones left out."""
+    pci = facts.get("pci") if isinstance(facts, dict) else None
+    devices = pci.get("devices") if isinstance(pci, dict) else None
+    return len([d for d in devices if isinstance(d, dict) and d.get("kind") == "gpu"
+                and str(d.get("vendor_id")).lower() == "0x10de"
+                and d.get("driver") not in PASSTHROUGH_DRIVERS]) if isinstance(devices, list) else 0
+
+
 def busy_gpus(facts):
-    """GPUs with compute processes, for the maintenance guard: ``[{"index", "bus_id", "processes"}]``."""
+    """GPUs with compute processes, for the maintenance guard: ``[{"index", "bus_id", "processes"}]``.
+
+    Fails closed: a GPU whose process list is not known (nvidia-smi gave none for it: no ``<processes>``
+    in its output), and NVIDIA GPUs on the PCI bus that nvidia-smi did not list at all (it failed, hung
+    or is missing), count as busy, with ``unknown`` set and the reason in ``processes``."""
     busy = []
     nvidia = facts.get("nvidia") if isinstance(facts, dict) else None
     gpus = nvidia.get("gpus") if isinstance(nvidia, dict) else None
+    gpus = [gpu for gpu in gpus if isinstance(gpu, dict)] if isinstance(gpus, list) else []
     # facts come from hosts: a malformed section is no GPU, never a traceback
-    for gpu in gpus if isinstance(gpus, list) else []:
-        processes = gpu.get("processes") if isinstance(gpu, dict) else None
-        procs = [p for p in processes if isinstance(p, dict)] if isinstance(processes, list) else []
+    for gpu in gpus:
+        processes = gpu.get("processes")
+        if not isinstance(processes, list):
+            busy.append({"index": gpu.get("index"), "bus_id": gpu.get("bus_id"), "unknown": True,
+                         "processes": ["GPU %s (%s): process list unknown" % (gpu.get("index"), gpu.get("bus_id"))]})
+            continue
+        procs = [p for p in processes if isinstance(p, dict)]
         if procs:
             busy.append({"index": gpu.get("index"), "bus_id": gpu.get("bus_id"),
                          "processes": ["%s (pid %s)" % (p.get("name"), p.get("pid")) for p in procs]})
+    on_bus = _gpu_count_on_bus(facts)
+    if on_bus > len(gpus):
+        smi = nvidia.get("smi") if isinstance(nvidia, dict) else None
+        error = smi.get("error") if isinstance(smi, dict) else None
+        why = "nvidia-smi lists %d of the %d NVIDIA GPUs on the PCI bus%s" % (
+            len(gpus), on_bus, ": %s" % str(error)[:200] if isinstance(error, str) and error else "")
+        busy.append({"index": None, "bus_id": None, "unknown": True,
+                     "processes": ["process list unknown (%s)" % why]})
     return busy
 
 
 def busy_reason(busy):
     """Why the maintenance guards (the remediate and validate roles) leave a host alone: one sentence
-    naming the compute processes of ``busy`` (:func:`busy_gpus`), or "" when no GPU is busy."""
-    processes = [name for gpu in busy for name in gpu["processes"]]
-    if not processes:
+    naming the compute processes of ``busy`` (:func:`busy_gpus`), or "" when no GPU is busy. A process
+    list that is not known counts as busy (fail closed): the sentence says so."""
+    processes = [name for gpu in busy if not gpu.get("unknown") for name in gpu["processes"]]
+    unknown = [name for gpu in busy if gpu.get("unknown") for name in gpu["processes"]]
+    parts = []
+    if processes:
+        parts.append("GPUs are running compute work (%s)" % ", ".join(processes))
+    if unknown:
+        parts.append("the GPUs' compute processes are not known, so they count as busy (%s)" % "; ".join(unknown))
+    if not parts:
         return ""
-    return "GPUs are running compute work (%s); drain the host or set gpuhost_force=true" % ", ".join(processes)
+    return "%s; drain the host or set gpuhost_force=true" % "; ".join(parts)
 
 
 def _today(today):
@@ -530,7 +585,7 @@ def evaluate(facts, profile="auto", params=None, waivers=None, host=None, today=
     """Judge one host's facts document.
 
     Returns ``{"findings", "summary", "profile", "params", "failing", "failing_ids", "fix_plan",
-    "busy_gpus", "busy_reason", "pending_items"}``. Raises
+    "busy_gpus", "busy_reason", "rule_status", "pending_items"}``. Raises
     :class:`CatalogueError` for a malformed catalogue, profile name, parameter or waiver.
     """
     catalogue = catalogue or load_catalogue(base_dir)
@@ -560,5 +615,6 @@ def evaluate(facts, profile="auto", params=None, waivers=None, host=None, today=
         "fix_plan": fix_plan(findings, facts),
         "busy_gpus": busy,
         "busy_reason": busy_reason(busy),
+        "rule_status": rule_statuses(findings),
         "pending_items": pending_items(findings, catalogue, applied),
     }

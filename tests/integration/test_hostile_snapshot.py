@@ -128,8 +128,11 @@ def test_audit_and_real_remediation_change_nothing_outside(hostile):
     started = time.monotonic()
     audit = run_playbook(tmp, "audit.yml", _inventory(root), cmdline="--check",
                          extravars={"gpuhost_report_dir": str(tmp / "audit")})
+    # gpuhost_force: the hostile capture's GPU has no process list, which the maintenance guard counts as busy
+    # (issue 40: fail closed); the fixes must run here to show they stay inside the root
     remediate = run_playbook(tmp, "remediate.yml", _inventory(root),
-                             extravars={"gpuhost_report_dir": str(tmp / "remediate"), "gpuhost_fix_acs": True})
+                             extravars={"gpuhost_report_dir": str(tmp / "remediate"), "gpuhost_fix_acs": True,
+                                        "gpuhost_force": True})
     took = time.monotonic() - started
     peak_kib = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss
     assert tree_state(str(decoy)) == before, "a run wrote outside the snapshot root"

@@ -635,13 +635,55 @@ def test_busy_gpus_lists_compute_processes_and_tolerates_garbage():
 
     facts = {"nvidia": {"gpus": [{"index": 0, "bus_id": "0000:43:00.0",
                                   "processes": [{"pid": 7, "name": "python3"}]},
-                                 {"index": 1, "bus_id": "0000:44:00.0", "processes": []},
-                                 {"index": 2, "processes": None}]}}
+                                 {"index": 1, "bus_id": "0000:44:00.0", "processes": []}]}}
     assert busy_gpus(facts) == [{"index": 0, "bus_id": "0000:43:00.0", "processes": ["python3 (pid 7)"]}]
     assert busy_gpus({"nvidia": None}) == [] and busy_gpus(None) == []
     # malformed sections (what test_derive's fuzzing feeds evaluate) give no GPU, not a traceback
     assert busy_gpus({"nvidia": [None]}) == [] and busy_gpus({"nvidia": {"gpus": {"0": {}}}}) == []
-    assert busy_gpus({"nvidia": {"gpus": [None, "gpu0", {"index": 3, "processes": 5}]}}) == []
+    assert busy_gpus({"nvidia": {"gpus": [None, "gpu0"]}}) == []
+
+
+def test_an_unknown_process_list_is_busy():
+    """Issue 40, item 4: a GPU whose process list nvidia-smi did not give, or NVIDIA GPUs on the bus that
+    nvidia-smi does not list (it failed or hung), count as busy: the guards fail closed."""
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import busy_gpus, busy_reason
+
+    none_given = busy_gpus({"nvidia": {"gpus": [{"index": 2, "bus_id": "0000:45:00.0", "processes": None},
+                                                {"index": 3, "processes": 5}]}})
+    assert [gpu["index"] for gpu in none_given] == [2, 3] and all(gpu["unknown"] for gpu in none_given)
+    reason = busy_reason(none_given)
+    assert reason == ("the GPUs' compute processes are not known, so they count as busy (GPU 2 (0000:45:00.0): "
+                      "process list unknown; GPU 3 (None): process list unknown); drain the host or set gpuhost_force=true")
+    gpu = {"kind": "gpu", "vendor_id": "0x10de", "driver": "nvidia"}
+    smi_failed = {"nvidia": {"gpus": [], "smi": {"available": False, "error": "nvidia-smi timed out after 30 s"}},
+                  "pci": {"devices": [gpu, dict(gpu), dict(gpu, driver="vfio-pci"), dict(gpu, vendor_id="0x1002"),
+                                      {"kind": "nic", "vendor_id": "0x10de"}, None]}}
+    busy = busy_gpus(smi_failed)
+    assert len(busy) == 1 and busy[0]["unknown"]
+    assert busy_reason(busy) == (
+        "the GPUs' compute processes are not known, so they count as busy (process list unknown (nvidia-smi lists 0 of "
+        "the 2 NVIDIA GPUs on the PCI bus: nvidia-smi timed out after 30 s)); drain the host or set gpuhost_force=true")
+    # no NVIDIA GPU on the bus, or only passthrough ones: nothing to be busy
+    assert busy_gpus({"nvidia": {"gpus": []}, "pci": {"devices": [dict(gpu, driver="vfio-pci")]}}) == []
+    assert busy_gpus({"nvidia": {"gpus": []}, "pci": {"devices": "garbage"}}) == []
+    both = busy_gpus({"nvidia": {"gpus": [{"index": 0, "processes": [{"pid": 7, "name": "python3"}]},
+                                          {"index": 1, "processes": None}]}})
+    assert busy_reason(both) == ("GPUs are running compute work (python3 (pid 7)); the GPUs' compute processes are not "
+                                 "known, so they count as busy (GPU 1 (None): process list unknown); drain the host or "
+                                 "set gpuhost_force=true")
+
+
+def test_rule_statuses_are_each_rules_worst_finding():
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import rule_statuses
+
+    findings = [{"id": "A", "status": "pass"}, {"id": "A", "status": "not_applicable"},
+                {"id": "B", "status": "pass"}, {"id": "B", "status": "unknown"},
+                {"id": "C", "status": "not_applicable"}, {"id": "D", "status": "waived"}, {"id": "D", "status": "pass"},
+                {"id": "E", "status": "pass"}, {"id": "E", "status": "fail"}, {"id": "F", "status": "bogus"},
+                None, {"status": "pass"}, {"id": 5, "status": "pass"}]
+    assert rule_statuses(findings) == {"A": "pass", "B": "unknown", "C": "not_applicable", "D": "waived",
+                                       "E": "fail", "F": "unknown"}
+    assert rule_statuses(None) == {} and rule_statuses("x") == {}
 
 
 def test_busy_reason_names_every_compute_process_once_for_both_guards():
