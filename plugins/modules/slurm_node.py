@@ -10,7 +10,7 @@ __metaclass__ = type
 DOCUMENTATION = r"""
 ---
 module: slurm_node
-short_description: Drain a Slurm node naming the failing rules, and undrain it only when this tool drained it
+short_description: Drain a Slurm node naming the failing rules, and undrain it only on evidence when this tool drained it
 version_added: 0.1.0
 description:
   - Acts on an audit's verdict through Slurm. Reads the node with C(scontrol show node -o NAME), then
@@ -19,12 +19,16 @@ description:
     B(Drain) - C(scontrol update NodeName=NAME State=DRAIN Reason="gpuhost: ID ID ..."). The reason
     starts with the marker C(gpuhost:) and names the failing rule ids (sorted, at most 200 characters,
     C(+N more) after that). A node already drained by this tool with the same reason is unchanged; with
-    other rule ids the reason is rewritten. A node drained by someone else (a reason without the marker)
-    is left as it is, reason included, and the result says so.
-  - B(Resume) - C(scontrol update NodeName=NAME State=UNDRAIN) only when the node is drained B(and) its
-    reason starts with the marker, that is when this tool drained it. C(UNDRAIN) clears the drain flag
-    and nothing else, so a node Slurm marked C(DOWN) stays down. A node an administrator drained, or one
-    that is not drained, is unchanged.
+    other rule ids the reason is rewritten; the rewritten reason keeps every rule id of the old one that
+    O(evidence) does not show judged V(pass) or V(waived). A node drained by someone else (a reason without
+    the marker) is left as it is, reason included, and the result says so.
+  - B(Resume) - C(scontrol update NodeName=NAME State=UNDRAIN) only when the node is drained, its
+    reason starts with the marker (this tool drained it) B(and) every rule id the reason names was judged
+    V(pass) or V(waived) in this run (O(evidence)). A rule that is V(unknown), V(not_applicable) or missing
+    from O(evidence) (not judged by this run, such as a VAL rule in a plain audit), a reason cut short with
+    C(+N more), or no O(evidence) at all keeps the drain; the result names the rule ids in
+    RV(lacking_evidence). C(UNDRAIN) clears the drain flag and nothing else, so a node Slurm marked C(DOWN)
+    stays down. A node an administrator drained, or one that is not drained, is unchanged.
   - After an update the node is read again; a node that does not show the new state fails the task.
   - Missing C(scontrol), a node Slurm does not know, a non-zero exit, output that is not C(scontrol)'s
     or a command that hangs past O(timeout) fails the task with the reason; nothing is guessed.
@@ -51,6 +55,15 @@ options:
     type: list
     elements: str
     default: []
+  evidence:
+    description:
+      - This run's status of each rule judged on the host, a mapping of rule id to status, with the statuses of the
+        findings (V(pass), V(fail), V(unknown), V(waived), V(not_applicable)); the audit's C(baseline_evaluate)
+        returns it as C(rule_status), and the role C(gpuhost.baseline.on_fail) passes it.
+      - With O(state=resumed) a drain of this tool is released only when every rule id its reason names is
+        V(pass) or V(waived) here; unset, nothing is released. With O(state=drained) a rewritten reason
+        keeps the rule ids of the old one that are not.
+    type: dict
   scontrol:
     description:
       - The C(scontrol) to run, a name looked up in PATH or a path.
@@ -93,10 +106,11 @@ EXAMPLES = r"""
     rules: [PCI-001, KERNEL-003]
   become: true
 
-- name: A clean run releases the drain this tool set (an administrator's drain stays)
+- name: A clean run releases the drain this tool set when its rules pass now (an administrator's drain stays)
   gpuhost.baseline.slurm_node:
     name: "{{ inventory_hostname_short }}"
     state: resumed
+    evidence: "{{ gpuhost_eval.rule_status }}"
   become: true
 
 - name: What would happen, asked on the Slurm controller (nothing changes)
@@ -135,6 +149,15 @@ drained_by_us:
   returned: success
   type: bool
   sample: false
+lacking_evidence:
+  description:
+    - Why a drain of this tool was kept with O(state=resumed) - each rule id of its reason not judged V(pass)
+      or V(waived) in O(evidence), with its status (C(CPU-001 unknown), C(VAL-003 not judged by this run));
+      empty otherwise.
+  returned: success
+  type: list
+  elements: str
+  sample: ["CPU-001 unknown", "VAL-003 not judged by this run"]
 commands:
   description: The C(scontrol update) commands run or, in check mode, that would run.
   returned: always
@@ -149,7 +172,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.slurm import (
-    drain_reason, drained_by_us, parse_show_node)
+    drain_reason, drained_by_us, kept_rule_ids, missing_evidence, parse_show_node)
 
 
 class SlurmError(Exception):
@@ -192,8 +215,24 @@ def _read(run, name):
     return node
 
 
-def decide(node, state, reason):
-    """``(action, args, message)``: what to do with ``node`` (from :func:`parse_show_node`)."""
+def merged_reason(node, reason, rules, evidence):
+    """The drain reason to write over this tool's drain of ``node``: ``reason`` (the failing ``rules``)
+    with the rule ids of the node's reason that ``evidence`` does not show passing kept in it, so that a
+    rule gone unknown is not dropped from the reason and then released by a later run. ``reason`` as
+    it is for a node not drained by this tool, without ``evidence``, or when nothing is to be kept."""
+    if evidence is None or not drained_by_us(node):
+        return reason
+    kept = [rule_id for rule_id in kept_rule_ids(node["reason"], evidence) if rule_id not in rules]
+    if not kept:
+        return reason
+    merged, error = drain_reason(list(rules) + kept)
+    return reason if error else merged
+
+
+def decide(node, state, reason, evidence=None):
+    """``(action, args, message)``: what to do with ``node`` (from :func:`parse_show_node`). With
+    ``state`` resumed this tool's drain is released only when :func:`missing_evidence` finds nothing
+    missing in ``evidence`` (``{rule id: status}`` of this run; ``None``: no evidence, nothing released)."""
     name = node["name"]
     ours = drained_by_us(node)
     if state == "drained":
@@ -206,8 +245,12 @@ def decide(node, state, reason):
         return action, ["update", "NodeName=" + name, "State=DRAIN", "Reason=" + reason], \
             "%s drained: %s" % (name, reason)
     if ours:
+        lacking = missing_evidence(node["reason"], evidence)
+        if lacking:
+            return "none", None, "%s stays drained (%s): no evidence that its rules pass now: %s" % (
+                name, node["reason"], "; ".join(lacking))
         return "undrain", ["update", "NodeName=" + name, "State=UNDRAIN"], \
-            "%s undrained: its drain (%s) was this tool's and the run is clean" % (name, node["reason"])
+            "%s undrained: its drain (%s) was this tool's and every rule it names passes now" % (name, node["reason"])
     if node["drain"]:
         return "none", None, "%s is drained by someone else (reason: %s); not resumed" % (
             name, node["reason"] or "none given")
@@ -223,11 +266,13 @@ def main():
             scontrol=dict(type="str", default="scontrol"),
             slurm_conf=dict(type="path"),
             timeout=dict(type="int", default=30),
+            evidence=dict(type="dict"),
         ),
         supports_check_mode=True,
     )
     params = module.params
     name, state = params["name"], params["state"]
+    evidence = params["evidence"]
     commands = []
     reason = None
     if state == "drained":
@@ -241,7 +286,9 @@ def main():
     run = _runner(module, binary, max(1, params["timeout"]))
     try:
         node = _read(run, name)
-        action, args, msg = decide(node, state, reason)
+        if state == "drained":
+            reason = merged_reason(node, reason, params["rules"], evidence)
+        action, args, msg = decide(node, state, reason, evidence)
         after = dict(node)
         if args:
             commands.append(_line([params["scontrol"]] + args))
@@ -257,8 +304,10 @@ def main():
                 after = dict(node, drain=state == "drained", reason=reason if state == "drained" else None)
     except SlurmError as exc:
         module.fail_json(msg=str(exc), commands=commands)
+    lacking = missing_evidence(node["reason"], evidence) if state == "resumed" and action == "none" and \
+        drained_by_us(node) else []
     result = dict(changed=bool(args), action=action, msg=msg, node=node, reason=reason,
-                  drained_by_us=drained_by_us(node), commands=commands)
+                  drained_by_us=drained_by_us(node), lacking_evidence=lacking, commands=commands)
     if module._diff:
         result["diff"] = dict(
             before="drain: %s\nreason: %s\n" % (node["drain"], node["reason"]),

@@ -216,12 +216,17 @@ def test_module_drains_and_undrains_only_its_own_drain(clean_node, tmp_path):
         ("check_drain", {"state": "drained", "rules": ["PCI-001", "KERNEL-003"]}, True),
         ("drain", {"state": "drained", "rules": ["PCI-001", "KERNEL-003", "PCI-001"]}, False),
         ("drain_again", {"state": "drained", "rules": ["KERNEL-003", "PCI-001"]}, False),
-        ("other_rules", {"state": "drained", "rules": ["GPU-004"]}, False),
-        ("check_resume", {"state": "resumed"}, True),
-        ("resume", {"state": "resumed"}, False),
-        ("resume_again", {"state": "resumed"}, False),
+        # KERNEL-003 unknown now: the rewritten reason keeps it (its drain is not forgotten)
+        ("other_rules", {"state": "drained", "rules": ["GPU-004"],
+                         "evidence": {"KERNEL-003": "unknown", "PCI-001": "pass", "GPU-004": "fail"}}, False),
+        # released only on evidence: a rule of the reason unknown, or no statuses at all, keeps the drain
+        ("resume_unknown", {"state": "resumed", "evidence": {"GPU-004": "pass", "KERNEL-003": "unknown"}}, False),
+        ("resume_no_evidence", {"state": "resumed"}, False),
+        ("check_resume", {"state": "resumed", "evidence": {"GPU-004": "pass", "KERNEL-003": "waived"}}, True),
+        ("resume", {"state": "resumed", "evidence": {"GPU-004": "pass", "KERNEL-003": "pass"}}, False),
+        ("resume_again", {"state": "resumed", "evidence": {}}, False),
         ("admin_drain", None, False),
-        ("resume_admin", {"state": "resumed"}, False),
+        ("resume_admin", {"state": "resumed", "evidence": {}}, False),
         ("drain_admin", {"state": "drained", "rules": ["PCI-001"]}, False),
         ("unknown_node", {"state": "resumed", "name": "no-such-node"}, False),
         ("no_scontrol", {"state": "resumed", "scontrol": str(tmp_path / "missing" / "scontrol")}, False),
@@ -265,9 +270,17 @@ def test_module_drains_and_undrains_only_its_own_drain(clean_node, tmp_path):
     assert not r["drain_again"]["changed"] and r["drain_again"]["action"] == "none"
     assert r["drain_again"]["drained_by_us"] and r["drain_again"]["commands"] == []
     assert r["other_rules"]["changed"] and r["other_rules"]["action"] == "update_reason"
-    assert row("other_rules") == "%s drain gpuhost: GPU-004" % node
+    assert row("other_rules") == "%s drain gpuhost: GPU-004 KERNEL-003" % node
+    assert not r["resume_unknown"]["changed"] and r["resume_unknown"]["action"] == "none"
+    assert r["resume_unknown"]["lacking_evidence"] == ["KERNEL-003 unknown"]
+    assert "stays drained (gpuhost: GPU-004 KERNEL-003): no evidence that its rules pass now: KERNEL-003 unknown" \
+        in r["resume_unknown"]["msg"]
+    assert row("resume_unknown") == "%s drain gpuhost: GPU-004 KERNEL-003" % node
+    assert not r["resume_no_evidence"]["changed"]
+    assert r["resume_no_evidence"]["lacking_evidence"] == ["no rule statuses of this run were given"]
+    assert row("resume_no_evidence") == "%s drain gpuhost: GPU-004 KERNEL-003" % node
     assert r["check_resume"]["changed"] and r["check_resume"]["action"] == "undrain"
-    assert row("check_resume") == "%s drain gpuhost: GPU-004" % node
+    assert row("check_resume") == "%s drain gpuhost: GPU-004 KERNEL-003" % node
     assert r["resume"]["changed"] and row("resume").split()[1].rstrip("*") == "idle"
     assert not r["resume_again"]["changed"] and "not drained" in r["resume_again"]["msg"]
     admin = "%s drain replacing DIMM B3, ticket 4711" % node
@@ -286,8 +299,10 @@ def test_module_drains_and_undrains_only_its_own_drain(clean_node, tmp_path):
     assert "did not answer within 1 s (killed)" in r["hang"]["msg"]
 
 
-def audit(tmp_path, cluster, snapshot, name, check=False):
-    inventory = {"all": {"hosts": {"gpu07": {
+def audit(tmp_path, cluster, snapshot, name, check=False, hosts=None, verbose=False):
+    """audit.yml with slurm_drain on gpu07, the snapshot at ``snapshot`` mapped to the test's node; ``hosts``
+    (an inventory's hosts) in its place."""
+    inventory = {"all": {"hosts": hosts or {"gpu07": {
         "ansible_connection": "local", "gpuhost_root": snapshot, "gpuhost_slurm_node": cluster.node,
         "gpuhost_slurm_conf": cluster.conf, "gpuhost_slurm_become": False}}}}
     (tmp_path / "inventory.yml").write_text(json.dumps(inventory))
@@ -295,7 +310,30 @@ def audit(tmp_path, cluster, snapshot, name, check=False):
              "gpuhost_report_dir": str(tmp_path / ("reports-" + name))}
     return playbook(tmp_path, name, [{"import_playbook": os.path.join(REPO, "playbooks", "audit.yml")}],
                     dict(os.environ), check=check,
-                    extra=["-i", str(tmp_path / "inventory.yml"), "-e", json.dumps(extra)])
+                    extra=["-i", str(tmp_path / "inventory.yml"), "-e", json.dumps(extra)] + (["-v"] if verbose else []))
+
+
+def node_row(cluster):
+    """sinfo's row of the node, its state without the not-responding ``*`` (slurmd's answers come and go)."""
+    parts = cluster.sinfo().split(" ", 2)
+    if len(parts) > 1:
+        parts[1] = parts[1].rstrip("*")
+    return " ".join(parts)
+
+
+def drain_as_gpuhost(cluster, reason):
+    """The node drained with ``reason`` as slurm_node writes it (audit.yml or validate.yml drained it)."""
+    cluster.scontrol("update", "NodeName=" + cluster.node, "State=DRAIN", "Reason=" + reason)
+    assert node_row(cluster) == "%s drain %s" % (cluster.node, reason)
+
+
+def without_cpufreq_driver(snapshot, dest):
+    """A copy of ``snapshot`` whose cpufreq scaling_driver files are gone: CPU-001 is unknown there."""
+    shutil.copytree(snapshot, dest, symlinks=True)
+    for top, dummy, files in os.walk(os.path.join(dest, "sys", "devices", "system", "cpu")):
+        if "scaling_driver" in files:
+            os.unlink(os.path.join(top, "scaling_driver"))
+    return str(dest)
 
 
 def test_audit_drains_a_failing_host_and_undrains_it_when_clean(clean_node, snapshot_trees, tmp_path):
@@ -356,3 +394,66 @@ def test_on_fail_arguments_are_checked_and_the_role_ends_on_the_controller_witho
     banners = re.findall(r"TASK \[gpuhost\.baseline\.on_fail : ([^\]]*)\]", proc.stdout)
     assert banners == ["Nothing to act on without gpuhost_on_fail"], banners
     assert "Check the role's variables" not in proc.stdout and "Refuse to act" not in proc.stdout
+
+
+def test_audit_releases_its_drain_only_on_evidence(clean_node, snapshot_trees, tmp_path):
+    """Issue 40, item 3: a drain of this tool is released only when every rule id of its reason is judged
+    pass (or waived) in this run. CPU-001 unknown now (facts unreadable) keeps it; a drain that names a VAL
+    rule (validate.yml's) is kept by a plain audit, where the VAL rules are not applicable; once every rule
+    of the reason passes, the same audit releases it."""
+    cluster = clean_node
+    node = cluster.node
+    unknown = without_cpufreq_driver(snapshot_trees["healthy"], tmp_path / "cpu001-unknown")
+    drain_as_gpuhost(cluster, "gpuhost: CPU-001")
+    proc = audit(tmp_path, cluster, unknown, "unknown", verbose=True)
+    assert proc.returncode == 0, proc.stdout[-5000:]  # nothing fails at high: the verdict is clean
+    assert node_row(cluster) == "%s drain gpuhost: CPU-001" % node, proc.stdout[-5000:]
+    out = " ".join(proc.stdout.split())  # the callback folds long lines
+    assert "stays drained (gpuhost: CPU-001): no evidence that its rules pass now: CPU-001 unknown" in out, out[-3000:]
+    assert "lacking_evidence: - CPU-001 unknown" in out, out[-3000:]
+
+    drain_as_gpuhost(cluster, "gpuhost: CPU-001 VAL-003")
+    proc = audit(tmp_path, cluster, snapshot_trees["healthy"], "plain", verbose=True)
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    assert node_row(cluster) == "%s drain gpuhost: CPU-001 VAL-003" % node, proc.stdout[-5000:]
+    assert "no evidence that its rules pass now: VAL-003 not applicable" in " ".join(proc.stdout.split())
+
+    drain_as_gpuhost(cluster, "gpuhost: CPU-001")
+    proc = audit(tmp_path, cluster, snapshot_trees["healthy"], "clean", verbose=True)
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    assert cluster.sinfo().split()[1].rstrip("*") == "idle", cluster.sinfo()
+    assert "every rule it names passes now" in " ".join(proc.stdout.split())
+
+
+def test_a_snapshot_acts_only_on_the_node_the_inventory_maps_it_to(clean_node, snapshot_trees, tmp_path):
+    """Issue 40, item 4: a snapshot host named like the live node (the node's short name), without
+    gpuhost_slurm_node, neither drains it (incident) nor releases this tool's drain of it (healthy)."""
+    cluster = clean_node
+    node = cluster.node
+    snapshot_host = {"ansible_connection": "local", "gpuhost_slurm_conf": cluster.conf, "gpuhost_slurm_become": False}
+    hosts = {node: dict(snapshot_host, gpuhost_root=snapshot_trees["incident"])}
+    proc = audit(tmp_path, cluster, None, "snapshot-incident", hosts=hosts)
+    assert proc.returncode == 2, proc.stdout[-5000:]
+    assert node_row(cluster) == "%s idle none" % node, proc.stdout[-5000:]
+    assert "is a snapshot (gpuhost_root %s): no Slurm node is drained or undrained for it" % snapshot_trees["incident"] \
+        in " ".join(proc.stdout.split())
+    drain_as_gpuhost(cluster, "gpuhost: CPU-001")
+    hosts = {node: dict(snapshot_host, gpuhost_root=snapshot_trees["healthy"])}
+    proc = audit(tmp_path, cluster, None, "snapshot-healthy", hosts=hosts)
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    assert node_row(cluster) == "%s drain gpuhost: CPU-001" % node, proc.stdout[-5000:]
+
+
+def test_the_controller_guard_keeps_on_fail_off_the_node_of_a_typo(clean_node, snapshot_trees, tmp_path):
+    """Issue 40, item 4: a local-connection host named like the node with gpuhost_rot (a typo: its root
+    stays the controller's /) is refused before it is read, and on_fail does not release this tool's drain."""
+    cluster = clean_node
+    node = cluster.node
+    drain_as_gpuhost(cluster, "gpuhost: CPU-001")
+    hosts = {node: {"ansible_connection": "local", "gpuhost_rot": snapshot_trees["healthy"],
+                    "gpuhost_become": False, "gpuhost_slurm_conf": cluster.conf, "gpuhost_slurm_become": False}}
+    proc = audit(tmp_path, cluster, None, "typo", hosts=hosts)
+    assert proc.returncode == 2, proc.stdout[-5000:]
+    assert "refusing to audit %s" % node in proc.stdout and "did you mean gpuhost_root?" in proc.stdout
+    assert node_row(cluster) == "%s drain gpuhost: CPU-001" % node, proc.stdout[-5000:]
+    assert "Drain the Slurm node" not in proc.stdout  # the host left the play at the guard

@@ -150,3 +150,70 @@ def drain_reason(rule_ids, marker=REASON_MARKER, limit=MAX_REASON_CHARS):
 def drained_by_us(node, marker=REASON_MARKER):
     """True when ``node`` (from :func:`parse_show_node`) is drained with a reason this tool wrote."""
     return bool(node and node.get("drain") and (node.get("reason") or "").startswith(marker))
+
+
+#: the statuses of a rule in this run that release a drain naming it (findings.STATUSES: a waived
+#: finding is a failure someone accepted until its date)
+RELEASE_STATUSES = ("pass", "waived")
+
+_MORE_RE = re.compile(r"^\+([0-9]{1,6})$")
+
+
+def reason_rule_ids(reason, marker=REASON_MARKER):
+    """``(ids, more)`` named by a drain reason this tool wrote (:func:`drain_reason`): the rule ids in
+    their order and how many more it did not list (``+N more``, cut at ``MAX_REASON_CHARS``);
+    ``(None, 0)`` for a reason without the marker or with a word that is no rule id. Never raises."""
+    if not isinstance(reason, str) or not reason.startswith(marker):
+        return None, 0
+    words = reason[len(marker):].split()
+    more = 0
+    if len(words) >= 2 and words[-1] == "more" and _MORE_RE.match(words[-2]):
+        more = int(words[-2][1:])
+        words = words[:-2]
+    if not words or not all(_RULE_ID_RE.match(word) for word in words):
+        return None, 0
+    return words, more
+
+
+def rule_status_text(status):
+    """``"unknown"``, ``"not applicable"``, ``"not judged by this run"`` for a rule's status (``None``: absent)."""
+    if status is None:
+        return "not judged by this run"
+    return str(status).replace("_", " ")[:40]
+
+
+def missing_evidence(reason, statuses, marker=REASON_MARKER):
+    """Why the drain of ``reason`` (this tool's) may not be released on this run's ``statuses``
+    (``{rule id: status}``, the host's statuses per rule, ``findings.STATUSES``): a list of
+    ``"RULE-ID unknown"``, ``"RULE-ID not applicable"``, ``"RULE-ID not judged by this run"``, ... for
+    each named rule not judged ``pass`` or ``waived``; empty when every rule it names passes now.
+
+    A drain is released only on evidence: a rule whose facts were unreadable (``unknown``), that did not
+    apply or that this playbook did not judge (a VAL rule in a plain audit) keeps it. A reason that lists
+    only some of its rules (``+N more``) or that cannot be read keeps it too: the others cannot be checked.
+    ``statuses`` that is not a mapping is no evidence. Never raises."""
+    ids, more = reason_rule_ids(reason, marker)
+    if ids is None:
+        return ["the drain reason %r names no rule ids this tool can read" % (str(reason)[:80],)]
+    if not isinstance(statuses, dict):
+        return ["no rule statuses of this run were given"]
+    lacking = []
+    for rule_id in ids:
+        status = statuses.get(rule_id)
+        if status not in RELEASE_STATUSES:
+            lacking.append("%s %s" % (rule_id, rule_status_text(status if isinstance(status, str) else None)))
+    if more:
+        lacking.append("%d more rule id%s not listed in the reason (cut at %d characters)"
+                       % (more, "" if more == 1 else "s", MAX_REASON_CHARS))
+    return lacking
+
+
+def kept_rule_ids(reason, statuses, marker=REASON_MARKER):
+    """The rule ids of this tool's drain ``reason`` that this run did not prove (not ``pass`` or
+    ``waived`` in ``statuses``): a drain whose reason is rewritten for other failing rules keeps naming
+    them, so that a rule gone ``unknown`` is not forgotten and released by a later run."""
+    ids, unused_more = reason_rule_ids(reason, marker)
+    if ids is None:
+        return []
+    statuses = statuses if isinstance(statuses, dict) else {}
+    return [rule_id for rule_id in ids if statuses.get(rule_id) not in RELEASE_STATUSES]

@@ -6,7 +6,7 @@ import os
 import pytest
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import slurm
-from ansible_collections.gpuhost.baseline.plugins.modules.slurm_node import decide
+from ansible_collections.gpuhost.baseline.plugins.modules.slurm_node import decide, merged_reason
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "fixtures", "slurm")
 
@@ -98,16 +98,74 @@ def node(drain=False, reason=None):
     (node(True, "bad DIMM"), "drained", "none"),
     (node(True, None), "drained", "none"),
     (node(True, "gpuhost: PCI-001"), "resumed", "undrain"),
+    (node(True, "gpuhost: PCI-001 GPU-004"), "resumed", "none"),  # GPU-004 not judged pass in this run
     (node(True, "bad DIMM"), "resumed", "none"),
     (node(True, "GPUHOST: PCI-001"), "resumed", "none"),
     (node(), "resumed", "none"),
     (dict(node(), reason="gpuhost: PCI-001"), "resumed", "none"),  # a reason left on an undrained node
 ])
 def test_decide(before, state, action):
-    decided, args, message = decide(before, state, "gpuhost: PCI-001" if state == "drained" else None)
+    decided, args, message = decide(before, state, "gpuhost: PCI-001" if state == "drained" else None,
+                                    {"PCI-001": "pass", "GPU-004": "unknown"})
     assert decided == action, message
     assert (args is None) == (action == "none")
     if action == "undrain":
         assert args == ["update", "NodeName=gpu01", "State=UNDRAIN"]
     if action in ("drain", "update_reason"):
         assert args == ["update", "NodeName=gpu01", "State=DRAIN", "Reason=gpuhost: PCI-001"]
+
+
+@pytest.mark.parametrize("reason, ids, more", [
+    ("gpuhost: CPU-001 PCI-001", ["CPU-001", "PCI-001"], 0),
+    ("gpuhost: CPU-001 +3 more", ["CPU-001"], 3),
+    ("gpuhost:CPU-001", ["CPU-001"], 0),
+    ("gpuhost: VAL-003", ["VAL-003"], 0),
+    ("gpuhost:", None, 0),
+    ("gpuhost: +3 more", None, 0),
+    ("gpuhost: CPU-001; reboot", None, 0),
+    ("bad DIMM", None, 0),
+    (None, None, 0),
+    (7, None, 0),
+])
+def test_reason_rule_ids(reason, ids, more):
+    assert slurm.reason_rule_ids(reason) == (ids, more)
+
+
+def test_a_drain_is_released_only_on_evidence():
+    """Issue 40, item 3: every rule id of the drain reason judged pass (or waived) in this run."""
+    reason = "gpuhost: CPU-001 VAL-003"
+    assert slurm.missing_evidence(reason, {"CPU-001": "pass", "VAL-003": "waived", "X-1": "fail"}) == []
+    assert slurm.missing_evidence(reason, {"CPU-001": "unknown", "VAL-003": "pass"}) == ["CPU-001 unknown"]
+    # a plain audit after validate.yml: the VAL rule is not applicable, or not judged at all
+    assert slurm.missing_evidence(reason, {"CPU-001": "pass", "VAL-003": "not_applicable"}) == \
+        ["VAL-003 not applicable"]
+    assert slurm.missing_evidence(reason, {"CPU-001": "pass"}) == ["VAL-003 not judged by this run"]
+    assert slurm.missing_evidence(reason, {"CPU-001": "fail", "VAL-003": 5}) == \
+        ["CPU-001 fail", "VAL-003 not judged by this run"]
+    assert slurm.missing_evidence(reason, None) == ["no rule statuses of this run were given"]
+    assert slurm.missing_evidence(reason, ["CPU-001"]) == ["no rule statuses of this run were given"]
+    assert slurm.missing_evidence("gpuhost: CPU-001 +2 more", {"CPU-001": "pass"}) == \
+        ["2 more rule ids not listed in the reason (cut at 200 characters)"]
+    assert "names no rule ids" in slurm.missing_evidence("gpuhost: ???", {})[0]
+
+
+def test_a_rewritten_drain_keeps_the_rules_without_evidence():
+    drained = node(True, "gpuhost: CPU-001 PCI-001")
+    # CPU-001 unknown now, PCI-001 passes, GPU-004 fails: the new reason keeps CPU-001
+    assert merged_reason(drained, "gpuhost: GPU-004", ["GPU-004"], {"CPU-001": "unknown", "PCI-001": "pass"}) == \
+        "gpuhost: CPU-001 GPU-004"
+    assert merged_reason(drained, "gpuhost: GPU-004", ["GPU-004"], {"CPU-001": "pass", "PCI-001": "pass"}) == \
+        "gpuhost: GPU-004"
+    assert merged_reason(drained, "gpuhost: GPU-004", ["GPU-004"], None) == "gpuhost: GPU-004"
+    assert merged_reason(node(True, "bad DIMM"), "gpuhost: GPU-004", ["GPU-004"], {}) == "gpuhost: GPU-004"
+    assert merged_reason(node(), "gpuhost: GPU-004", ["GPU-004"], {}) == "gpuhost: GPU-004"
+
+
+def test_decide_says_which_rules_lack_evidence():
+    action, args, message = decide(node(True, "gpuhost: CPU-001 VAL-003"), "resumed", None,
+                                   {"CPU-001": "unknown"})
+    assert action == "none" and args is None
+    assert message == ("gpu01 stays drained (gpuhost: CPU-001 VAL-003): no evidence that its rules pass now: "
+                       "CPU-001 unknown; VAL-003 not judged by this run")
+    action, args, message = decide(node(True, "gpuhost: CPU-001"), "resumed", None, None)
+    assert action == "none" and "no rule statuses" in message
