@@ -178,10 +178,11 @@ def test_summary_counts_every_status():
     assert inventory and all(f["status"] == "not_applicable" for f in inventory)
     # HEALTH-006, HEALTH-014, HEALTH-015 and HEALTH-017 (Fabric Manager, SXid: no NVSwitch here), HEALTH-010
     # (nccl_nic_per_gpu off by default), HEALTH-016 (the previous boot is read only with kernel_log_boots 2),
-    # HEALTH-020/021 (no InfiniBand port, no AER-capable function here)
+    # HEALTH-020/021 (no InfiniBand port, no AER-capable function here), HEALTH-024 (these facts hold no health
+    # section that saw an NVIDIA GPU, and nvidia-smi was not cut off)
     health = [f["id"] for f in result["findings"] if f["area"] == "health" and f["status"] == "not_applicable"]
     assert sorted(health) == ["HEALTH-006", "HEALTH-010", "HEALTH-014", "HEALTH-015", "HEALTH-016", "HEALTH-017",
-                              "HEALTH-020", "HEALTH-021"]
+                              "HEALTH-020", "HEALTH-021", "HEALTH-024"]
     assert [f["id"] for f in result["findings"] if f["area"] == "validation" and f["status"] != "pass"] == []
     assert result["summary"]["not_applicable"] == 1 + len(inventory) + len(health)  # CPU-007 with smt: any
 
