@@ -245,8 +245,11 @@ class DirectoryLock:
                 if not _still_named(fd, dir_fd):
                     os.close(fd)  # its holder removed it as it let go: take the name's file instead
                     continue
-                os.ftruncate(fd, 0)
-                os.write(fd, ("%d\n" % os.getpid()).encode("ascii"))
+                try:
+                    os.ftruncate(fd, 0)
+                    os.write(fd, ("%d\n" % os.getpid()).encode("ascii"))
+                except OSError:
+                    pass  # a full disk (ENOSPC, EFBIG): the lock holds all the same, its holder's pid unknown
                 self.fd, self.dir_fd = fd, dir_fd
                 return self
         except BaseException:
