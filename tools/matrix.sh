@@ -14,6 +14,10 @@
 # bind-mounted at the same path. Venvs and the chroot are kept under .cache/matrix and rebuilt when
 # their lock (or this script's chroot recipe) changes.
 #
+# The reference leg runs first; then two lanes side by side, one a core: the versions of this
+# machine's Python one after another, and the chroot's (each leg's sanity in its own copy,
+# build/matrix/<version>-sanity).
+#
 # Usage: tools/matrix.sh [X.Y ...]   (default: $MATRIX, set by the Makefile)
 # Env:   MATRIX_SANITY=0 skips ansible-test sanity in the legs (the main suite's sanity still runs
 #        in `make sanity`); VENV (default .venv) is the reference leg.
@@ -135,7 +139,7 @@ run_leg() {  # run_leg VERSION BIN [reference dir]
     local -a skip=()
     case $v in 2.16) skip=(--skip-test future-import-boilerplate --skip-test metaclass-boilerplate) ;; esac
     echo "matrix $v  sanity (ansible-test sanity --python $python ${skip[*]})"
-    "${wrap[@]}" env VENV="${bin%/bin}" SANITY_PYTHON=$python \
+    "${wrap[@]}" env VENV="${bin%/bin}" SANITY_PYTHON=$python SANITY_DIR="$repo/build/matrix/$v-sanity" \
       "$repo/tools/sanity.sh" "${skip[@]}" >"$repo/build/matrix/$v-sanity.log" 2>&1 \
       || { status=FAILED; failed+=("$v: sanity (log: build/matrix/$v-sanity.log)"); tail -n 30 "$repo/build/matrix/$v-sanity.log"; }
   fi
@@ -145,15 +149,43 @@ run_leg() {  # run_leg VERSION BIN [reference dir]
 t0=$SECONDS
 run_leg 2.19 "$venv/bin"
 timings[-1]="ansible-core 2.19 (reference)	$((SECONDS - t0))	${timings[-1]##*	}"
+
+# Two lanes side by side, one a core: the versions on this machine's Python, and those in the
+# chroot (its debootstrap included). Each lane's timings and failures go to a file of its own.
+lane() {  # lane NAME VERSION...
+  local name=$1; shift
+  # the lane's own lists (run_leg appends to whichever timings/failed are in scope)
+  local -a timings=() failed=()
+  local v t0 bin
+  for v in "$@"; do
+    t0=$SECONDS
+    if ! bin=$(ensure_venv "$v"); then
+      failed+=("$v: set-up"); timings+=("ansible-core $v	$((SECONDS - t0))	FAILED"); continue
+    fi
+    timings+=("  set-up $v	$((SECONDS - t0))	ok")
+    run_leg "$v" "$bin" "$repo/build/matrix/2.19"
+  done
+  printf '%s\n' "${timings[@]}" >"$repo/build/matrix/lane-$name.timings"
+  printf '%s\n' "${failed[@]+"${failed[@]}"}" >"$repo/build/matrix/lane-$name.failed"
+}
+host_versions=(); chroot_versions=()
 for v in "${versions[@]}"; do
-  [ "$v" = 2.19 ] && continue
-  t0=$SECONDS
-  if ! bin=$(ensure_venv "$v"); then
-    failed+=("$v: set-up"); timings+=("ansible-core $v	$((SECONDS - t0))	FAILED"); continue
-  fi
-  timings+=("  set-up $v	$((SECONDS - t0))	ok")
-  run_leg "$v" "$bin" "$repo/build/matrix/2.19"
+  case $v in 2.19) ;; 2.1[0-9]) host_versions+=("$v") ;; *) chroot_versions+=("$v") ;; esac
 done
+rm -f "$repo"/build/matrix/lane-*
+lane_pid=
+if [ "${#chroot_versions[@]}" -gt 0 ]; then
+  lane chroot "${chroot_versions[@]}" > >(sed -u 's/^/[chroot] /') 2>&1 &
+  lane_pid=$!
+fi
+[ "${#host_versions[@]}" -eq 0 ] || lane host "${host_versions[@]}"
+[ -z "$lane_pid" ] || wait "$lane_pid" || true
+for name in host chroot; do
+  [ -f "$repo/build/matrix/lane-$name.timings" ] || continue
+  while IFS= read -r line; do [ -n "$line" ] && timings+=("$line"); done <"$repo/build/matrix/lane-$name.timings"
+  while IFS= read -r line; do [ -n "$line" ] && failed+=("$line"); done <"$repo/build/matrix/lane-$name.failed"
+done
+[ "${#chroot_versions[@]}" -eq 0 ] || [ -f "$repo/build/matrix/lane-chroot.timings" ] || failed+=("chroot lane: ended without its report")
 
 echo
 echo "================ ansible-core matrix ================"

@@ -11,7 +11,8 @@
 # tools/get_pip_standin.py under the exact cached name the installed ansible-test looks for.
 #
 # Usage: tools/sanity.sh [extra ansible-test sanity arguments, e.g. --test pep8]
-# Env:   VENV (default .venv), SANITY_PYTHON (default 3.11)
+# Env:   VENV (default .venv), SANITY_PYTHON (default 3.11), SANITY_DIR (default build/sanity: where
+#        the copy and the log go; tools/matrix.sh gives each leg its own, so that legs run side by side)
 set -euo pipefail
 
 repo=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -64,12 +65,14 @@ fi
 # --- 2. the collection copy ----------------------------------------------------------------
 # One run at a time per checkout: a second run would delete the copy under the first.
 mkdir -p "$repo/build"
-exec 9>"$repo/build/sanity.lock"
+sanity_dir=${SANITY_DIR:-$repo/build/sanity}
+mkdir -p "$sanity_dir"
+exec 9>"$sanity_dir.lock"
 if ! flock -n 9; then
-  echo "sanity.sh: another sanity run holds $repo/build/sanity.lock; waiting for it"
+  echo "sanity.sh: another sanity run holds $sanity_dir.lock; waiting for it"
   flock 9
 fi
-dest=$repo/build/sanity/ansible_collections/gpuhost/baseline
+dest=$sanity_dir/ansible_collections/gpuhost/baseline
 rm -rf "$dest"
 mkdir -p "$dest"
 # Files git would commit: tracked (and still present) plus untracked-but-not-ignored.
@@ -87,7 +90,7 @@ if ls "$dest"/tests/sanity/ignore-*.txt >/dev/null 2>&1; then
 fi
 
 # --- 3. run -----------------------------------------------------------------------------
-log=$repo/build/sanity/ansible-test.log
+log=$sanity_dir/ansible-test.log
 echo "sanity.sh: ansible-test sanity --python $python_version --requirements (collection copy: $dest)"
 set +e
 (cd "$dest" && PATH=$venv/bin:$PATH "$ansible_test" sanity --python "$python_version" --requirements --color no "$@") 2>&1 | tee "$log"
