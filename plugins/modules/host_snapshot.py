@@ -229,18 +229,11 @@ def write_tarball(recorder, dest, meta):
 
 
 def command_timeouts(module):
-    """The module's ``command_timeouts``: tool name -> positive seconds; anything else fails the module."""
-    value = module.params.get("command_timeouts") or {}
-    for name, seconds in value.items():
-        if isinstance(seconds, str):
-            try:
-                seconds = float(seconds)
-            except ValueError:
-                seconds = None
-        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 < seconds <= 86400:
-            module.fail_json(msg="command_timeouts: %s must be a number of seconds from 1 to 86400, not %r" % (name, value[name]))
-        value[name] = seconds
-    return value
+    """The module's ``command_timeouts`` checked (runner.checked_timeouts); a bad one fails the module."""
+    try:
+        return runner.checked_timeouts(module.params.get("command_timeouts"))
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
 
 
 def main():

@@ -57,6 +57,23 @@ LINGER_S = 2.0
 _CHUNK = 65536
 
 
+def checked_timeouts(value):
+    """``command_timeouts`` (tool name -> seconds, numbers or numeric strings) as ``{name: float}``;
+    :class:`ValueError` names the first entry that is not a number of seconds from 1 to 86400."""
+    out = {}
+    for name, given in (value or {}).items():
+        seconds = given
+        if isinstance(seconds, str):
+            try:
+                seconds = float(seconds)
+            except ValueError:
+                seconds = None
+        if not isinstance(seconds, (int, float)) or isinstance(seconds, bool) or not 0 < seconds <= 86400:
+            raise ValueError("command_timeouts: %s must be a number of seconds from 1 to 86400, not %r" % (name, given))
+        out[name] = seconds
+    return out
+
+
 def timeout_for(argv0, overrides=None):
     """Seconds for a command of ``argv0``: ``overrides`` (tool -> seconds), then :data:`TIMEOUTS`, then
     :data:`DEFAULT_TIMEOUT_S`. Only positive numbers count; anything else is ignored."""

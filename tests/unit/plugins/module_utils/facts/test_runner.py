@@ -232,3 +232,11 @@ def test_a_measurement_tool_whose_child_holds_the_pipe_ends_at_its_timeout(tmp_p
     assert time.monotonic() - began < 1 + 2 * runner.KILL_GRACE_S + 1
     assert rc is None and "did not finish within 1 s" in reason
     assert gone(int(marker.read_text()))
+
+
+def test_checked_timeouts_takes_numbers_and_names_a_bad_entry():
+    assert runner.checked_timeouts({"nvidia-smi": "5", "mbw": 30}) == {"nvidia-smi": 5.0, "mbw": 30}
+    assert runner.checked_timeouts(None) == {}
+    for bad in ({"nvidia-smi": 0}, {"nvidia-smi": "soon"}, {"nvidia-smi": True}, {"x": 86401}):
+        with pytest.raises(ValueError, match="command_timeouts: .* must be a number of seconds from 1 to 86400"):
+            runner.checked_timeouts(bad)
