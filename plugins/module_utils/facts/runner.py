@@ -262,17 +262,18 @@ def _holders(inodes):
     return found
 
 
-def _killpg(pgid, sig):
+def _send(send, target, sig):
+    """``send(target, sig)`` (os.kill or os.killpg); a target already gone or not ours is no error."""
     try:
-        os.killpg(pgid, sig)
+        send(target, sig)
     except OSError as exc:
         if exc.errno not in (errno.ESRCH, errno.EPERM):
             raise
+
+
+def _killpg(pgid, sig):
+    _send(os.killpg, pgid, sig)
 
 
 def _kill(pid, sig):
-    try:
-        os.kill(pid, sig)
-    except OSError as exc:
-        if exc.errno not in (errno.ESRCH, errno.EPERM):
-            raise
+    _send(os.kill, pid, sig)
