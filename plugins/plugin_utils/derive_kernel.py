@@ -8,6 +8,7 @@ installed but not booted, and the sysctl values the next boot will apply. Part o
 from __future__ import absolute_import, division, print_function
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import cmdline_value, compare_kernel_release
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.sysctls import SYSCTLS
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_common import _int
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_cpu import cpu_generation
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.docpath import get as _get
@@ -88,69 +89,78 @@ def _kernel(facts, params):
             "cmdline_diff": diff, "cmdline_pending": cmdline_pending, "sysctl_boot": _sysctl_boot(facts, params)}
 
 
-#: sysctl name -> key in ``kernel.sysctl``
-SYSCTL_KEYS = (("kernel.numa_balancing", "numa_balancing"), ("vm.zone_reclaim_mode", "zone_reclaim_mode"),
-               ("vm.swappiness", "swappiness"))
+def _numa_balancing_default(facts):
+    """``(value, text)`` the kernel starts kernel.numa_balancing with when nothing sets it (its
+    ``boot_default`` in facts/sysctls.py is ``None``: the kernel's build and the host decide).
+
+    mm/mempolicy.c turns balancing on at boot only when the kernel has it (CONFIG_NUMA_BALANCING), is
+    built to enable it (CONFIG_NUMA_BALANCING_DEFAULT_ENABLED) and more than one node is online. The
+    options come from the running kernel's configuration (``kernel.config``); without it the text says
+    the build default is assumed, and from what.
+    """
+    nodes = _int(_get(facts, "numa", "node_count"))
+    config = _get(facts, "kernel", "config")
+    config = config if isinstance(config, dict) else {}
+    options = config.get("options") if isinstance(config.get("options"), dict) else None
+    source = config.get("source") or "the kernel configuration"
+    if options is not None:
+        built = options.get("CONFIG_NUMA_BALANCING", "n")
+        enabled = options.get("CONFIG_NUMA_BALANCING_DEFAULT_ENABLED", "n")
+        if built != "y":
+            return 0, "the kernel default 0 (CONFIG_NUMA_BALANCING is not set in %s: no automatic balancing)" % source
+        if enabled != "y":
+            return 0, "the kernel default 0 (CONFIG_NUMA_BALANCING_DEFAULT_ENABLED is not set in %s)" % source
+        if nodes is None:
+            return None, ("the kernel default (CONFIG_NUMA_BALANCING_DEFAULT_ENABLED=y in %s: 1 on a host "
+                          "with several NUMA nodes, 0 on one; node count unknown)" % source)
+        default = 1 if nodes > 1 else 0
+        return default, ("the kernel default %d (CONFIG_NUMA_BALANCING_DEFAULT_ENABLED=y in %s, %d NUMA node%s)"
+                         % (default, source, nodes, "s" if nodes != 1 else ""))
+    why = config.get("reason") or "the kernel configuration was not gathered"
+    if nodes is None:
+        return None, "the kernel default (1 on a host with several NUMA nodes, 0 on one; node count unknown)"
+    default = 1 if nodes > 1 else 0
+    return default, ("the kernel default %d, assumed (on a %d-node host, CONFIG_NUMA_BALANCING_DEFAULT_ENABLED=y "
+                     "as in Debian, Ubuntu, Proxmox and RHEL kernels; not confirmed: %s)" % (default, nodes, why))
 
 
 def _kernel_default(name, facts):
-    """``(value, text)`` the kernel starts with when nothing sets ``name``; value ``None`` when unknown.
-
-    kernel.numa_balancing: mm/mempolicy.c turns balancing on at boot only when the kernel has it
-    (CONFIG_NUMA_BALANCING), is built to enable it (CONFIG_NUMA_BALANCING_DEFAULT_ENABLED) and more
-    than one node is online. The options come from the running kernel's configuration
-    (``kernel.config``); without it the text says the build default is assumed, and from what.
-    """
-    if name == "kernel.numa_balancing":
-        nodes = _int(_get(facts, "numa", "node_count"))
-        config = _get(facts, "kernel", "config")
-        config = config if isinstance(config, dict) else {}
-        options = config.get("options") if isinstance(config.get("options"), dict) else None
-        source = config.get("source") or "the kernel configuration"
-        if options is not None:
-            built = options.get("CONFIG_NUMA_BALANCING", "n")
-            enabled = options.get("CONFIG_NUMA_BALANCING_DEFAULT_ENABLED", "n")
-            if built != "y":
-                return 0, "the kernel default 0 (CONFIG_NUMA_BALANCING is not set in %s: no automatic balancing)" % source
-            if enabled != "y":
-                return 0, "the kernel default 0 (CONFIG_NUMA_BALANCING_DEFAULT_ENABLED is not set in %s)" % source
-            if nodes is None:
-                return None, ("the kernel default (CONFIG_NUMA_BALANCING_DEFAULT_ENABLED=y in %s: 1 on a host "
-                              "with several NUMA nodes, 0 on one; node count unknown)" % source)
-            default = 1 if nodes > 1 else 0
-            return default, ("the kernel default %d (CONFIG_NUMA_BALANCING_DEFAULT_ENABLED=y in %s, %d NUMA node%s)"
-                             % (default, source, nodes, "s" if nodes != 1 else ""))
-        why = config.get("reason") or "the kernel configuration was not gathered"
-        if nodes is None:
-            return None, "the kernel default (1 on a host with several NUMA nodes, 0 on one; node count unknown)"
-        default = 1 if nodes > 1 else 0
-        return default, ("the kernel default %d, assumed (on a %d-node host, CONFIG_NUMA_BALANCING_DEFAULT_ENABLED=y "
-                         "as in Debian, Ubuntu, Proxmox and RHEL kernels; not confirmed: %s)" % (default, nodes, why))
-    if name == "vm.zone_reclaim_mode":
-        return 0, "the kernel default 0"
-    return 60, "the kernel default 60"
+    """``(value, text)`` the kernel starts sysctl ``name`` with when nothing sets it; value ``None`` when unknown."""
+    default = SYSCTLS[name]["boot_default"]
+    if default is None:
+        return _numa_balancing_default(facts)
+    return default, "the kernel default %d" % default
 
 
 def _boot_cmdline_value(name, configured):
     """``(value text, parameter)`` the configured command line gives sysctl ``name``, or ``(None, None)``.
 
     ``sysctl.<name>=`` (kernel 5.8+, '.' or '/' as separator) is applied just before init and
-    so overrides ``numa_balancing=enable|disable`` (applied earlier in boot).
+    so overrides the sysctl's own boot parameter (``boot_param``, e.g. ``numa_balancing=enable|disable``,
+    applied earlier in boot).
     """
     found = (None, None)
-    if name == "kernel.numa_balancing":
-        value = cmdline_value(configured, "numa_balancing")
-        if value in ("enable", "disable"):
-            found = ("1" if value == "enable" else "0", "numa_balancing=%s" % value)
+    param = SYSCTLS[name]["boot_param"]
+    if param:
+        value = cmdline_value(configured, param["name"])
+        if value in param["values"]:
+            found = (str(param["values"][value]), "%s=%s" % (param["name"], value))
     for key, value in configured.items():
         if key.startswith("sysctl.") and key[len("sysctl."):].replace("/", ".") == name and value is not True:
             found = (str(value), "%s=%s" % (key, value))
     return found
 
 
-def _sysctl_wanted(value, maximum):
-    """swappiness may be at most ``maximum``; the other managed sysctls (``maximum`` None) must be 0."""
-    return value == 0 if maximum is None else value <= maximum
+def _boot_target(name, params):
+    """``(wanted text, test, None)`` of the value sysctl ``name`` must have after a reboot (its
+    ``boot_want``), or ``(None, None, reason)`` when the profile parameter it names is not set."""
+    want = SYSCTLS[name]["boot_want"]
+    if "equals" in want:
+        return "%d" % want["equals"], lambda value: value == want["equals"], None
+    limit = params.get(want["at_most_param"])
+    if _int(limit) is None:
+        return None, None, "parameter %s is not set" % want["at_most_param"]
+    return "at most %d" % limit, lambda value: value <= limit, None
 
 
 def _sysctl_boot(facts, params):
@@ -161,7 +171,8 @@ def _sysctl_boot(facts, params):
     configured = _get(facts, "kernel", "configured_cmdline", "params")
     configured = configured if isinstance(configured, dict) else {}
     result = {}
-    for name, short in SYSCTL_KEYS:
+    for name, spec in SYSCTLS.items():
+        short = spec["fact"]
         item = {"running": _int(_get(running, short)), "boot": None, "source": None, "problems": None, "reason": None}
         result[short] = item
         if not isinstance(persisted, dict):
@@ -176,21 +187,16 @@ def _sysctl_boot(facts, params):
         else:
             default, why = _kernel_default(name, facts)
             text = None if default is None else str(default)
-            source = "nothing sets it at boot (no sysctl.d file%s), so %s applies" % (
-                ", no sysctl.%s= or numa_balancing= on the configured kernel command line" % name
-                if name == "kernel.numa_balancing" else ", no sysctl.%s= on the configured kernel command line" % name,
-                why)
+            param = spec["boot_param"]
+            source = "nothing sets it at boot (no sysctl.d file, no sysctl.%s=%s on the configured kernel command " \
+                     "line), so %s applies" % (name, " or %s=" % param["name"] if param else "", why)
         item["source"] = source
         boot = _int(text)
         item["boot"] = boot
-        if short == "swappiness":
-            limit = params.get("swappiness_max")
-            if _int(limit) is None:
-                item["reason"] = "parameter swappiness_max is not set"
-                continue
-            want, maximum = "at most %d" % limit, limit
-        else:
-            want, maximum = "0", None
+        want, wanted, reason = _boot_target(name, params)
+        if reason:
+            item["reason"] = reason
+            continue
         if text is None:
             item["reason"] = "value of %s after a reboot unknown: %s" % (name, source)
             continue
@@ -198,10 +204,10 @@ def _sysctl_boot(facts, params):
             item["problems"] = ["%s: %r is not an integer, so systemd-sysctl rejects it and the boot value is the "
                                 "kernel's own" % (source, text)]
             continue
-        if _sysctl_wanted(boot, maximum):
+        if wanted(boot):
             item["problems"] = []
             continue
         lost = "; the running value %d would be lost at reboot" % item["running"] \
-            if item["running"] is not None and _sysctl_wanted(item["running"], maximum) else ""
+            if item["running"] is not None and wanted(item["running"]) else ""
         item["problems"] = ["%s would be %d after a reboot, wanted %s: %s%s" % (name, boot, want, source, lost)]
     return result

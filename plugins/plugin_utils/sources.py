@@ -30,6 +30,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.lxc import 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.numa import NODE_DIR
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.nvidia import VERSION_PATH
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pci import DEVICES_DIR
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.sysctls import SYSCTLS, proc_path
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.persist import (
     CPU_SCRIPT_PATH, CPU_UNIT_PATH, PCIE_SCRIPT_PATH, PCIE_UNIT_PATH,
 )
@@ -112,9 +113,6 @@ SOURCES = {
     "kernel.preempt": ("/sys/kernel/debug/sched/preempt", "/proc/sys/kernel/version", "/proc/cmdline"),
     "kernel.thp.enabled": ("/sys/kernel/mm/transparent_hugepage/enabled",),
     "kernel.thp.defrag": ("/sys/kernel/mm/transparent_hugepage/defrag",),
-    "kernel.sysctl.numa_balancing": ("/proc/sys/kernel/numa_balancing",),
-    "kernel.sysctl.zone_reclaim_mode": ("/proc/sys/vm/zone_reclaim_mode",),
-    "kernel.sysctl.swappiness": ("/proc/sys/vm/swappiness",),
     "kernel.sysctl_persisted": _SYSCTL_FILES,
     "kernel.installed": ("/lib/modules", "/boot/vmlinuz-*"),
     "kernel.os_release": ("/etc/os-release", "/usr/lib/os-release"),
@@ -230,6 +228,8 @@ SOURCES = {
     "derived.inventory.versions[]": ("/proc/sys/kernel/osrelease", VERSION_PATH, SMI_Q),
     "derived.inventory.power[]": (_smi("<gpu_power_readings>/<current_power_limit>"),),
 }
+#: each managed sysctl's running value: its /proc/sys file (facts/sysctls.py)
+SOURCES.update(("kernel.sysctl." + entry["fact"], (proc_path(name),)) for name, entry in SYSCTLS.items())
 
 _PATH_RE = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*$")
 _FILTER_RE = re.compile(r"\[\?[^\]]*\]|\[\*?\]|\[\d+\]")

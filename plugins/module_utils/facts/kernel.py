@@ -24,6 +24,7 @@ import io
 import re
 import zlib
 
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.sysctls import SYSCTLS, proc_path
 
 __metaclass__ = type
 
@@ -908,7 +909,6 @@ def parse_bracketed(text):
 #: systemd-sysctl search path, highest priority first (a name in /etc shadows the others).
 SYSCTL_DIRS = ("/etc/sysctl.d", "/run/sysctl.d", "/usr/local/lib/sysctl.d", "/usr/lib/sysctl.d", "/lib/sysctl.d")
 SYSCTL_CONF = "/etc/sysctl.conf"
-PERSISTED_KEYS = ("kernel.numa_balancing", "vm.zone_reclaim_mode", "vm.swappiness")
 
 
 def normalize_sysctl_key(key):
@@ -1338,11 +1338,7 @@ def gather(root):
     debugfs_text = root.read_text(debugfs_path, SUBSYSTEM, optional=True) if root.exists(debugfs_path) else None
     debugfs = parse_bracketed(debugfs_text) if debugfs_text is not None else None
 
-    sysctl = {}
-    for key, path in (("numa_balancing", "/proc/sys/kernel/numa_balancing"),
-                      ("zone_reclaim_mode", "/proc/sys/vm/zone_reclaim_mode"),
-                      ("swappiness", "/proc/sys/vm/swappiness")):
-        sysctl[key] = root.read_int(path, SUBSYSTEM)
+    sysctl = dict((entry["fact"], root.read_int(proc_path(name), SUBSYSTEM)) for name, entry in SYSCTLS.items())
 
     listing = dict((directory, root.listdir(directory, pattern="*.conf")) for directory in SYSCTL_DIRS)
     files = []
@@ -1351,7 +1347,7 @@ def gather(root):
         if text is not None:
             files.append((path, text))
     merged = merge_sysctl(files)
-    persisted = dict((key, merged[key]) for key in PERSISTED_KEYS if key in merged)
+    persisted = dict((key, merged[key]) for key in SYSCTLS if key in merged)
 
     thp = {}
     for key in ("enabled", "defrag"):

@@ -19,30 +19,19 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.base import (
     FixError, file_diff, printable, to_bytes, to_text)
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import (
     SYSCTL_CONF, SYSCTL_DIRS, merge_sysctl, normalize_sysctl_key, parse_sysctl_conf, sysctl_file_order)
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.sysctls import SYSCTLS, proc_path
 
 __metaclass__ = type
 
 DEFAULT_FILE = "/etc/sysctl.d/90-gpuhost-baseline.conf"
 
-#: The keys this module may set, with the range the kernel accepts (proc_dointvec_minmax bounds).
-ALLOWED = {
-    # 0 off, 1 NUMA balancing, 2 memory tiering, 3 both (kernel/sched/core.c, 5.18+)
-    "kernel.numa_balancing": (0, 3),
-    # bit mask: 1 reclaim locally, 2 write dirty pages, 4 swap (Documentation/admin-guide/sysctl/vm.rst)
-    "vm.zone_reclaim_mode": (0, 7),
-    # 0..200 since 5.8 (0..100 before; an older kernel answers EINVAL above 100)
-    "vm.swappiness": (0, 200),
-}
+#: The keys this module may set, with the range the kernel accepts: the managed sysctls (facts/sysctls.py).
+ALLOWED = dict((name, entry["range"]) for name, entry in SYSCTLS.items())
 
 HEADER = (
     "# Managed by Ansible (gpuhost.baseline.kernel_sysctl): the keys below are set by the GPU host baseline.\n"
     "# Edits to these keys are overwritten on the next run; put other settings in a file of your own.\n"
 )
-
-
-def proc_path(key):
-    """``vm.swappiness`` -> ``/proc/sys/vm/swappiness``."""
-    return "/proc/sys/" + key.replace(".", "/")
 
 
 def check_key(key):
@@ -187,8 +176,9 @@ def apply(host, key, value, runtime=True, persist=True, sysctl_file=DEFAULT_FILE
         raise FixError("current value of %s is %s, not an integer: this is not a sysctl file of a running kernel "
                        "(a corrupt snapshot?); nothing was changed" % (path, printable(raw)), key=key)
     if raw is None and runtime:
-        raise FixError("%s does not exist: this kernel has no %s (for kernel.numa_balancing: built without "
-                       "CONFIG_NUMA_BALANCING); set runtime: false to only persist it" % (path, key), key=key)
+        absent = SYSCTLS[key]["absent_when"]
+        raise FixError("%s does not exist: this kernel has no %s%s; set runtime: false to only persist it"
+                       % (path, key, " (%s)" % absent if absent else ""), key=key)
     runtime_change = runtime and not same_value(runtime_before, value)
 
     our_before = to_text(host.read_file(sysctl_file))
