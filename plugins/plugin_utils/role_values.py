@@ -13,6 +13,9 @@ string is then iterated per character). This module adds, per host:
 * a ``list`` option given as anything but a list is refused;
 * a ``path`` option (and :data:`PATH_STRINGS`, and each element of a list of paths) with a control or
   other non-printable character (a newline, ESC, a bidi override) is refused, never created as given;
+* :data:`TIMEOUT_DICTS`: each entry of ``gpuhost_command_timeouts`` (tool name -> seconds) is a number of
+  seconds the command runner takes (``runner.checked_timeouts``: 1 to 86400; the host-side check of the
+  modules and of the self-audit's config is the same function);
 
 and, for the playbooks whose play keywords are computed from inventory variables (:data:`SERIAL_ROLES`),
 :func:`serial_problem` and :func:`max_fail_problem`: ``serial: "{{ gpuhost_serial }}"`` crashed Ansible with
@@ -27,6 +30,7 @@ __metaclass__ = type
 import math
 import re
 
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.runner import checked_timeouts
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import clip
 
 #: (least, most) of each integer role option; documented in the roles' argument specs
@@ -45,6 +49,8 @@ INT_BOUNDS = {
     "gpuhost_validate_dcgm_health_timeout_s": (1, 14400),
     "gpuhost_validate_nccl_timeout_s": (1, 14400),
 }
+#: dict options of tool name -> seconds, checked entry by entry as the command runner checks them
+TIMEOUT_DICTS = ("gpuhost_command_timeouts",)
 #: role options of type str that hold a path (an empty string: the default place)
 PATH_STRINGS = ("gpuhost_history_dir", "gpuhost_report_templates", "gpuhost_self_audit_history_dir")
 #: the roles whose playbook computes ``serial`` and ``max_fail_percentage`` from gpuhost_serial and
@@ -90,12 +96,25 @@ def option_problems(options, raw, validated):
             least, most = INT_BOUNDS[name]
             if not least <= validated[name] <= most:
                 problems.append("%s must be %d to %d, not %s" % (name, least, most, _shown(value)))
+        if name in TIMEOUT_DICTS and isinstance(validated.get(name), dict):
+            problems.extend(_timeouts_problems(name, validated[name]))
     timeout, duration = validated.get("gpuhost_validate_timeout_s"), validated.get("gpuhost_validate_duration_s")
     if isinstance(timeout, int) and isinstance(duration, int) and timeout <= duration and \
             ("gpuhost_validate_timeout_s" in raw or "gpuhost_validate_duration_s" in raw):
         problems.append("gpuhost_validate_timeout_s (%d) must exceed gpuhost_validate_duration_s (%d)"
                         % (timeout, duration))
     return problems
+
+
+def _timeouts_problems(name, value):
+    """The first entry of ``value`` (tool name -> seconds) the command runner would refuse, as one message."""
+    for tool in sorted(value, key=str):
+        try:
+            checked_timeouts({tool: value[tool]})
+        except ValueError:
+            return ["%s: %s must be a number of seconds from 1 to 86400 (a tool's time bound), not %s"
+                    % (name, clip(str(tool), 80), _shown(value[tool]))]
+    return []
 
 
 def serial_problem(value):

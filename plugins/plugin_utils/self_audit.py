@@ -90,6 +90,7 @@ CONFIG_KEYS = {
     "gather": list,
     "report_dir": str,
     "textfile_dir": str,
+    "command_timeouts": dict,
     "command_timeout": (int, float),
     "history_dir": str,
     "history_keep": int,
@@ -99,8 +100,8 @@ CONFIG_KEYS = {
 CONFIG_CAP = DEFAULT_CAP
 #: longest line printed, in characters after escaping (a hostile value cannot flood the journal)
 LINE_CHARS = 4000
-#: seconds one command (nvidia-smi, lspci...) may take before it counts as failed
-DEFAULT_COMMAND_TIMEOUT = 120
+#: the most seconds of the deprecated ``command_timeout`` (as of each entry of ``command_timeouts``)
+MAX_COMMAND_TIMEOUT = 86400
 #: libraries the catalogue files need when no compiled catalogue is there (a run from a checkout),
 #: and the Debian packages that provide them
 LIBRARIES = (("yaml", "python3-yaml"), ("jmespath", "python3-jmespath"), ("jsonschema", "python3-jsonschema"))
@@ -161,6 +162,10 @@ def load_config(path):
     if boots is not None and not 1 <= boots <= MAX_KERNEL_LOG_BOOTS:
         raise SelfAuditError("config file %s: kernel_log_boots must be from 1 to %d, not %d"
                              % (path, MAX_KERNEL_LOG_BOOTS, boots), status=2)
+    try:
+        config["command_timeouts"] = command_timeouts(config)
+    except ValueError as exc:
+        raise SelfAuditError("config file %s: %s" % (path, exc), status=2)
     unknown = [s for s in config.get("gather") or [] if s not in SUBSYSTEMS]
     if unknown:
         raise SelfAuditError("config file %s: gather names unknown subsystem(s) %s (known: %s)"
@@ -175,12 +180,33 @@ def which(name):
     return shutil.which(name, path=os.pathsep.join(dirs))
 
 
-def command_runner(timeout):
+def command_timeouts(config):
+    """The config's ``command_timeouts`` (tool name -> seconds: ``gpuhost_command_timeouts``, as the
+    audit's ``host_facts`` takes it) checked by ``runner.checked_timeouts``, as ``{name: seconds}``; a
+    ``command_timeout`` (deprecated: ``gpuhost_self_audit_command_timeout``) checked too. Raises
+    :class:`ValueError` with one line naming the first bad value."""
+    every = config.get("command_timeout")
+    if every is not None and (isinstance(every, bool) or not isinstance(every, (int, float))
+                              or not 0 < every <= MAX_COMMAND_TIMEOUT):
+        raise ValueError("command_timeout must be a number of seconds from 1 to %d, not %r" % (MAX_COMMAND_TIMEOUT, every))
+    given = config.get("command_timeouts")
+    if given is not None and not isinstance(given, dict):
+        raise ValueError("command_timeouts must be an object (tool name -> seconds), not %s" % type(given).__name__)
+    return runner.checked_timeouts(given)
+
+
+def command_runner(timeouts=None, every=None):
     """``run(argv) -> Result`` (unpacks as ``(rc, stdout, stderr)``) for :class:`Root`: the one command
     runner (module_utils/facts/runner.py): C locale, no stdin, output bounded while read, the process
-    group killed after ``timeout`` s (the config's one bound for every command)."""
+    group killed at the tool's time bound: ``timeouts`` (tool name -> seconds, the config's
+    ``command_timeouts``), then ``every`` (the deprecated ``command_timeout``) when given, then the
+    runner's own per-tool defaults (``runner.TIMEOUTS``): the bounds of the audit's ``host_facts``."""
+    timeouts = dict(timeouts or {})
+
     def run(argv):
-        return runner.run(argv, timeout=timeout, env={"LANG": "C"}).decoded("replace")
+        name = os.path.basename(str(argv[0])) if argv else ""
+        timeout = every if every and name not in timeouts else None
+        return runner.run(argv, timeout=timeout, timeouts=timeouts, env={"LANG": "C"}).decoded("replace")
     return run
 
 
@@ -218,8 +244,13 @@ def audit_host(config, root="/", run_command=None, history_dir=None):
     live = os.path.abspath(root or "/") == "/"
     if not live and not os.path.isdir(root):
         raise SelfAuditError("snapshot root %s is not a directory" % root, status=2)
-    timeout = config.get("command_timeout") or DEFAULT_COMMAND_TIMEOUT
-    reader = Root(root, run_command=run_command or command_runner(timeout), which=which)
+    try:
+        timeouts = command_timeouts(config)
+    except ValueError as exc:
+        raise SelfAuditError("config: %s" % exc, status=2)
+    if run_command is None:
+        run_command = command_runner(timeouts, config.get("command_timeout"))
+    reader = Root(root, run_command=run_command, which=which)
     facts = gather_facts(reader, config.get("gather") or None, {"kernel_log_boots": config.get("kernel_log_boots")})
     name = host_name(config, facts)
     compiled = os.path.join(COLLECTION_ROOT, COMPILED_NAME)
