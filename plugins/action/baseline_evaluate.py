@@ -11,13 +11,13 @@ from __future__ import absolute_import, division, print_function
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.console import measure_line
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import compact_findings, pack_findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.gathering import gather_host
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import HOST_VARS, judge_host
+from ansible_collections.gpuhost.baseline.plugins.modules.baseline_evaluate import ARGUMENT_SPEC
 
 __metaclass__ = type
 
@@ -45,26 +45,7 @@ class ActionModule(ActionBase):
     _supports_check_mode = True
 
     def run(self, tmp=None, task_vars=None):
-        unused_validation, args = self.validate_argument_spec(argument_spec=dict(
-            facts=dict(type="dict"),
-            root=dict(type="path", default="/"),
-            gather=dict(type="list", elements="str", choices=list(SUBSYSTEMS)),
-            kernel_log_boots=dict(type="int", default=1, choices=[1, 2]),
-            return_facts=dict(type="bool", default=False),
-            return_findings=dict(type="bool", default=True),
-            before=dict(type="list", elements="dict"),
-            note=dict(type="str"),
-            failure=dict(type="str"),
-            profile=dict(type="str", default="auto"),
-            params=dict(type="dict", default={}),
-            waivers=dict(type="list", elements="raw", default=[]),
-            waiver_files=dict(type="list", elements="path", default=[]),
-            catalogue_dirs=dict(type="list", elements="path", default=[]),
-            host=dict(type="str"),
-            today=dict(type="raw"),
-            history_dir=dict(type="path"),
-            applied=dict(type="list", elements="str"),
-        ))
+        unused_validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         host = args["host"] or (task_vars or {}).get("inventory_hostname")

@@ -34,6 +34,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.learn import (
 )
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inventory_observe import DEFAULT_MEMORY_TOLERANCE_PCT
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import atomic_write, read_text
+from ansible_collections.gpuhost.baseline.plugins.modules.baseline_learn import ARGUMENT_SPEC
 
 __metaclass__ = type
 
@@ -125,14 +126,7 @@ class ActionModule(ActionBase):
             check_libraries()
         except MissingLibraries as exc:
             raise AnsibleActionFail(str(exc))
-        unused_validation, args = self.validate_argument_spec(argument_spec=dict(
-            root=dict(type="path", default="/"),
-            dest=dict(type="path", required=True),
-            name=dict(type="str"),
-            extends=dict(type="str", default="auto"),
-            memory_tolerance_pct=dict(type="float", default=float(DEFAULT_MEMORY_TOLERANCE_PCT)),
-            catalogue_dirs=dict(type="list", elements="path", default=[]),
-        ))
+        unused_validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         args = plain(args)  # Ansible's tagged strings would not serialise as YAML

@@ -29,6 +29,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inventory_vars im
     role_argument_spec,
     unknown_names,
 )
+from ansible_collections.gpuhost.baseline.plugins.modules.baseline_validate import ARGUMENT_SPEC
 
 __metaclass__ = type
 
@@ -48,21 +49,7 @@ class ActionModule(ActionBase):
             check_libraries()
         except MissingLibraries as exc:
             raise AnsibleActionFail(str(exc))
-        unused_validation, args = self.validate_argument_spec(argument_spec=dict(
-            profile=dict(type="str", default="auto"),
-            params=dict(type="dict", default={}),
-            waivers=dict(type="list", elements="raw", default=[]),
-            waiver_files=dict(type="list", elements="path", default=[]),
-            catalogue_dirs=dict(type="list", elements="path", default=[]),
-            hosts=dict(type="list", elements="str"),
-            catalogue=dict(type="bool", default=True),
-            inventory_vars=dict(type="str", choices=["ignore", "warn", "fail"], default="ignore"),
-            controller_guard=dict(type="bool", default=False),
-            root=dict(type="str", default="/"),
-            allow_controller=dict(type="bool", default=False),
-            guard_action=dict(type="str", choices=["audit", "learn", "remediate", "snapshot", "validate"], default="remediate"),
-            role_spec=dict(type="str"),
-        ))
+        unused_validation, args = self.validate_argument_spec(argument_spec=ARGUMENT_SPEC)
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         task_vars = task_vars or {}

@@ -41,6 +41,7 @@ options:
       - Subsystems to gather when gathering (default all).
     type: list
     elements: str
+    choices: [kernel, cpu, numa, pci, iommu, nvidia, lxc, persistence, health]
   kernel_log_boots:
     description:
       - Passed to M(gpuhost.baseline.host_facts) when gathering (O(gpuhost.baseline.host_facts#module:kernel_log_boots)).
@@ -352,30 +353,36 @@ rule_status:
 """
 
 from ansible.module_utils.basic import AnsibleModule
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS
+
+
+# The options, once: the action plugin (plugins/action/baseline_evaluate.py) validates its arguments with
+# this spec, and ansible-test's validate-modules holds it to DOCUMENTATION.
+ARGUMENT_SPEC = dict(
+    facts=dict(type="dict"),
+    root=dict(type="path", default="/"),
+    gather=dict(type="list", elements="str", choices=list(SUBSYSTEMS)),
+    kernel_log_boots=dict(type="int", default=1, choices=[1, 2]),
+    return_facts=dict(type="bool", default=False),
+    return_findings=dict(type="bool", default=True),
+    before=dict(type="list", elements="dict"),
+    note=dict(type="str"),
+    failure=dict(type="str"),
+    profile=dict(type="str", default="auto"),
+    params=dict(type="dict", default={}),
+    waivers=dict(type="list", elements="raw", default=[]),
+    waiver_files=dict(type="list", elements="path", default=[]),
+    catalogue_dirs=dict(type="list", elements="path", default=[]),
+    history_dir=dict(type="path"),
+    applied=dict(type="list", elements="str"),
+    host=dict(type="str"),
+    today=dict(type="raw"),
+)
 
 
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            facts=dict(type="dict"),
-            root=dict(type="path", default="/"),
-            gather=dict(type="list", elements="str"),
-            kernel_log_boots=dict(type="int", default=1, choices=[1, 2]),
-            return_facts=dict(type="bool", default=False),
-            return_findings=dict(type="bool", default=True),
-            before=dict(type="list", elements="dict"),
-            note=dict(type="str"),
-            failure=dict(type="str"),
-            profile=dict(type="str", default="auto"),
-            params=dict(type="dict", default={}),
-            waivers=dict(type="list", elements="raw", default=[]),
-            waiver_files=dict(type="list", elements="path", default=[]),
-            catalogue_dirs=dict(type="list", elements="path", default=[]),
-            history_dir=dict(type="path"),
-            applied=dict(type="list", elements="str"),
-            host=dict(type="str"),
-            today=dict(type="raw"),
-        ),
+        argument_spec=ARGUMENT_SPEC,
         supports_check_mode=True,
     )
     module.fail_json(msg="gpuhost.baseline.baseline_evaluate is an action plugin that runs on the controller; "

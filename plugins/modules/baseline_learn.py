@@ -142,16 +142,21 @@ msg:
 from ansible.module_utils.basic import AnsibleModule
 
 
+# The options, once: the action plugin (plugins/action/baseline_learn.py) validates its arguments with
+# this spec, and ansible-test's validate-modules holds it to DOCUMENTATION.
+ARGUMENT_SPEC = dict(
+    root=dict(type="path", default="/"),
+    dest=dict(type="path", required=True),
+    name=dict(type="str"),
+    extends=dict(type="str", default="auto"),
+    memory_tolerance_pct=dict(type="float", default=2),
+    catalogue_dirs=dict(type="list", elements="path", default=[]),
+)
+
+
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            root=dict(type="path", default="/"),
-            dest=dict(type="path", required=True),
-            name=dict(type="str"),
-            extends=dict(type="str", default="auto"),
-            memory_tolerance_pct=dict(type="float", default=2),
-            catalogue_dirs=dict(type="list", elements="path", default=[]),
-        ),
+        argument_spec=ARGUMENT_SPEC,
         supports_check_mode=True,
     )
     module.fail_json(msg="gpuhost.baseline.baseline_learn is an action plugin that runs on the controller; "

@@ -195,23 +195,28 @@ host_report:
 from ansible.module_utils.basic import AnsibleModule
 
 
+# The options, once: the action plugin (plugins/action/baseline_validate.py) validates its arguments with
+# this spec, and ansible-test's validate-modules holds it to DOCUMENTATION.
+ARGUMENT_SPEC = dict(
+    profile=dict(type="str", default="auto"),
+    params=dict(type="dict", default={}),
+    waivers=dict(type="list", elements="raw", default=[]),
+    waiver_files=dict(type="list", elements="path", default=[]),
+    catalogue_dirs=dict(type="list", elements="path", default=[]),
+    hosts=dict(type="list", elements="str"),
+    catalogue=dict(type="bool", default=True),
+    inventory_vars=dict(type="str", choices=["ignore", "warn", "fail"], default="ignore"),
+    controller_guard=dict(type="bool", default=False),
+    root=dict(type="str", default="/"),
+    allow_controller=dict(type="bool", default=False),
+    guard_action=dict(type="str", choices=["audit", "learn", "remediate", "snapshot", "validate"], default="remediate"),
+    role_spec=dict(type="str"),
+)
+
+
 def main():
     module = AnsibleModule(
-        argument_spec=dict(
-            profile=dict(type="str", default="auto"),
-            params=dict(type="dict", default={}),
-            waivers=dict(type="list", elements="raw", default=[]),
-            waiver_files=dict(type="list", elements="path", default=[]),
-            catalogue_dirs=dict(type="list", elements="path", default=[]),
-            hosts=dict(type="list", elements="str"),
-            catalogue=dict(type="bool", default=True),
-            inventory_vars=dict(type="str", choices=["ignore", "warn", "fail"], default="ignore"),
-            controller_guard=dict(type="bool", default=False),
-            root=dict(type="str", default="/"),
-            allow_controller=dict(type="bool", default=False),
-            guard_action=dict(type="str", choices=["audit", "learn", "remediate", "snapshot", "validate"], default="remediate"),
-            role_spec=dict(type="str"),
-        ),
+        argument_spec=ARGUMENT_SPEC,
         supports_check_mode=True,
     )
     module.fail_json(msg="gpuhost.baseline.baseline_validate is an action plugin that runs on the controller; "
