@@ -27,7 +27,7 @@ import re
 from collections.abc import Mapping
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import (
-    SEVERITIES, SEVERITY_RANK, STATUS_LABELS, STATUS_WORST_FIRST, STATUSES,
+    HOST_STATES, SEVERITIES, SEVERITY_RANK, STATUS_LABELS, STATUS_WORST_FIRST, STATUSES,
 )
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document, map_host_findings
 
@@ -322,7 +322,7 @@ def console_lines(report, notes=None, fail_on="none", report_dir=None, nouns=Non
     order = []
     for name in sorted(hosts, key=str):
         host = hosts[name] if isinstance(hosts[name], dict) else {}
-        state = host.get("state") if host.get("state") in ("audited", "unreachable", "failed") else "failed"
+        state = host.get("state") if host.get("state") in HOST_STATES else "failed"
         note = notes.get(name)
         note = " [%s]" % escape(note, MAX_VALUE) if note not in (None, "") else ""
         message = host.get("message")

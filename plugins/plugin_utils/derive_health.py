@@ -13,13 +13,12 @@ docs/rules.md ("Derived keys").
 from __future__ import absolute_import, division, print_function
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import compare_kernel_release
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.nvidia import TOPO_PCIE_LINKS
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.xid_catalogue import describe, describe_sxid
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.docpath import get as _get
 
 __metaclass__ = type
 
-#: topo -m link types from a GPU to a NIC, nearest first (SOC: older drivers' SYS)
-NIC_DISTANCE = ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
 #: distances at which NCCL uses a NIC for a GPU without crossing the CPU (NCCL_NET_GDR_LEVEL default)
 NCCL_NEAR = ("PIX", "PXB")
 #: the first Linux release whose RDMA stack imports GPU memory through DMA-BUF (no peer-memory module)
@@ -362,12 +361,12 @@ def _nearest_nic(topology, gpu_label, rdma_names):
     names = topology.get("nic_names") if isinstance(topology.get("nic_names"), dict) else {}
     best = None
     for column, link in row.items():
-        if column.startswith("GPU") or link not in NIC_DISTANCE:
+        if column.startswith("GPU") or link not in TOPO_PCIE_LINKS:
             continue
         device = names.get(column, column)
         if rdma_names and device not in rdma_names:
             continue
-        rank = NIC_DISTANCE.index(link)
+        rank = TOPO_PCIE_LINKS.index(link)
         if best is None or rank < best[0] or (rank == best[0] and device < best[1]):
             best = (rank, device, column, link)
     if best is None:

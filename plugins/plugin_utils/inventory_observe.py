@@ -14,7 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 import re
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.nvidia import IDLE_PSTATE_MIN, pstate_number
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.nvidia import IDLE_PSTATE_MIN, TOPO_PCIE_LINKS, pstate_number
 # vendor id -> name used in device models: the same names as the report labels
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pci import VENDOR_NAMES
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.docpath import get as _get
@@ -25,9 +25,7 @@ __metaclass__ = type
 #: such as crashkernel move MemTotal by well under 1 %; one missing DIMM of 16 is 6 %)
 DEFAULT_MEMORY_TOLERANCE_PCT = 2
 
-#: link types of ``nvidia-smi topo -m`` (its legend); anything else is not recorded
-TOPO_LINKS = ("SYS", "SOC", "NODE", "PHB", "PXB", "PIX")
-
+#: link types of ``nvidia-smi topo -m`` (facts/nvidia.py TOPO_PCIE_LINKS and NV#); anything else is not recorded
 _NV_RE = re.compile(r"^NV\d+$")
 
 _SPEED_RE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*GT/s")
@@ -218,7 +216,7 @@ def observe_topology(facts):
         for column, link in cells.items():
             if column not in labels or column == row or not isinstance(link, str):
                 continue
-            if link not in TOPO_LINKS and not _NV_RE.match(link):
+            if link not in TOPO_PCIE_LINKS and not _NV_RE.match(link):
                 continue
             a, b = sorted((labels[row], labels[column]))
             if a != b:

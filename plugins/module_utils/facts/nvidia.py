@@ -546,9 +546,11 @@ _NIC_LEGEND_RE = re.compile(r"^\s*(NIC\d+):\s*(\S+)\s*$")
 # Device columns: GPUn and NICn (drivers since about R470); older drivers name NICs by their
 # RDMA device (mlx5_0, bnxt_re0): lower case, so glued names such as NIC8NIC9 or GPU0GPU1 do not pass.
 _TOPO_DEVICE_RE = re.compile(r"^(GPU\d+|NIC\d+|[a-z][a-z0-9_]*\d)$")
-# Link types of the matrix legend ("X = Self", SYS, NODE, PHB, PXB, PIX, "NV# = a bonded set of #
-# NVLinks"); SOC is the older drivers' name for SYS.
-_TOPO_LINK_RE = re.compile(r"^(X|SYS|SOC|NODE|PHB|PXB|PIX|NV\d+)$")
+#: The PCIe link types of the matrix legend, nearest first: PIX (one PCIe switch), PXB (several),
+#: PHB (the host bridge), NODE (the NUMA node's host bridges), SYS (across the SMP interconnect);
+#: SOC is the older drivers' name for SYS. Besides them: X (self) and NV# (a bonded set of # NVLinks).
+TOPO_PCIE_LINKS = ("PIX", "PXB", "PHB", "NODE", "SYS", "SOC")
+_TOPO_LINK_RE = re.compile(r"^(X|%s|NV\d+)$" % "|".join(TOPO_PCIE_LINKS))
 
 
 #: ``nvidia-smi topo -m`` of 8 GPUs and 10 NICs is about 3 KB; 256 devices, 330 KB. Longer

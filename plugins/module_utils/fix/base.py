@@ -64,6 +64,10 @@ def printable(text, limit=60):
     return shown + ("..." if len(text) > limit else "")
 
 
+#: argv that makes udev read its rule files again after a fix wrote one
+UDEV_RELOAD = ("udevadm", "control", "--reload")
+
+
 def run_host_command(module, argv):
     """``argv`` run by the one command runner (module_utils/facts/runner.py), as text: a
     :class:`runner.Result` (unpacks as ``rc, stdout, stderr``). A stand-in module of the tests answers

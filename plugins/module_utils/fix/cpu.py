@@ -27,7 +27,7 @@ import shlex
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.cpu import (
     CPU_DIR, CPUFREQ_DIR, _numeric_dirs, count_values, format_cpulist)
 from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.base import (
-    FixError, file_diff, printable, to_bytes, to_text)
+    UDEV_RELOAD, FixError, file_diff, printable, to_bytes, to_text)
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.persist import (
     CPU_SCRIPT_PATH as SCRIPT_PATH, CPU_SETTINGS_MARK as SETTINGS_MARK, CPU_UDEV_PATH as UDEV_PATH,
     CPU_UNIT_NAME as UNIT_NAME, CPU_UNIT_PATH as UNIT_PATH, CPU_WANTS_LINK as WANTS_LINK,
@@ -619,7 +619,7 @@ def _apply_tuned(host, state, settings, decided, tuned_state, args, diff):
     if any(path == WANTS_LINK for path, _before in removals):
         host.run(["systemctl", "daemon-reload"], "systemd still has %s enabled; run systemctl daemon-reload" % UNIT_NAME)
     if any(path == UDEV_PATH for path, _before in removals):
-        host.run(["udevadm", "control", "--reload"], "udev still has %s; run udevadm control --reload" % UDEV_PATH)
+        host.run(list(UDEV_RELOAD), "udev still has %s; run udevadm control --reload" % UDEV_PATH)
     if select:
         host.run(["tuned-adm", "profile", TUNED_PROFILE], "tuned has not selected profile %s (%s)"
                  % (TUNED_PROFILE, conf_path))
@@ -713,7 +713,7 @@ def apply(host, governor=None, epp=None, boost=None, idle_latency_max_us=None, p
     if unit_changed:
         host.run(["systemctl", "daemon-reload"], "systemd has not loaded %s; run systemctl daemon-reload" % UNIT_NAME)
     if any(path == UDEV_PATH for _kind, path, _b, _a, _m in file_changes):
-        host.run(["udevadm", "control", "--reload"], "udev has not read %s; run udevadm control --reload" % UDEV_PATH)
+        host.run(list(UDEV_RELOAD), "udev has not read %s; run udevadm control --reload" % UDEV_PATH)
     if writes and not host.check_mode:
         # what the kernel made of it (EPP follows the performance governor on a live host)
         result["runtime_after"] = summarize(read_state(host))

@@ -29,7 +29,7 @@ import re
 import struct
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.base import (
-    FixError, errno_hint, file_diff, printable, to_bytes, to_text)
+    UDEV_RELOAD, FixError, errno_hint, file_diff, printable, to_bytes, to_text)
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pci import (
     DEVICES_DIR, EXP_DEVCTL, ROOT_HINT, SIZES, devctl_with, gather, parse_config)
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pcie_paths import peer_bridges, port_type
@@ -723,4 +723,4 @@ def _commands(host, file_changes, link_change):
     if UNIT_PATH in paths or link_change:
         host.run(["systemctl", "daemon-reload"], "so systemd does not know the new %s yet" % UNIT_NAME)
     if UDEV_PATH in paths:
-        host.run(["udevadm", "control", "--reload"], "so udev has not read %s yet" % UDEV_PATH)
+        host.run(list(UDEV_RELOAD), "so udev has not read %s yet" % UDEV_PATH)

@@ -13,7 +13,7 @@ log, and a pending row remapping with one uncorrectable remap in ``nvidia-smi -q
 hostile capture gets damaged versions of all of them.
 """
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen.host import gpu_uuid
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen.host import AER_CORRECTABLE, gpu_uuid
 
 HEADER = "# gpuhost.baseline kernel log: %d lines read from journalctl -k -b, %d kept\n"
 
@@ -65,7 +65,7 @@ def _infiniband(tree, nics):
 def _aer_correctable(tree, devices, incident):
     """``aer_dev_correctable`` of every GPU and NIC (as Linux 5.x/6.x prints it); the incident's first
     GPU has corrected receiver errors since boot (HEALTH-021 judges their increase over the history)."""
-    names = ("RxErr", "BadTLP", "BadDLLP", "Rollover", "Timeout", "NonFatalErr", "CorrIntErr", "HeaderOF")
+    names = AER_CORRECTABLE
     first_gpu = next((d for d in devices if d.kind == "gpu"), None)
     for dev in devices:
         if dev.kind not in ("gpu", "nic"):
