@@ -117,6 +117,19 @@ options:
         or what is left) is killed.
     type: int
     default: 120
+  deadline_s:
+    description:
+      - >-
+        Seconds from the module's start by which every tool it runs has ended (0, the default: no deadline,
+        0 to 86400). Each tool run's own timeout is cut to what is left; a run that would get less than a
+        second is not started; either way its measurement (or node) is C(unknown) saying the deadline ended
+        it. The C(validate) role sets it to the task's C(timeout) less a margin (C(docs/validation.md)), so the
+        module ends its tools and returns what it measured before Ansible stops waiting for it: a task timeout
+        by itself ends neither the module nor the tools it started.
+      - If the module's process is killed (C(SIGKILL), the OOM killer), a guard process ends the tool then
+        running with its process group and every process holding its output (docs/security.md, "Commands on a host").
+    type: int
+    default: 0
   gpu_bw_timeout_s:
     description: Seconds nvbandwidth may run before it is killed with its process group (1 to 14400).
     type: int
@@ -300,7 +313,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import measure_gpu, measure_host
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import measure_gpu, measure_host, runner
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.cpu import format_cpulist
 
 HOST_MEASUREMENTS = ["cpu_freq", "mem_bw"]
@@ -319,6 +332,7 @@ ARGUMENT_SPEC = dict(
                    default=list(measure_host.MEM_TOOLS)),
     mem_cross=dict(type="bool", default=True),
     timeout_s=dict(type="int", default=120),
+    deadline_s=dict(type="int", default=0),
     gpu_bw_timeout_s=dict(type="int", default=measure_gpu.GPU_TIMEOUTS["gpu_bw"]),
     dcgm_diag_timeout_s=dict(type="int", default=measure_gpu.GPU_TIMEOUTS["dcgm_diag"]),
     dcgm_health_timeout_s=dict(type="int", default=measure_gpu.GPU_TIMEOUTS["dcgm_health"]),
@@ -335,6 +349,8 @@ def check_params(params):
         return "mem_duration_s must be 1 to 120, not %d" % params["mem_duration_s"]
     if params["timeout_s"] <= params["duration_s"]:
         return "timeout_s (%d) must exceed duration_s (%d)" % (params["timeout_s"], params["duration_s"])
+    if not 0 <= params["deadline_s"] <= 86400:
+        return "deadline_s must be 0 (none) to 86400, not %d" % params["deadline_s"]
     if params["max_cpus"] < 0:
         return "max_cpus must be 0 (all) or more, not %d" % params["max_cpus"]
     for option in sorted(GPU_TIMEOUT_OPTIONS.values()):
@@ -389,6 +405,7 @@ def main():
     error = check_params(module.params)
     if error:
         module.fail_json(msg=error)
+    runner.set_deadline(module.params["deadline_s"], "the module's deadline (deadline_s %d)" % module.params["deadline_s"])
     result = gather(module.params, module.get_bin_path, module.check_mode)
     module.exit_json(changed=False, **result)
 

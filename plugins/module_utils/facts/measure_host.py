@@ -327,19 +327,34 @@ def plan_mem_bw(which, duration_s, tools=MEM_TOOLS, threads_max=MEM_THREADS_MAX,
     return plan
 
 
+def tool_name(argv):
+    """The name of the tool ``argv`` runs: its first word's basename, or, for ``numactl OPTIONS TOOL ...``,
+    the tool's (a reason names mbw, not the numactl that started it)."""
+    name = os.path.basename(argv[0])
+    if name == "numactl":
+        for word in argv[1:]:
+            if not word.startswith("-"):
+                return os.path.basename(word)
+    return name
+
+
 def run_bounded(argv, timeout_s, env=None):
     """``(rc, output, reason)``: ``argv`` run by the one command runner (:mod:`runner`) with stdout and
     stderr together, its output bounded while read (:data:`measure.MAX_TEXT`); at ``timeout_s``, or past
-    that much output, its whole process group is killed and ``rc`` is ``None`` with the reason.
-    ``env``: variables set for the run on top of this process's environment (and ``LC_ALL=C``)."""
+    that much output, its whole process group is killed and ``rc`` is ``None`` with the reason; so it is
+    at the runner's deadline (``host_measure``'s ``deadline_s``: the task's timeout less a margin), or not
+    started past it. ``env``: variables set for the run on top of this process's environment (and
+    ``LC_ALL=C``)."""
     result = runner.run(argv, timeout=max(1, timeout_s), cap=measure.MAX_TEXT, env=env, merge_stderr=True)
     text = result.stdout.decode("utf-8", "replace")
+    name = tool_name(argv)
+    if result.bound == runner.TIMEOUT and result.deadline:
+        return None, text, result.describe(name)
     if result.bound == runner.TIMEOUT:
-        return None, text, "%s did not finish within %d s: killed with its process group" % (
-            os.path.basename(argv[0]), timeout_s)
+        return None, text, "%s did not finish within %d s: killed with its process group" % (name, timeout_s)
     if result.bound == runner.OUTPUT_CAP:
         return None, text, "%s wrote more than %d bytes of output: killed with its process group" % (
-            os.path.basename(argv[0]), measure.MAX_TEXT)
+            name, measure.MAX_TEXT)
     if result.rc == 127 and not result.stdout and result.stderr.startswith(b"cannot run "):
         return None, "", result.stderr.decode("utf-8", "replace")
     return result.rc, text, None

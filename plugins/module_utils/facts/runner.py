@@ -20,11 +20,13 @@ from __future__ import absolute_import, division, print_function
 
 __metaclass__ = type
 
+import atexit
 import errno
 import os
 import selectors
 import signal
 import subprocess
+import sys
 import time
 
 #: which bound ended a command
@@ -54,7 +56,89 @@ OUTPUT_CAP_BYTES = 64 * 1024 * 1024
 KILL_GRACE_S = 1.0
 #: seconds the pipes are still read after the command itself exited (a child it left holding them)
 LINGER_S = 2.0
+#: seconds a command is given at least: with less left before the deadline (:func:`set_deadline`) it is not run
+MIN_START_S = 1.0
 _CHUNK = 65536
+
+#: the deadline of this process's commands: ``[time.monotonic() value or None, what it is]``
+_DEADLINE = [None, None]
+#: the guard (see the module's docstring): its Popen, the write end of its pipe; ``failed``: none could start
+_GUARD = {"proc": None, "fd": None, "failed": False}
+
+#: the guard's code, run as ``python -I -S -c``: standard library only, nothing of this collection (a
+#: module's code is in AnsiballZ's payload, not on disk). Lines on stdin: ``+ PGID INODE...`` when a
+#: command starts (its process group, the inodes of its pipes), ``- PGID`` when it is done; at end of file
+#: (the runner's process is gone) it ends every group still listed and every process holding one of
+#: their pipes: SIGTERM, then SIGKILL after the grace.
+GUARD_CODE = r"""
+import os, signal, sys, time
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+signal.signal(signal.SIGINT, signal.SIG_IGN)
+grace = float(sys.argv[1])
+groups = {}
+pending = b""
+while True:
+    try:
+        chunk = os.read(0, 65536)
+    except InterruptedError:
+        continue
+    except OSError:
+        chunk = b""
+    if not chunk:
+        break
+    lines = (pending + chunk).split(b"\n")
+    pending = lines.pop()
+    for line in lines:
+        words = line.split()
+        try:
+            numbers = [int(word) for word in words[1:]]
+        except ValueError:
+            continue
+        if words[:1] == [b"+"] and numbers:
+            groups[numbers[0]] = numbers[1:]
+        elif words[:1] == [b"-"] and numbers:
+            groups.pop(numbers[0], None)
+
+
+def holders(wanted):
+    found = set()
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return found
+    for pid in pids:
+        base = "/proc/%d/fd" % pid
+        try:
+            fds = os.listdir(base)
+        except OSError:
+            continue
+        for fd in fds:
+            try:
+                if os.readlink(base + "/" + fd) in wanted:
+                    found.add(pid)
+                    break
+            except OSError:
+                continue
+    return found
+
+
+if groups:
+    wanted = set("pipe:[%d]" % inode for inodes in groups.values() for inode in inodes)
+    me = os.getpid()
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for pgid in groups:
+            try:
+                os.killpg(pgid, sig)
+            except OSError:
+                pass
+        for pid in holders(wanted) - set([me]):
+            try:
+                os.kill(pid, sig)
+            except OSError:
+                pass
+        if sig == signal.SIGTERM:
+            time.sleep(grace)
+"""
 
 
 def checked_timeouts(value):
@@ -74,6 +158,22 @@ def checked_timeouts(value):
     return out
 
 
+def set_deadline(seconds, what="the deadline of this run"):
+    """Every command :func:`run` starts from now on ends within ``seconds`` (``None`` or ``0``: no deadline);
+    ``what`` names the deadline in the reasons (``host_measure``: its ``deadline_s``)."""
+    if seconds:
+        _DEADLINE[:] = [time.monotonic() + seconds, what]
+    else:
+        _DEADLINE[:] = [None, None]
+
+
+def deadline_left():
+    """Seconds left before the deadline of :func:`set_deadline` (never below 0), or ``None`` without one."""
+    if _DEADLINE[0] is None:
+        return None
+    return max(0.0, _DEADLINE[0] - time.monotonic())
+
+
 def timeout_for(argv0, overrides=None):
     """Seconds for a command of ``argv0``: ``overrides`` (tool -> seconds), then :data:`TIMEOUTS`, then
     :data:`DEFAULT_TIMEOUT_S`. Only positive numbers count; anything else is ignored."""
@@ -91,11 +191,13 @@ class Result:
     ``rc``: the exit status (negative: the signal that ended it; ``None``: a process killed at a bound
     that could not be reaped, e.g. one stuck in the kernel); ``stdout``/``stderr``: bytes (or text
     after :meth:`decoded`), at most the cap each; ``bound``: :data:`TIMEOUT`, :data:`OUTPUT_CAP` or
-    ``None``; ``elapsed``: seconds; ``reason``: one sentence when a bound ended it, else ``None``."""
+    ``None``; ``elapsed``: seconds; ``reason``: one sentence when a bound ended it, else ``None``;
+    ``deadline``: the name of the deadline (:func:`set_deadline`) when it, not the command's own time
+    bound, ended the command or kept it from starting (``rc`` ``None``, nothing run), else ``None``."""
 
-    __slots__ = ("argv", "rc", "stdout", "stderr", "bound", "elapsed", "limit", "stream")
+    __slots__ = ("argv", "rc", "stdout", "stderr", "bound", "elapsed", "limit", "stream", "deadline")
 
-    def __init__(self, argv, rc, stdout, stderr, bound=None, elapsed=0.0, limit=None, stream=None):
+    def __init__(self, argv, rc, stdout, stderr, bound=None, elapsed=0.0, limit=None, stream=None, deadline=None):
         self.argv = list(argv)
         self.rc = rc
         self.stdout = stdout
@@ -104,6 +206,7 @@ class Result:
         self.elapsed = elapsed
         self.limit = limit
         self.stream = stream
+        self.deadline = deadline
 
     def __iter__(self):
         return iter((self.rc, self.stdout, self.stderr))
@@ -115,7 +218,16 @@ class Result:
     @property
     def reason(self):
         command = " ".join(self.argv[:1] and [os.path.basename(self.argv[0])] + self.argv[1:])
+        return self.describe(command)
+
+    def describe(self, command):
+        """:attr:`reason` with ``command`` naming the command (a caller's shorter name for it)."""
         command = "".join(c if c.isprintable() else "?" for c in command[:200])
+        if self.bound == TIMEOUT and self.deadline and self.rc is None and self.limit == 0:
+            return "%s not run: %s has passed" % (command, self.deadline)
+        if self.bound == TIMEOUT and self.deadline:
+            return "%s was still running at %s, %s s after it started: killed with its process group" % (
+                command, self.deadline, _seconds(round(self.limit, 1)))
         if self.bound == TIMEOUT:
             return "%s did not answer within %s s: killed with its process group" % (command, _seconds(self.limit))
         if self.bound == OUTPUT_CAP:
@@ -126,7 +238,7 @@ class Result:
     def decoded(self, errors="surrogateescape"):
         """The same result with stdout and stderr as text (UTF-8 with ``errors``)."""
         return Result(self.argv, self.rc, self.stdout.decode("utf-8", errors), self.stderr.decode("utf-8", errors),
-                      self.bound, self.elapsed, self.limit, self.stream)
+                      self.bound, self.elapsed, self.limit, self.stream, self.deadline)
 
 
 def _seconds(value):
@@ -144,8 +256,16 @@ def run(argv, timeout=None, cap=OUTPUT_CAP_BYTES, env=None, merge_stderr=False, 
         raise TypeError("run() takes a non-empty argv list, never a shell string")
     argv = [str(part) for part in argv]
     limit = timeout if timeout is not None else timeout_for(argv[0], timeouts)
+    clamped = None
+    left = deadline_left()
+    if left is not None and left < limit:
+        if left < MIN_START_S:
+            return Result(argv, None, b"", b"", TIMEOUT, 0.0, 0, deadline=_DEADLINE[1])
+        limit, clamped = left, _DEADLINE[1]
     environ = dict(os.environ, LC_ALL="C")
     environ.update(env or {})  # a caller's explicit choice wins (a tool that needs a UTF-8 locale)
+    if _GUARD["fd"] is None and not _GUARD["failed"]:
+        _start_guard()  # before the command: the guard must hold none of its pipes
     start = time.monotonic()
     try:
         # run_command has no output cap and no process-group kill: the one runner needs Popen
@@ -165,6 +285,7 @@ def run(argv, timeout=None, cap=OUTPUT_CAP_BYTES, env=None, merge_stderr=False, 
         os.set_blocking(pipe.fileno(), False)
         inodes.add(os.fstat(pipe.fileno()).st_ino)
         selector.register(pipe, selectors.EVENT_READ, name)
+    _tell_guard("+ %d %s\n" % (proc.pid, " ".join(str(inode) for inode in sorted(inodes))))
     bound = stream = None
     exited_at = None
     try:
@@ -208,8 +329,61 @@ def run(argv, timeout=None, cap=OUTPUT_CAP_BYTES, env=None, merge_stderr=False, 
         selector.close()
         for pipe, dummy in pipes:
             pipe.close()
+        _tell_guard("- %d\n" % proc.pid)
     return Result(argv, proc.returncode, bytes(buffers["stdout"]), bytes(buffers.get("stderr", b"")),
-                  bound, time.monotonic() - start, cap if bound == OUTPUT_CAP else limit, stream)
+                  bound, time.monotonic() - start, cap if bound == OUTPUT_CAP else limit, stream,
+                  clamped if bound == TIMEOUT else None)
+
+
+def _tell_guard(line):
+    """Send ``line`` to the guard; a guard that could not start or is gone is no error (the commands still
+    run, bounded as before, without the backstop)."""
+    if _GUARD["fd"] is None:
+        return
+    try:
+        os.write(_GUARD["fd"], line.encode("ascii"))
+    except OSError:  # gone (EPIPE) or its pipe full (EAGAIN): no backstop from here on
+        _stop_guard()
+        _GUARD["failed"] = True
+
+
+def _start_guard():
+    _GUARD["failed"] = True
+    if not sys.executable or not os.path.isdir("/proc"):
+        return
+    try:
+        read_end, write_end = os.pipe()  # not inherited by the commands (close_fds, O_CLOEXEC)
+    except OSError:
+        return
+    try:
+        # the guard outlives a killed caller by design: it is no command run to its end
+        proc = subprocess.Popen([sys.executable, "-I", "-S", "-c", GUARD_CODE, str(KILL_GRACE_S)],  # pylint: disable=ansible-bad-function
+                                stdin=read_end, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                close_fds=True, start_new_session=True)
+    except (OSError, ValueError):
+        os.close(write_end)
+        return
+    finally:
+        os.close(read_end)
+    os.set_blocking(write_end, False)
+    _GUARD.update(proc=proc, fd=write_end, failed=False)
+    atexit.register(_stop_guard)
+
+
+def _stop_guard():
+    """Close the guard's pipe (it exits at end of file) and reap it."""
+    fd, proc = _GUARD["fd"], _GUARD["proc"]
+    _GUARD.update(fd=None, proc=None)
+    if fd is not None:
+        try:
+            os.close(fd)
+        except OSError:
+            pass
+    if proc is not None:
+        try:
+            proc.wait(timeout=KILL_GRACE_S)
+        except subprocess.TimeoutExpired:
+            pass
 
 
 def _end(proc, inodes):
