@@ -481,6 +481,8 @@ class Rule:
         # the schema checked the names and that opt_in comes with its variable (and only it)
         self.fix_kind = fix.get("kind") or FIX_ACTIONS[self.fix_action][1]
         self.fix_variable = fix.get("variable")
+        self.fix_by_kind = fix.get("subjects_by_kind")
+        self.history_as = raw.get("history_as")
         if self.fix_kind != "manual" and FIX_ACTIONS[self.fix_action][0] is None:
             raise CatalogueError("%s: fix: kind %s needs an action the remediate role applies (%s), got %s; "
                                  "use kind manual" % (where, self.fix_kind, ", ".join(
@@ -549,6 +551,16 @@ class Catalogue:
             raise CatalogueError("unknown profile %r: known profiles are %s, or auto" % (
                 name, ", ".join(sorted(self.profiles))))
         return self.profiles[name]
+
+    def history_values(self):
+        """``{name: (rule id, ...)}``: the rules whose observed value per subject the audits of a boot
+        keep for the later ones, under the name of their ``history_as`` (``history.earlier_in_boot``)."""
+        out = {}
+        for rule in self.rules:
+            if rule.history_as:
+                out.setdefault(rule.history_as, ())
+                out[rule.history_as] += (rule.id,)
+        return out
 
     def for_profile(self, profile):
         """This catalogue with the rule severities ``profile`` (a name or :class:`Profile`) sets in

@@ -404,11 +404,12 @@ def failing_lines(findings):
     return lines
 
 
-def fix_plan(findings, facts=None):
+def fix_plan(findings, facts=None, by_kind=None):
     """What the remediate role acts on: per ``fix.action``, each failing rule id with its failing
-    subjects (host-wide findings add none). Waived findings are not fixed. With ``facts``, the
-    ``pcie_mrrs`` entry splits the devices whose MaxReadReq rules fail (now or at boot) by kind, since
-    GPUs and NICs have separate parameters."""
+    subjects (host-wide findings add none). Waived findings are not fixed. With ``facts``, each entry
+    of ``by_kind`` (rule id -> plan name: the rules' ``fix.subjects_by_kind``) adds
+    ``plan[name] = {"gpu": [...], "nic": [...]}``: the failing subjects of those rules split by device
+    kind, for tasks that take GPUs and NICs apart (``pcie_mrrs``: their MaxReadReq parameters differ)."""
     plan = {}
     for f in findings:
         if f["status"] != "fail":
@@ -419,14 +420,15 @@ def fix_plan(findings, facts=None):
     if isinstance(facts, dict):
         devices = (facts.get("pci") or {}).get("devices") if isinstance(facts.get("pci"), dict) else None
         kinds = dict((d.get("address"), d.get("kind")) for d in devices or [] if isinstance(d, dict))
-        mrrs = {"gpu": [], "nic": []}
-        pcie = plan.get("pcie_tune", {})
-        for rule in ("PCI-001", "PCI-002", "PCI-008"):
-            for address in pcie.get(rule, []):
-                kind = kinds.get(address)
-                if kind in mrrs and address not in mrrs[kind]:
-                    mrrs[kind].append(address)
-        plan["pcie_mrrs"] = mrrs
+        for name in sorted(set((by_kind or {}).values())):
+            plan[name] = {"gpu": [], "nic": []}
+        for f in findings:
+            name = (by_kind or {}).get(f["id"])
+            if name is None or f["status"] != "fail":
+                continue
+            kind = kinds.get(f.get("subject"))
+            if kind in plan[name] and f["subject"] not in plan[name][kind]:
+                plan[name][kind].append(f["subject"])
     return plan
 
 
@@ -612,7 +614,8 @@ def evaluate(facts, profile="auto", params=None, waivers=None, host=None, today=
         "params": effective,
         "failing": failing_lines(findings),
         "failing_ids": sorted(set(f["id"] for f in findings if f["status"] == "fail")),
-        "fix_plan": fix_plan(findings, facts),
+        "fix_plan": fix_plan(findings, facts, dict(
+            (rule.id, rule.fix_by_kind) for rule in catalogue.by_id.values() if rule.fix_by_kind)),
         "busy_gpus": busy,
         "busy_reason": busy_reason(busy),
         "rule_status": rule_statuses(findings),

@@ -72,10 +72,6 @@ MAX_OBSERVED_DEPTH = 32
 #: name (:func:`file_name` never starts with a dot), one per host (a later one replaces it).
 REFUSED_SUFFIX = ".refused"
 
-#: Fact values the rules want from earlier audits of the same boot, and the rules whose observed
-#: value is that fact (per subject, the PCI address): MaxReadReq of GPUs (PCI-001) and NICs (PCI-002).
-EARLIER_VALUE_RULES = {"max_read_request": ("PCI-001", "PCI-002")}
-
 #: Largest counter value a record holds (64 bits); a larger one makes the record unusable.
 MAX_COUNTER = 2 ** 64
 
@@ -502,14 +498,15 @@ def earlier_in_boot(records, boot_id, source=None, rules=None):
     """What the audits of the running boot saw, for ``facts["history"]`` (PCI-008 reads it).
 
     ``{"boot_id", "source", "audits", "first", "last", "reason", "earlier": {fact: {subject:
-    [{"time", "value"}]}}}``: per fact of ``rules`` (default :data:`EARLIER_VALUE_RULES`), the
+    [{"time", "value"}]}}}``: per name of ``rules`` (``{name: (rule id, ...)}``, the catalogue's
+    ``history_values()``: the rules' ``history_as``; none by default), the
     values each subject had at the earlier audits with the same boot id, oldest first, a value
     listed again only when it changed. ``reason`` says why no audit can be matched to this boot.
 
     For the counter rules (``derive_counters.py``): ``counters`` (``{name: [[time, value]]}``, the
     counter values the audits of this boot recorded, oldest first) and ``other_boot`` (the time of
     the newest audit of another boot, or ``None``: the counters restarted since)."""
-    rules = EARLIER_VALUE_RULES if rules is None else rules
+    rules = rules or {}
     out = {"boot_id": boot_id if isinstance(boot_id, str) and boot_id else None, "source": source,
            "audits": 0, "first": None, "last": None, "reason": None,
            "earlier": dict((fact, {}) for fact in rules), "counters": {}, "other_boot": None}
@@ -546,14 +543,14 @@ def boot_id_of(facts):
     return boot_id if isinstance(boot_id, str) and boot_id else None
 
 
-def with_history(facts, history_dir, host, now=None):
+def with_history(facts, history_dir, host, now=None, rules=None):
     """``(facts, warnings)``: a shallow copy of ``facts`` with ``history`` (what the audits earlier in
     this boot saw, from ``host``'s file in ``history_dir``) for the rules (PCI-008, the counter
     rules); never raises. ``history.now`` is the time of this judgement (``now``, default the
     current time), what the counter rules measure their window back from.
 
     Used where a host is judged: ``baseline_evaluate`` on the controller, the self-audit runner on
-    the host."""
+    the host. ``rules``: as :func:`earlier_in_boot`'s."""
     now = _time_text(now if now is not None else datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0))
     try:
         path = history_path(history_dir, host)
@@ -565,11 +562,11 @@ def with_history(facts, history_dir, host, now=None):
     reader = _Reader(_source(path), host)
     # the records stream through earlier_in_boot: the file is held once, as bytes
     records = reader.records(_lines_of(data or b""))
-    history = earlier_in_boot(records, boot_id_of(facts), source=path)
+    history = earlier_in_boot(records, boot_id_of(facts), source=path, rules=rules)
     for dummy in records:  # an unknown boot reads none of them: the damaged lines are still named
         pass
     if reader.abandoned:  # not a history: none of it is evidence
-        history = earlier_in_boot([], boot_id_of(facts), source=path)
+        history = earlier_in_boot([], boot_id_of(facts), source=path, rules=rules)
     history["now"] = now
     return dict(facts, history=history), warnings + reader.warnings()
 

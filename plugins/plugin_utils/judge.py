@@ -100,7 +100,7 @@ def judge_host(facts, catalogue, host_vars, history=None, history_name=None, bun
     host = options["host"]
     judged, warnings = facts, []
     if history and isinstance(facts, dict):
-        judged, warnings = with_history(facts, history, history_name or host)
+        judged, warnings = with_history(facts, history, history_name or host, rules=catalogue.history_values())
     try:
         profile = options["profile"] or "auto"
         if isinstance(facts, dict):

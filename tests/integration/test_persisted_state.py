@@ -17,6 +17,7 @@ import pytest
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import earlier_in_boot, make_record
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -47,7 +48,7 @@ def findings(root, earlier=None):
     if earlier is not None:
         record = make_record("copy", [f for fs in earlier.values() for f in fs], "2026-06-01T08:00:00+00:00",
                              boot_id=facts["kernel"]["boot_id"])
-        facts["history"] = earlier_in_boot([record], facts["kernel"]["boot_id"])
+        facts["history"] = earlier_in_boot([record], facts["kernel"]["boot_id"], rules=load_catalogue().history_values())
     result = evaluate(facts, profile="amd-epyc-nvidia", host="copy", today="2026-06-01")
     by_id = {}
     for finding in result["findings"]:

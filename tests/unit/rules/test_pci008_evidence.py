@@ -7,10 +7,13 @@ import pytest
 from helpers.baseline_facts import GPU0, NIC, device, healthy_facts
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import earlier_in_boot, make_record
 
 BOOT = "3f2a6c1e-9b7d-4e25-8c41-0d6f1a2b3c4d"
 EARLIER = "2025-08-01T10:00:00+00:00"
+#: the values the rules keep for the later audits of a boot (their history_as)
+KEPT = load_catalogue().history_values()
 
 
 def no_boot_mechanism(facts):
@@ -29,7 +32,7 @@ def with_history(facts, gpu0_values, boot=BOOT):
     records = [make_record("gpu01", [{"id": "PCI-001", "subject": GPU0, "status": "pass", "observed": value}],
                            "2025-08-01T%02d:00:00+00:00" % (10 + i), boot_id=boot)
                for i, value in enumerate(gpu0_values)]
-    facts["history"] = earlier_in_boot(records, facts["kernel"]["boot_id"], source="/hist/gpu01.jsonl")
+    facts["history"] = earlier_in_boot(records, facts["kernel"]["boot_id"], source="/hist/gpu01.jsonl", rules=KEPT)
     return facts
 
 
@@ -70,7 +73,7 @@ def test_history_of_another_boot_is_no_evidence():
     facts = no_boot_mechanism(healthy_facts())
     records = [make_record("gpu01", [{"id": "PCI-001", "subject": GPU0, "status": "fail", "observed": 512}],
                            EARLIER, boot_id="9c0d1e2f-3a4b-4c5d-8e6f-7a8b9c0d1e2f")]
-    facts["history"] = earlier_in_boot(records, BOOT)
+    facts["history"] = earlier_in_boot(records, BOOT, rules=KEPT)
     f, dummy = pci008(facts)
     assert f["status"] == "pass" and "no earlier audit of this boot in the audit history" in f["message"]
 
@@ -78,7 +81,7 @@ def test_history_of_another_boot_is_no_evidence():
 def test_boot_id_unknown_is_no_evidence_and_says_so():
     facts = with_history(no_boot_mechanism(healthy_facts()), [512])
     facts["kernel"]["boot_id"] = None
-    facts["history"] = earlier_in_boot([], None)
+    facts["history"] = earlier_in_boot([], None, rules=KEPT)
     f, dummy = pci008(facts)
     assert f["status"] == "pass" and "audit history not usable: this boot's id is unknown" in f["message"]
 
@@ -142,3 +145,13 @@ def test_a_low_firmware_value_without_history_is_the_max_read_request_rules_prob
     assert ("nothing wanted to lose at reboot: the running 512 B is below 4096 B (the MaxReadReq rule fails that) "
             "and nothing sets it at boot (/usr/local/sbin/gpuhost-pcie-apply is not installed)") in f["message"]
     assert [x["status"] for x in result["findings"] if x["id"] == "PCI-001" and x["subject"] == GPU0] == ["fail"]
+
+
+def test_the_rules_say_which_values_the_history_keeps():
+    """PCI-001 and PCI-002 keep their MaxReadReq per device for PCI-008 by rule data (history_as),
+    not by a list in the history code (issue 35); without it no value is kept."""
+    assert KEPT == {"max_read_request": ("PCI-001", "PCI-002")}
+    records = [make_record("gpu01", [{"id": "PCI-001", "subject": GPU0, "status": "pass", "observed": 512}],
+                           EARLIER, boot_id=BOOT)]
+    assert earlier_in_boot(records, BOOT)["earlier"] == {}
+    assert earlier_in_boot(records, BOOT, rules=KEPT)["earlier"]["max_read_request"][GPU0][0]["value"] == 512

@@ -8,12 +8,16 @@ import stat
 import pytest
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import history
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import render_html, render_markdown
 
 T1, T2, T3 = "2025-08-01T10:00:00+00:00", "2025-08-01T11:00:00+00:00", "2025-08-01T12:00:00+00:00"
 BOOT_A, BOOT_B = "3f2a6c1e-9b7d-4e25-8c41-0d6f1a2b3c4d", "9c0d1e2f-3a4b-4c5d-8e6f-7a8b9c0d1e2f"
 GPU0, GPU1 = "0000:43:00.0", "0000:44:00.0"
+
+#: the values the shipped rules keep for the later audits of a boot (their history_as)
+KEPT = load_catalogue().history_values()
 
 
 def finding(rule, subject, status, observed):
@@ -199,7 +203,7 @@ def test_fleet_summary():
 def test_earlier_values_of_this_boot_only_changes_kept():
     records = [record(T1, boot=BOOT_B, gpu0_mrrs=128), record(T1, gpu0_mrrs=512, gpu0_status="fail"),
                record(T2, gpu0_mrrs=512, gpu0_status="fail"), record(T3)]
-    seen = history.earlier_in_boot(records, BOOT_A, source="f")
+    seen = history.earlier_in_boot(records, BOOT_A, source="f", rules=KEPT)
     assert seen["audits"] == 3 and seen["first"] == T1 and seen["last"] == T3 and seen["reason"] is None
     assert seen["earlier"]["max_read_request"][GPU0] == [{"time": T1, "value": 512}, {"time": T3, "value": 4096}]
     assert seen["earlier"]["max_read_request"][GPU1] == [{"time": T1, "value": 4096}]
@@ -211,7 +215,7 @@ def test_earlier_values_of_this_boot_only_changes_kept():
 def test_unknown_and_not_applicable_observations_are_not_values():
     rec = history.make_record("gpu01", [finding("PCI-001", GPU0, "unknown", None),
                                         finding("PCI-002", "0000:49:00.0", "not_applicable", None)], T1, boot_id=BOOT_A)
-    assert history.earlier_in_boot([rec], BOOT_A)["earlier"]["max_read_request"] == {}
+    assert history.earlier_in_boot([rec], BOOT_A, rules=KEPT)["earlier"]["max_read_request"] == {}
 
 
 # -- writing and pruning -----------------------------------------------------------------------

@@ -721,8 +721,20 @@ def test_fix_plan_splits_maxreadreq_devices_by_kind():
                 {"id": "PCI-008", "status": "fail", "subject": "0000:44:00.0", "fix_action": "pcie_tune"},
                 {"id": "PCI-008", "status": "fail", "subject": "0000:49:00.0", "fix_action": "pcie_tune"},
                 {"id": "PCI-008", "status": "fail", "subject": "0000:43:00.0", "fix_action": "pcie_tune"}]
-    assert fix_plan(findings, facts)["pcie_mrrs"] == {"gpu": ["0000:43:00.0", "0000:44:00.0"], "nic": ["0000:49:00.0"]}
-    assert fix_plan(findings, {"pci": None})["pcie_mrrs"] == {"gpu": [], "nic": []}
+    by_kind = {"PCI-001": "pcie_mrrs", "PCI-002": "pcie_mrrs", "PCI-008": "pcie_mrrs"}
+    assert fix_plan(findings, facts, by_kind)["pcie_mrrs"] == {"gpu": ["0000:43:00.0", "0000:44:00.0"],
+                                                               "nic": ["0000:49:00.0"]}
+    assert fix_plan(findings, {"pci": None}, by_kind)["pcie_mrrs"] == {"gpu": [], "nic": []}
+    assert "pcie_mrrs" not in fix_plan(findings, facts)
+
+
+def test_the_shipped_catalogue_binds_the_maxreadreq_rules_to_one_plan_entry():
+    """The rules, not the evaluator, say which failing devices the MaxReadReq tasks take (issue 35)."""
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
+
+    catalogue = load_catalogue()
+    assert dict((r.id, r.fix_by_kind) for r in catalogue.by_id.values() if r.fix_by_kind) == {
+        "PCI-001": "pcie_mrrs", "PCI-002": "pcie_mrrs", "PCI-008": "pcie_mrrs"}
 
 
 def test_catalogue_disk_cache_follows_the_files(tmp_path, monkeypatch):
