@@ -74,7 +74,7 @@ def tree(tmp_path):
      "rules/pcie.yml: rule PCI-001: title must be a non-empty string, got 42"),
     ("rules/pcie.yml", "    action: pcie_tune\n    hint: raise MaxReadReq in the Device Control",
      "    action: pcie_tune\n    hint: ' '\n    extra: raise MaxReadReq in the Device Control",
-     "rules/pcie.yml: rule PCI-001: fix: unknown key(s) extra (allowed: kind, action, variable, hint)"),
+     "rules/pcie.yml: rule PCI-001: fix: unknown key(s) extra (allowed: kind, action, variable, hint, subjects_by_kind)"),
     ("rules/pcie.yml", "  severity: high\n  label: MaxReadReq", "  severity: high\n  label: [MaxReadReq]",
      "rules/pcie.yml: rule PCI-001: label must be a string, got ['MaxReadReq']"),
     ("rules/pcie.yml", "    min: {param: max_read_request_bytes_gpu}", "    min: {parameter: max_read_request_bytes_gpu}",
