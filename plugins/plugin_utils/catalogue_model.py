@@ -483,6 +483,9 @@ class Rule:
         self.fix_variable = fix.get("variable")
         self.fix_by_kind = fix.get("subjects_by_kind")
         self.history_as = raw.get("history_as")
+        # the words of a finding that does not apply (the report shows them as they are)
+        self.applies_to = " ".join(raw["applies_to"].split()) if raw.get("applies_to") else None
+        self.no_subjects = " ".join(raw["no_subjects"].split()) if raw.get("no_subjects") else None
         if self.fix_kind != "manual" and FIX_ACTIONS[self.fix_action][0] is None:
             raise CatalogueError("%s: fix: kind %s needs an action the remediate role applies (%s), got %s; "
                                  "use kind manual" % (where, self.fix_kind, ", ".join(

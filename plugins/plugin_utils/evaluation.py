@@ -296,6 +296,21 @@ def _evaluate_rule(rule, doc, params, budget=None):
                          % (rule.id, exc.field or "expression", exc.bound))]
 
 
+def not_applicable_message(rule):
+    """Why ``rule`` does not apply when its ``applies_when`` is false, in the rule's own words
+    (``applies_to``): the message of its finding, which the views show as it is."""
+    if rule.applies_to:
+        return "applies only to %s" % rule.applies_to
+    return "condition for this rule not met: %s" % rule.title
+
+
+def no_subjects_message(rule):
+    """Why ``rule`` has nothing to judge when its ``subjects`` list is empty, in its own words (``no_subjects``)."""
+    if rule.no_subjects:
+        return "nothing to check on this host (%s)" % rule.no_subjects
+    return "nothing to check on this host for: %s" % rule.title
+
+
 def _evaluate_rule_within(rule, doc, params, budget):
     if rule.applies_when is not None:
         try:
@@ -307,8 +322,7 @@ def _evaluate_rule_within(rule, doc, params, budget):
             return [_finding(rule, "unknown", None, None, None,
                              "%s unknown: %s" % (rule.label, _missing_reason(rule, doc)))]
         if not truthy(applies):
-            return [_finding(rule, "not_applicable", None, None, None,
-                             "not applicable: %s is %s" % (rule.applies_when.text, _fmt(applies)))]
+            return [_finding(rule, "not_applicable", None, None, None, not_applicable_message(rule))]
     if rule.subjects is None:
         return [_evaluate_one(rule, doc, doc, params, None, None, budget)]
     try:
@@ -323,8 +337,7 @@ def _evaluate_rule_within(rule, doc, params, budget):
         return [_finding(rule, "unknown", None, None, None,
                          "%s: %s is not a list" % (rule.label, rule.subjects.text))]
     if not elements:
-        return [_finding(rule, "not_applicable", None, None, None,
-                         "not applicable: no subjects (%s is empty)" % rule.subjects.text)]
+        return [_finding(rule, "not_applicable", None, None, None, no_subjects_message(rule))]
     findings = []
     for index, element in enumerate(elements):
         try:

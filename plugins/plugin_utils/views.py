@@ -277,116 +277,19 @@ def expected_view(finding):
     return humanise(finding.get("expected"))
 
 
-#: Conditions of ``applies_when`` (split at top-level ``&&``) in words: "applies only to hosts ...".
-APPLIES_WORDS = {
-    "nvidia.present": "with the NVIDIA driver and GPUs present",
-    "derived.nvidia.expected": "with the NVIDIA driver loaded or NVIDIA GPUs on the PCI bus",
-    "length(derived.health.nvswitches || `[]`) > `0`": "with an NVSwitch on the PCI bus or in the kernel log",
-    "length(derived.health.previous_boot || `[]`) > `0`":
-        "whose previous boot's kernel log is read (gpuhost_kernel_log_boots: 2)",
-    "derived.nvidia.has_blackwell": "with a Blackwell GPU",
-    "length(nvidia.gpus || `[]`) > `1`": "with more than one NVIDIA GPU",
-    "length(derived.nvidia.gpus || `[]`) > `1`": "with more than one NVIDIA GPU",
-    "derived.nvidia.bus_gpus || (derived.nvidia.bus_gpus == null && nvidia.present)":
-        "with NVIDIA GPUs on the PCI bus",
-    "lxc.proxmox": "running Proxmox VE",
-    "params.lxc_numa_pinning": "whose profile asks for NUMA pinning of containers",
-    "derived.cpu.amd_zen": "with an AMD Zen CPU",
-    "cpu.cpufreq.policies != `0`": "where the kernel exposes CPU frequency scaling (cpufreq)",
-    "cpu.cpufreq.epp != `{}`": "where the CPU exposes an energy-performance preference (EPP)",
-    "params.smt != 'any'": "whose profile requires SMT on or off (this profile accepts either)",
-    "cpu.tuned.running": "where the tuned daemon runs (it applies its own CPU power profile)",
-    "numa.node_count != `1`": "with more than one NUMA node",
-    "params.iommu_passthrough": "whose profile asks for IOMMU passthrough",
-    "derived.inventory.present": "whose profile has a golden inventory (playbooks/learn.yml writes it)",
-    "health.nvidia_seen": "with the NVIDIA driver loaded or NVIDIA GPUs on the PCI bus",
-    "health.nvidia_seen || nvidia.smi.bound == 'timeout'":
-        "with the NVIDIA driver loaded, NVIDIA GPUs on the PCI bus or an nvidia-smi that did not answer",
-    "derived.health.nvlink_expected": "with NVLink (NVLink peers in the GPU topology, an NVSwitch or an active link)",
-    "length(health.fabric_manager.nvswitches || `[]`) > `0`": "with an NVSwitch on the PCI bus",
-    "params.nccl_nic_per_gpu": "whose profile asks for an RDMA NIC per GPU (nccl_nic_per_gpu)",
-    "length(derived.health.rdma_devices || `[]`) > `0`": "with RDMA NICs",
-    "derived.health.gpudirect": "with RDMA NICs",
-    "derived.validation.measured": "measured by playbooks/validate.yml (an audit measures nothing)",
-    "length(derived.validation.nodes) > `1`": "with more than one NUMA node measured",
-    "length(derived.validation.cross) > `0`": "whose memory was measured across NUMA nodes",
-    "length(derived.validation.pairs) > `0`": "with GPU pairs measured peer to peer",
-}
-
-#: Subject lists of rules (``subjects``) in words, for "nothing to check" reasons.
-SUBJECT_WORDS = {
-    "derived.pcie.gpus": "no GPUs on the PCI bus",
-    "derived.pcie.nics": "no network adapters on the PCI bus",
-    "derived.pcie.mps_paths": "no PCIe paths from a root port to a GPU or NIC",
-    "derived.pcie.peer_devices": "no GPUs or NICs for peer-to-peer transfers",
-    "derived.pcie.acs_bridges": "no PCIe bridges between GPUs and NICs",
-    "derived.pcie.aer": "no PCIe devices reporting AER error counters",
-    "derived.nvidia.gpus": "no NVIDIA GPUs",
-    "derived.lxc.gpu_containers": "no LXC containers with a GPU",
-    "derived.lxc.containers": "no LXC containers",
-    "derived.health.gpus": "no NVIDIA GPUs",
-    "derived.health.rdma_ports": "no RDMA ports",
-    "derived.health.memory_controllers": "no EDAC memory controllers",
-    "derived.health.nvswitches": "no NVSwitches",
-    "derived.counters.ecc_gpus": "no NVIDIA GPUs with ECC error counters",
-    "derived.counters.ib_ports": "no InfiniBand ports",
-    "derived.counters.aer_devices": "no PCIe devices reporting AER error counters",
-    "derived.counters.nvlink_gpus": "no GPUs with NVLink error counters",
-}
-
-_NA_CONDITION = re.compile(r"^not applicable: (?P<expr>.+) is (?P<value>[^ ]+)$", re.S)
-_NA_SUBJECTS = re.compile(r"^not applicable: no subjects \((?P<expr>.+) is empty\)$", re.S)
-
-
-def _split_and(expr):
-    """Top-level ``&&`` operands of a jmespath expression (not inside parentheses or literals)."""
-    parts, depth, quote, start, i = [], 0, None, 0, 0
-    while i < len(expr):
-        ch = expr[i]
-        if quote:
-            quote = None if ch == quote else quote
-        elif ch in "`'\"":
-            quote = ch
-        elif ch in "([{":
-            depth += 1
-        elif ch in ")]}":
-            depth -= 1
-        elif depth == 0 and expr.startswith("&&", i):
-            parts.append(expr[start:i].strip())
-            start = i + 2
-            i += 1
-        i += 1
-    parts.append(expr[start:].strip())
-    return parts
-
-
 def na_reason(finding):
-    """Why a rule did not apply, in words, from the evaluator's message (which names the
-    ``applies_when`` or ``subjects`` expression; that text stays in report.json only)."""
+    """Why a finding does not apply, in words: its message, which the judge writes in the rule's own
+    words (``applies_to``, ``no_subjects``: evaluation.not_applicable_message) or the subject's
+    reason (an idle GPU)."""
     message = " ".join((finding.get("message") or "").split())
-    title = finding.get("title") or finding.get("id") or "this rule"
-    match = _NA_SUBJECTS.match(message)
-    if match:
-        words = SUBJECT_WORDS.get(match.group("expr").strip())
-        return "nothing to check on this host (%s)" % words if words else \
-            "nothing to check on this host for: %s" % title
-    match = _NA_CONDITION.match(message)
-    if match:
-        parts = [APPLIES_WORDS.get(p) for p in _split_and(match.group("expr").strip())]
-        if parts and all(parts):
-            return "applies only to hosts %s" % " and ".join(parts)
-        return "condition for this rule not met: %s" % title
-    if message.startswith("not applicable") or not message:
-        return "does not apply to this host: %s" % title
-    return message
+    return message or "does not apply to this host: %s" % (finding.get("title") or finding.get("id") or "this rule")
 
 
 def rule_na_reason(finding):
-    """Why a not-applicable finding's rule does not apply, in words (:func:`na_reason`), when that is
-    the rule's own condition (its ``applies_when`` or an empty subject list: the same reason on every
-    host), else ``None`` (the finding's own reason, such as an idle GPU)."""
-    message = finding.get("message") or ""
-    return na_reason(finding) if not message or message.startswith("not applicable") else None
+    """Why a not-applicable finding's rule does not apply (:func:`na_reason`) when that is the rule's
+    own condition (its ``applies_when`` or an empty subject list: the same reason on every host, and a
+    finding without a subject), else ``None`` (a subject's own reason, such as an idle GPU)."""
+    return na_reason(finding) if finding.get("subject") is None else None
 
 
 def _worst_fail_rank(host):

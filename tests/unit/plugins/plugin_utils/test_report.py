@@ -487,7 +487,7 @@ def test_junit_states_a_rules_own_not_applicable_reason_once_per_file(report):
     host = rep["hosts"]["gpu-healthy-02"]
     host["findings"] += [
         {"id": "X-101", "status": "not_applicable", "title": "needs Proxmox", "severity": "low", "area": "lxc",
-         "subject": None, "message": "not applicable: lxc.proxmox is false", "rationale": "why", "fix": "fix",
+         "subject": None, "message": "applies only to hosts running Proxmox VE", "rationale": "why", "fix": "fix",
          "source": "", "expected": None, "observed": None, "reboot_required": False},
         {"id": "X-102", "status": "not_applicable", "title": "judged when busy", "severity": "low", "area": "pcie",
          "subject": "0000:43:00.0", "message": "not judged: GPU idle (P8) on 0000:43:00.0", "rationale": "why",
@@ -503,7 +503,7 @@ def test_junit_states_a_rules_own_not_applicable_reason_once_per_file(report):
     assert "X-102 judged when busy" in rules_text and "GPU idle" not in rules_text
     # a rule left out by its condition on one host and for lack of subjects on another: both reasons
     rep["hosts"]["gpu-intel-03"]["findings"].append(dict(
-        host["findings"][-2], message="not applicable: no subjects (derived.lxc.containers is empty)"))
+        host["findings"][-2], message="nothing to check on this host (no LXC containers)"))
     rules_text = ET.fromstring(render_junit(rep).encode("utf-8")).findall("testsuite")[-1].find("system-out").text
     block = rules_text.split("X-101 needs Proxmox\n")[1].split("\n\n")[0]
     assert block.endswith("  not applicable: applies only to hosts running Proxmox VE\n"

@@ -15,11 +15,12 @@ def _pass(rid, subject=None, observed=None, **extra):
     return finding
 
 
-def _na(rid, subject=None, message="not applicable: nvidia.present is false"):
+def _na(rid, subject=None, message="applies only to hosts with the NVIDIA driver and GPUs present"):
     return {"id": rid, "status": "not_applicable", "title": "title of %s" % rid, "subject": subject, "message": message}
 
 
 GPUS = ["0000:%02x:00.0" % n for n in range(8)]
+INVENTORY = "applies only to hosts whose profile has a golden inventory (playbooks/learn.yml writes it)"
 
 
 def test_one_row_per_rule_with_count_subjects_and_the_first_anchor():
@@ -88,13 +89,13 @@ def test_not_applicable_rows_grouped_by_reason():
     """views.group_na_rows: rules with one reason for all their findings share a group with the other
     rules of that reason, in the order of the first rule; a rule whose subjects give different
     reasons is a group of its own (reason None, its lines per subject)."""
-    pairs = [(_na("INV-001", message="not applicable: derived.inventory.present is false"), "f-INV-001"),
-             (_na("INV-002", message="not applicable: derived.inventory.present is false"), "f-INV-002"),
-             (_na("CPU-007", message="not applicable: params.smt != 'any' is false"), "f-CPU-007"),
+    pairs = [(_na("INV-001", message=INVENTORY), "f-INV-001"),
+             (_na("INV-002", message=INVENTORY), "f-INV-002"),
+             (_na("CPU-007", message="applies only to hosts whose profile requires SMT on or off (this profile accepts either)"), "f-CPU-007"),
              (_na("PCI-005", "0000:c8:00.0", "not judged: GPU idle (P8)"), "f-PCI-005"),
              (_na("PCI-005", "0000:c9:00.0", "not judged: GPU idle (P0)"), ""),
-             (_na("NVIDIA-009", GPUS[0], "not applicable: derived.inventory.present is false"), "f-NVIDIA-009"),
-             (_na("NVIDIA-009", GPUS[1], "not applicable: derived.inventory.present is false"), "")]
+             (_na("NVIDIA-009", GPUS[0], INVENTORY), "f-NVIDIA-009"),
+             (_na("NVIDIA-009", GPUS[1], INVENTORY), "")]
     groups = views.group_na_rows(fold_findings(pairs))
     assert [(g["reason"], [r["id"] for r in g["rows"]]) for g in groups] == [
         ("applies only to hosts whose profile requires SMT on or off (this profile accepts either)", ["CPU-007"]),
