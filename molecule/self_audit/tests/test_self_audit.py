@@ -3,7 +3,8 @@ textfile passes promtool, the timer is listed, and state absent leaves nothing b
 
 The side effect kept what it saw under <ephemeral>/self-audit/ (run.txt: the service run;
 metrics.txt: node_exporter's /metrics read inside the guest; state.txt: the textfile, report.json's
-totals, the history file, the boot id and systemctl list-timers) before it removed the self-audit; the guest itself is checked
+totals, the history file, the boot id and systemctl list-timers; hung.txt: the second service run,
+with a hanging nvidia-smi) before it removed the self-audit; the guest itself is checked
 for what is left after state absent.
 """
 import json
@@ -36,10 +37,10 @@ def kept(name):
         return handle.read()
 
 
-def sections():
-    """``{name: text}`` of state.txt's ``== name`` sections."""
+def sections(name="state.txt"):
+    """``{name: text}`` of the ``== name`` sections of a kept file (state.txt, hung.txt)."""
     out, current = {}, None
-    for line in kept("state.txt").splitlines():
+    for line in kept(name).splitlines():
         if line.startswith("== "):
             current = line[3:].strip()
             out[current] = []
@@ -119,6 +120,57 @@ def test_promtool_check_metrics_passes_on_the_textfile(tmp_path):
 def test_the_timer_was_listed():
     timers = [line for line in sections()["timers"].splitlines() if "gpuhost-self-audit.timer" in line]
     assert len(timers) == 1 and "gpuhost-self-audit.service" in timers[0], sections()["timers"]
+
+
+#: nvidia-smi's bound in the guest's config (molecule.yml: gpuhost_command_timeouts)
+SMI_BOUND_S = 5
+#: the most the hung run may take: the bound, and room for the rest of a run in a TCG guest on a loaded machine
+HUNG_RUN_MAX_S = SMI_BOUND_S + 115
+
+
+def test_with_a_hung_nvidia_smi_the_service_ended_at_its_bound():
+    """Issue 40, item 9: nvidia-smi never answers (hung-nvidia-smi.sh first in the service's PATH): the run
+    completes, exit 0, after the bound of the config and not much later."""
+    run = sections("hung.txt")["run"]
+    assert "rc=0" in run and "Result=success" in run and "ExecMainStatus=0" in run, run
+    assert re.search(r"gpuhost-self-audit: %s audited with profile generic-nvidia-inference: \d+ pass, \d+ fail" % HOST,
+                     run), run
+    times = dict(line.split("=", 1) for line in run.splitlines() if line.startswith("ExecMain") and "Timestamp" in line)
+    seconds = (int(times["ExecMainExitTimestampMonotonic"]) - int(times["ExecMainStartTimestampMonotonic"])) / 1e6
+    print("self-audit service run with a hung nvidia-smi: %.1f s" % seconds)
+    assert SMI_BOUND_S <= seconds < HUNG_RUN_MAX_S, seconds
+    assert json.loads(sections("hung.txt")["config"])["command_timeouts"] == {"nvidia-smi": SMI_BOUND_S}
+
+
+def test_with_a_hung_nvidia_smi_the_textfile_says_why():
+    """HEALTH-024 (the driver not answering) fails, critical, in the textfile node_exporter serves;
+    report.json gives the reason."""
+    parts = sections("hung.txt")
+    failing = [(dict(labels), value) for (name, labels), value in samples(parts["textfile"]).items()
+               if name == "gpuhost_baseline_finding_failing" and dict(labels)["rule"] == "HEALTH-024"]
+    assert [(labels["severity"], labels["host"], value) for labels, value in failing] == [("critical", HOST, 1.0)], failing
+    report = json.loads(parts["report"].strip())
+    assert report["state"] == "audited"
+    (finding,) = report["health024"]
+    assert finding["status"] == "fail" and report["severity"] == "critical", report
+    assert "nvidia-smi -q -x did not answer within %d s: killed with its process group" % SMI_BOUND_S \
+        in finding["message"], finding
+
+
+def test_with_a_hung_nvidia_smi_nothing_of_the_tool_survives():
+    """The tool and its setsid child ran once and are gone, ended by the runner at the bound: the watcher
+    of hung-nvidia-smi.sh saw the child go before the run wrote its textfile (systemd ends what a unit
+    leaves only after the run, the watcher with it)."""
+    parts = sections("hung.txt")
+    assert len(parts["pids"].split()) == 2, parts["pids"]
+    assert parts["left"].strip() == "", parts["left"]
+    (ended,) = [float(v) for v in parts["ended"].split()]
+    assert ended < float(parts["textfile_mtime"]), (ended, parts["textfile_mtime"])
+
+
+def test_the_fake_nvidia_smi_was_removed(host):
+    assert not host.file("/usr/local/sbin/nvidia-smi").exists
+    assert not host.file("/run/gpuhost-test-hung-smi").exists
 
 
 @pytest.mark.parametrize("path", INSTALLED)
