@@ -11,6 +11,13 @@ figures in one unit (``GB/s`` for bandwidth, ``us`` for time, bytes for sizes), 
 for output that is empty, garbage, truncated or says the tool could not run. A reason is one line that
 names what was missing, so a caller reports the measurement ``unknown`` with it, never a pass.
 
+Every figure is a finite number, never negative (:func:`_number`): a tool that prints ``inf``,
+``1e999``, ``nan`` or ``-3.2`` gave no figure there, never one that passes. Every parser's time is
+linear in its input: the text is bounded (:data:`MAX_TEXT`), a line longer than :data:`MAX_LINE` is
+not read (no tool prints one), and no regular expression here backtracks over a line more than a
+bounded number of times (the fuzz corpus, tests/fuzz/test_fuzz_measure.py, times a crafted case
+per tool).
+
 Running the tools (a GPU, timeouts, exit codes) and judging the figures (against the PCIe link rate of
 ``facts/pci.py``'s :func:`link_rate_gbs` with a profile's fractions) belong to their callers.
 
@@ -52,10 +59,25 @@ __metaclass__ = type
 
 #: bound on the text parsed (a full nvbandwidth run on 8 GPUs is about 20 KiB)
 MAX_TEXT = 4 << 20
-#: bound on the GPUs (columns, rows) of one matrix
-MAX_GPUS = 1024
+#: bound on the GPUs (columns, rows) of one matrix (a host has 8 or 16; an NVL72 rack 72)
+MAX_GPUS = 256
+#: bound on the figures of all the matrices of one output: four of :data:`MAX_GPUS` GPUs (each figure
+#: becomes a few hundred bytes of result: a bound on the memory too)
+MAX_CELLS = 4 * MAX_GPUS * MAX_GPUS
+#: a line longer than this is not read: the longest a tool prints is a matrix row of :data:`MAX_GPUS`
+#: figures (an nvbandwidth row of 256 GPUs is about 2.6 KiB)
+MAX_LINE = 8192
+#: bound on the tokens of an nccl-tests header line (13 in every nccl-tests version)
+MAX_NCCL_COLUMNS = 64
 
-_NUMBER_RE = re.compile(r"^[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?$")
+_NUMBER_RE = re.compile(r"^[+]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?$")
+#: a token printed as a number, figure or not (``-1``, ``inf``, ``NaN``, ``1e999``): refused by :func:`_number` it
+#: is a broken figure, not a word
+_NUMERIC_RE = re.compile(r"^[+-]?(?:inf(?:inity)?|nan|[0-9]*\.?[0-9]+(?:[eE][+-]?[0-9]+)?)$", re.I)
+#: the size column of an nccl-tests row: bytes in ASCII digits
+_SIZE_RE = re.compile(r"^[0-9]{1,20}$")
+#: a GPU index or a count as printed (ASCII digits, bounded: ``int()`` of it is cheap and never refused)
+_INDEX_RE = re.compile(r"^[0-9]{1,6}$")
 
 
 def _text(data):
@@ -72,14 +94,38 @@ def _text(data):
     return data, None
 
 
+def _lines(text):
+    """The lines of ``text`` that are at most :data:`MAX_LINE` characters long (a longer one is no
+    tool's line: skipped, so that no regular expression sees it)."""
+    for line in text.splitlines():
+        if len(line) <= MAX_LINE:
+            yield line
+
+
 def _number(token):
-    """``float`` of a plain decimal token; ``None`` for anything else (``N/A``, ``nan``, ``inf``)."""
-    if isinstance(token, (int, float)) and not isinstance(token, bool):
-        value = float(token)
-        return value if math.isfinite(value) else None
-    if isinstance(token, str) and _NUMBER_RE.match(token.strip()):
-        return float(token.strip())
-    return None
+    """``float`` of a plain decimal token or a number, finite and not negative; ``None`` for anything
+    else (``N/A``, ``nan``, ``inf``, ``1e999``, ``-1``, a bool): a figure no tool measures is no figure."""
+    if isinstance(token, bool):
+        return None
+    if isinstance(token, int):
+        value = float(token) if abs(token) < 1 << 1000 else math.inf
+    elif isinstance(token, float):
+        value = token
+    elif isinstance(token, str) and len(token) <= 64 and _NUMBER_RE.match(token.strip()):
+        value = float(token.strip())
+    else:
+        return None
+    return value if math.isfinite(value) and value >= 0 else None
+
+
+def _numeric(token):
+    """Whether ``token`` is printed as a number (refused by :func:`_number` or not)."""
+    return isinstance(token, str) and len(token) <= 64 and _NUMERIC_RE.match(token) is not None
+
+
+def _index(token):
+    """``int`` of a GPU index or a count printed in ASCII digits (at most six); ``None`` otherwise."""
+    return int(token) if isinstance(token, str) and _INDEX_RE.match(token) else None
 
 
 def _json_object(text, what):
@@ -107,7 +153,9 @@ _NVB_SUM_RE = re.compile(r"^SUM\s+([A-Za-z0-9_]+)\s+(\S+)\s*$")
 _NVB_VERSION_RE = re.compile(r"^nvbandwidth Version:\s*(\S+)")
 _NVB_DRIVER_RE = re.compile(r"^Driver Version:\s*(\S+)")
 _NVB_RUNTIME_RE = re.compile(r"^CUDA Runtime Version:\s*(\S+)")
-_NVB_DEVICE_RE = re.compile(r"^Device (\d{1,4}):\s*(.+?)\s*$")
+#: on a stripped line; ``(\\S.*)`` and not ``(.+?)\\s*$``, which backtracks quadratically over inner blanks
+_NVB_DEVICE_RE = re.compile(r"^Device ([0-9]{1,4}):\s*(\S.*)$")
+_NVB_JSON_DEVICE_RE = re.compile(r"^([0-9]{1,4}):\s*(\S.*)$")
 _NVB_STATUSES = {"running": "passed", "passed": "passed", "waived": "waived", "not found": "not_found",
                  "error": "error"}
 
@@ -161,7 +209,7 @@ def _nvb_text(text):
             "devices": {}}
     cases = []
     case = None
-    for raw in text.splitlines():
+    for raw in _lines(text):
         line = raw.strip()
         if not line:
             continue
@@ -172,7 +220,7 @@ def _nvb_text(text):
                 info[key] = match.group(1)
         match = _NVB_DEVICE_RE.match(line)
         if match and case is None and len(info["devices"]) < MAX_GPUS:
-            info["devices"][match.group(1)] = match.group(2)
+            info["devices"][match.group(1)] = match.group(2)[:300]
             continue
         match = _NVB_RUNNING_RE.match(line)
         if match:
@@ -196,9 +244,9 @@ def _nvb_text(text):
             case["description"] = line[:200]
             unit = _NVB_UNIT_RE.search(line)
             case["unit"] = unit.group(1) if unit else None
-        elif case["_header"] is None and all(token.isdigit() for token in tokens) and len(tokens) <= MAX_GPUS:
+        elif case["_header"] is None and len(tokens) <= MAX_GPUS and all(_index(token) is not None for token in tokens):
             case["_header"] = tokens
-        elif case["_header"] is not None and tokens[0].isdigit() and len(case["_rows"]) < MAX_GPUS:
+        elif case["_header"] is not None and _index(tokens[0]) is not None and len(case["_rows"]) < MAX_GPUS:
             case["_rows"].append(tokens)
     return info, cases
 
@@ -210,10 +258,10 @@ def _nvb_json(obj):
     info = {"format": "json", "version": _str(root.get("version")), "driver_version": _str(root.get("Driver Version")),
             "cuda_runtime_version": _str(root.get("CUDA Runtime Version")), "devices": {}}
     devices = root.get("GPU Device list")
-    for entry in devices if isinstance(devices, list) else []:
-        match = re.match(r"^(\d{1,4}):\s*(.+?)\s*$", entry if isinstance(entry, str) else "")
+    for entry in devices[:MAX_GPUS] if isinstance(devices, list) else []:
+        match = _NVB_JSON_DEVICE_RE.match(entry.strip() if isinstance(entry, str) and len(entry) <= MAX_LINE else "")
         if match:
-            info["devices"][match.group(1)] = match.group(2)
+            info["devices"][match.group(1)] = match.group(2)[:300]
     cases = []
     testcases = root.get("testcases")
     for item in testcases if isinstance(testcases, list) else []:
@@ -225,11 +273,15 @@ def _nvb_json(obj):
         rows = item.get("bandwidth_matrix")
         rows = rows if isinstance(rows, list) and all(isinstance(row, list) for row in rows) else []
         width = max([len(row) for row in rows] or [0])
+        error = _str(item.get("error"))
+        if width > MAX_GPUS or len(rows) > MAX_GPUS:
+            error, rows = "a bandwidth matrix of more than %d GPUs: not read" % MAX_GPUS, []
+            width = 0
         case = {"name": item["name"][:100], "status": status, "description": description,
                 "unit": unit.group(1) if unit else None, "sum": _number(item.get("sum")),
-                "error": _str(item.get("error")),
+                "error": error,
                 "_header": [str(column) for column in range(width)] if rows else None,
-                "_rows": [[str(index)] + [str(value) for value in row] for index, row in enumerate(rows[:MAX_GPUS])]}
+                "_rows": [[str(index)] + [_cell(value) for value in row] for index, row in enumerate(rows)]}
         cases.append(case)
     if root.get("error") and not cases:
         return None, None, "nvbandwidth reported an error: %s" % _str(root.get("error"))
@@ -238,6 +290,11 @@ def _nvb_json(obj):
 
 def _str(value):
     return value[:300] if isinstance(value, str) else (None if value is None else str(value)[:300])
+
+
+def _cell(value):
+    """A JSON matrix cell as the text parser sees it: a string (``"12.3"``, ``"N/A"``), a number as is."""
+    return value[:64] if isinstance(value, str) else (value if isinstance(value, (int, float)) else "N/A")
 
 
 def parse_nvbandwidth(data):
@@ -262,6 +319,13 @@ def parse_nvbandwidth(data):
             return None, error
     else:
         info, cases = _nvb_text(text)
+    budget = MAX_CELLS
+    for case in cases:
+        cells = sum(len(row) for row in case["_rows"])
+        if cells > budget:
+            case.update(_rows=[], _header=None, error=case["error"] or
+                        "more than %d figures in nvbandwidth's matrices: not read" % MAX_CELLS)
+        budget -= min(cells, budget)
     if not cases:
         first = text.strip().splitlines()[0][:120]
         return None, "not nvbandwidth output: no testcase ran (first line: %r)" % first
@@ -411,42 +475,56 @@ def parse_dcgm_health(data):
 
 # -- nccl-tests -----------------------------------------------------------------------------------
 _NCCL_AVG_RE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
-_NCCL_OOB_RE = re.compile(r"^#\s*Out of bounds values\s*:\s*(\d+)\s*(\w*)")
+_NCCL_OOB_RE = re.compile(r"^#\s*Out of bounds values\s*:\s*([0-9]{1,18})(?![0-9])\s*(\w*)")
 _NCCL_COLLECTIVE_RE = re.compile(r"^#\s*Collective test (?:starting|concluded):\s*(\S+)")
-_NCCL_RANK_RE = re.compile(r"^#\s*Rank\s+(\d+)\b.*?\bdevice\s+(\d+)\s+\[([^\]]*)\]\s+(.+?)\s*$")
+#: ``#  Rank  0 Group  0 Pid 1666603 on spark-d708 device  0 [000f:01:00] NVIDIA GB10``: the rank, then the
+#: device searched in the rest (a lazy ``.*?`` before it and ``(.+?)\\s*$`` after it backtracked
+#: quadratically on a long line)
+_NCCL_RANK_RE = re.compile(r"^#\s*Rank\s+([0-9]{1,6})\b")
+_NCCL_DEVICE_RE = re.compile(r"\bdevice\s+([0-9]{1,6})\s+\[([^\]]{0,64})\]\s+(\S.*)")
 #: mpirun --tag-output puts "[job,rank]<stdout>:" before each line
 _NCCL_TAG_RE = re.compile(r"^\[\d{1,6},\d{1,6}\]<std(?:out|err)>:")
 _NCCL_TIMES = ("time", "cputime")
 _NCCL_WRONG = ("#wrong", "error")
 
 
+#: the fields of a row and the header tokens that name each (``time`` or ``cputime``; ``#wrong`` or ``error``)
+_NCCL_FIELDS = (("type", ("type",)), ("redop", ("redop",)), ("time", _NCCL_TIMES), ("algbw", ("algbw",)),
+                ("busbw", ("busbw",)), ("wrong", _NCCL_WRONG))
+
+
 def _nccl_columns(tokens):
-    """Indices of the columns of a header line's tokens (without its ``#``): ``{name: [index, ...]}``."""
+    """Where each field is in a header line's tokens (without its ``#``), computed once per header:
+    ``{field: (index of the first, index of the second)}`` (out-of-place, in-place)."""
     columns = {}
-    for index, token in enumerate(tokens):
-        columns.setdefault(token, []).append(index)
+    for field, names in _NCCL_FIELDS:
+        columns[field] = tuple(index for index, token in enumerate(tokens) if token in names)[:2]
     return columns
 
 
 def _nccl_row(tokens, columns):
-    def at(name, which):
-        indices = [index for key in name for index in columns.get(key, [])]
-        indices.sort()
+    """``(row, None)``; ``(None, None)`` for a line that is no result row; ``(None, token)`` for a row with
+    a figure printed as a number that is no figure (``inf``, ``nan``, ``-1``, ``1e999``)."""
+    def at(field, which):
+        indices = columns[field]
         return tokens[indices[which]] if len(indices) > which and indices[which] < len(tokens) else None
 
-    size, count = _number(tokens[0]), _number(tokens[1])
-    if size is None or count is None:
-        return None
-    row = {"size_bytes": int(size), "count": int(count), "type": at(("type",), 0), "redop": at(("redop",), 0)}
+    if not _SIZE_RE.match(tokens[0]) or not _numeric(tokens[1]):
+        return None, None
+    count = _number(tokens[1])
+    if count is None:
+        return None, tokens[1]
+    row = {"size_bytes": int(tokens[0]), "count": int(count), "type": at("type", 0), "redop": at("redop", 0)}
     for which, place in ((0, "out_of_place"), (1, "in_place")):
-        time_us, algbw, busbw = (_number(at(_NCCL_TIMES, which)), _number(at(("algbw",), which)),
-                                 _number(at(("busbw",), which)))
+        texts = (at("time", which), at("algbw", which), at("busbw", which))
+        time_us, algbw, busbw = [_number(token) for token in texts]
         if time_us is None or algbw is None or busbw is None:
-            return None
-        wrong = at(_NCCL_WRONG, which)
+            bad = [token for token in texts if _numeric(token) and _number(token) is None]
+            return None, bad[0] if bad else None
+        wrong = at("wrong", which)
         row[place] = {"time_us": time_us, "algbw_gbs": algbw, "busbw_gbs": busbw,
                       "wrong": None if wrong in (None, "N/A") else _number(wrong)}
-    return row
+    return row, None
 
 
 def parse_nccl_tests(data):
@@ -463,8 +541,9 @@ def parse_nccl_tests(data):
         return None, "nccl-tests: %s" % error
     columns = None
     rows, devices = [], []
+    refused = []  # figures printed that are no figure (inf, nan, negative)
     result = {"collective": None, "avg_busbw_gbs": None, "out_of_bounds": None, "out_of_bounds_ok": None}
-    for raw in text.splitlines():
+    for raw in _lines(text):
         line = _NCCL_TAG_RE.sub("", raw.strip(), count=1).strip()
         if not line:
             continue
@@ -472,6 +551,8 @@ def parse_nccl_tests(data):
             match = _NCCL_AVG_RE.match(line)
             if match:
                 result["avg_busbw_gbs"] = _number(match.group(1))
+                if result["avg_busbw_gbs"] is None:
+                    refused.append("average bus bandwidth %r" % match.group(1)[:40])
                 continue
             match = _NCCL_OOB_RE.match(line)
             if match:
@@ -483,25 +564,31 @@ def parse_nccl_tests(data):
                 result["collective"] = match.group(1)[:60]
                 continue
             match = _NCCL_RANK_RE.match(line)
-            if match and len(devices) < MAX_GPUS:
-                devices.append({"rank": int(match.group(1)), "device": int(match.group(2)),
-                                "bus": match.group(3)[:20], "name": match.group(4)[:100]})
+            device = _NCCL_DEVICE_RE.search(line, match.end()) if match else None
+            if device and len(devices) < MAX_GPUS:
+                devices.append({"rank": int(match.group(1)), "device": int(device.group(1)),
+                                "bus": device.group(2)[:20], "name": device.group(3).strip()[:100]})
                 continue
             tokens = line.lstrip("#").split()
-            if "size" in tokens and "busbw" in tokens and "algbw" in tokens:
+            if len(tokens) <= MAX_NCCL_COLUMNS and "size" in tokens and "busbw" in tokens and "algbw" in tokens:
                 columns = _nccl_columns(tokens)
             continue
         if columns is None:
             continue
         tokens = line.split()
-        if len(tokens) < 8 or not tokens[0].isdigit():
+        if len(tokens) < 8 or not _SIZE_RE.match(tokens[0]) or len(rows) >= 10000:
             continue  # MPI or NCCL messages between the rows
-        row = _nccl_row(tokens, columns)
-        if row is not None and len(rows) < 10000:
+        row, bad = _nccl_row(tokens, columns)
+        if row is not None:
             rows.append(row)
+        elif bad is not None:
+            refused.append("%r in the row of %s bytes" % (bad[:40], tokens[0][:20]))
     if columns is None:
         first = text.strip().splitlines()[0][:120]
         return None, "not nccl-tests output: no result table header (first line: %r)" % first
+    if refused:
+        return None, "nccl-tests printed figures that are not finite numbers >= 0 (%s): no figure" % (
+            "; ".join(refused[:3]))
     if not rows:
         return None, "nccl-tests printed its table header but no result row (it failed or was cut short)"
     if result["avg_busbw_gbs"] is None:
@@ -515,16 +602,21 @@ def parse_nccl_tests(data):
 # -- memory bandwidth: stress-ng --stream, sysbench memory, mbw -------------------------------------
 #: bytes in a MiB over bytes in a MB: every bandwidth is returned in MB/s (10**6 bytes per second)
 MIB_IN_MB = 1.048576
-_SNG_RATE_RE = re.compile(r"stream:\s*memory rate:\s*(\S+)\s*MB read/sec,\s*(\S+)\s*MB write/sec.*?\(instance (\d+)\)")
-_SNG_MEAN_RE = re.compile(r"stream\s+(\S+)\s+memory (read|write) rate \(MB per sec\)\s*\(geome\w* mean of (\d+) instances?\)")
+# searched in a line: every part bounded (no ``.*?`` between two parts, which backtracks over the rest of
+# the line at each ``stream:`` of a long one)
+_SNG_RATE_RE = re.compile(r"stream:\s*memory rate:\s*(\S{1,64})\s*MB read/sec,\s*(\S{1,64})\s*MB write/sec"
+                          r"[^()]{0,200}\(instance ([0-9]{1,6})\)")
+_SNG_MEAN_RE = re.compile(r"stream\s+(\S{1,64})\s+memory (read|write) rate \(MB per sec\)\s*"
+                          r"\(geome\w{0,20} mean of ([0-9]{1,6}) instances?\)")
 _SNG_SHORT = "run duration too short to determine memory rate"
 _SYSBENCH_RE = re.compile(r"^\s*(\S+)\s+MiB transferred\s*\(\s*(\S+)\s+MiB/sec\)")
-_SYSBENCH_THREADS_RE = re.compile(r"^\s*Number of threads:\s*(\d+)")
+_SYSBENCH_THREADS_RE = re.compile(r"^\s*Number of threads:\s*([0-9]{1,6})\b")
 _SYSBENCH_OPER_RE = re.compile(r"^\s*operation:\s*(\w+)")
-_MBW_RE = re.compile(r"^(AVG|\d+)\s+Method:\s*(\S+)\s+Elapsed:\s*(\S+)\s+MiB:\s*(\S+)\s+Copy:\s*(\S+)\s*MiB/s")
+_MBW_RE = re.compile(r"^(AVG|[0-9]{1,9})\s+Method:\s*(\S+)\s+Elapsed:\s*(\S+)\s+MiB:\s*(\S+)\s+Copy:\s*(\S+)\s*MiB/s")
 
 
 def _positive(value):
+    """A figure above 0 (:func:`_number`); ``None`` otherwise."""
     number = _number(value)
     return number if number is not None and number > 0 else None
 
@@ -544,7 +636,7 @@ def parse_stress_ng_stream(data):
         return None, "stress-ng: %s" % error
     per = {}
     means = {}
-    for line in text.splitlines():
+    for line in _lines(text):
         match = _SNG_RATE_RE.search(line)
         if match:
             read, write = _positive(match.group(1)), _positive(match.group(2))
@@ -583,13 +675,13 @@ def parse_sysbench_memory(data):
     if error:
         return None, "sysbench: %s" % error
     result = {"tool": "sysbench", "threads": None, "operation": None}
-    for line in text.splitlines():
+    for line in _lines(text):
         match = _SYSBENCH_THREADS_RE.match(line)
         if match and result["threads"] is None:
             result["threads"] = int(match.group(1))
         match = _SYSBENCH_OPER_RE.match(line)
         if match and result["operation"] is None:
-            result["operation"] = match.group(1)
+            result["operation"] = match.group(1)[:20]
         match = _SYSBENCH_RE.match(line)
         if match:
             mib, rate = _number(match.group(1)), _positive(match.group(2))
@@ -614,7 +706,7 @@ def parse_mbw(data):
     if error:
         return None, "mbw: %s" % error
     iterations = 0
-    for line in text.splitlines():
+    for line in _lines(text):
         match = _MBW_RE.match(line.strip())
         if not match:
             continue
@@ -647,11 +739,11 @@ def parse_cpuinfo_mhz(data):
     cpu = None
     for line in text[:MAX_TEXT].split("\n"):
         key, sep, value = line.partition(":")
-        if not sep:
+        if not sep or len(line) > MAX_LINE:
             continue
         key = key.strip()
         if key == "processor":
-            cpu = int(value.strip()) if value.strip().isdigit() else None
+            cpu = _index(value.strip())
         elif key == "cpu MHz" and cpu is not None:
             mhz = _positive(value)
             if mhz is not None:

@@ -53,6 +53,8 @@ NVB_TESTCASES = (NVB_H2D, NVB_D2H, NVB_D2D)
 CUDA_ENV = {"CUDA_DEVICE_ORDER": "PCI_BUS_ID"}
 #: the bus id in an nvbandwidth device string: ``NVIDIA H100 80GB HBM3 (00000000:18:00)``
 _NVB_BUS_RE = re.compile(r"\(([0-9a-fA-F]{1,8}:[0-9a-fA-F]{1,2}:[0-9a-fA-F]{1,2})\)")
+#: the line nvbandwidth -j's JSON starts on
+_JSON_START_RE = re.compile(r"^[ \t]*\{", re.M)
 
 
 def gpu_count(gpus_dir=GPU_PROC, dev=GPU_DEV, listdir=os.listdir, exists=os.path.exists):
@@ -152,7 +154,9 @@ def _gbs(case, unit_ok=("GB/s",)):
 
 def read_gpu_bw(result, out):
     """Fill a ``gpu_bw`` result from nvbandwidth's output; returns the parser's reason or ``None``."""
-    start = re.search(r"^\s*\{", out or "", re.M)  # nvbandwidth -j: a line on stderr may come first
+    # nvbandwidth -j: a line on stderr may come first; [ \t]*, not \s*, which runs over the newlines of every
+    # line after each line start (quadratic on a run of blank lines)
+    start = _JSON_START_RE.search(out or "")
     parsed, error = measure.parse_nvbandwidth(out[start.start():] if start else out)
     if error:
         return error

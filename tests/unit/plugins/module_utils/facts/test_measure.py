@@ -275,3 +275,104 @@ def test_link_rate_of_nonsense_is_none(speed, width):
 
 def test_encoding_covers_every_speed():
     assert set(ENCODING) == set(SPEEDS)
+
+
+# -- no silent pass (issue 40): a figure that is not finite or is negative is no figure -------------
+@pytest.mark.parametrize("token, value", [
+    ("12.5", 12.5), (" 7 ", 7.0), ("0", 0.0), ("+3", 3.0), ("1e3", 1000.0), (55, 55.0), (0.5, 0.5),
+    ("1e999", None), ("-1e999", None), ("inf", None), ("nan", None), ("-3.2", None), ("-0.5", None), ("N/A", None),
+    (float("inf"), None), (float("nan"), None), (-1, None), (-2.5, None), (True, None), (10 ** 400, None),
+    ("9" * 400, None), ("1" * 100, None), ("\u00b2", None), ("\u0661", None), (None, None), ([], None),
+])
+def test_number_refuses_non_finite_and_negative(token, value):
+    assert measure._number(token) == value
+
+
+def _h2d(values, total="205.04"):
+    return ("Running host_to_device_memcpy_ce.\nmemcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)\n"
+            "          0         1\n0     %s     %s\n\nSUM host_to_device_memcpy_ce %s\n" % (values + (total,)))
+
+
+@pytest.mark.parametrize("bad", ["1e999", "inf", "nan", "-25.50", "-1e999"])
+def test_nvbandwidth_text_refuses_a_non_finite_or_negative_rate(bad):
+    result, error = measure.parse_nvbandwidth(_h2d((bad, "24.26"), total=bad))
+    case = result["testcases"]["host_to_device_memcpy_ce"]
+    assert error is None and case["per_gpu"] == {"0": None, "1": 24.26} and case["sum"] is None
+
+
+@pytest.mark.parametrize("bad", ["1e999", "-55.6", "-1", "Infinity", "NaN", '"1e999"', '"-5"', "true"])
+def test_nvbandwidth_json_refuses_a_non_finite_or_negative_rate(bad):
+    text = fixture("nvbandwidth-json-2gpu.json").replace('"55.6"', bad).replace("111.0", bad)
+    result, error = measure.parse_nvbandwidth(text)
+    case = result["testcases"]["host_to_device_memcpy_ce"]
+    assert error is None and case["per_gpu"] == {"0": None, "1": 55.4} and case["sum"] is None
+
+
+def test_nvbandwidth_json_matrix_wider_than_any_host_is_an_error():
+    text = json.dumps({"nvbandwidth": {"testcases": [{
+        "name": "host_to_device_memcpy_ce", "status": "Passed",
+        "bandwidth_description": "memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)",
+        "bandwidth_matrix": [["1.0"] * (measure.MAX_GPUS + 1)]}]}})
+    result, error = measure.parse_nvbandwidth(text)
+    case = result["testcases"]["host_to_device_memcpy_ce"]
+    assert case["status"] == "error" and "more than %d GPUs" % measure.MAX_GPUS in case["error"]
+
+
+@pytest.mark.parametrize("old, bad", [
+    ("Avg bus bandwidth    : 0.65375", "1e999"), ("Avg bus bandwidth    : 0.65375", "-0.65375"),
+    ("Avg bus bandwidth    : 0.65375", "nan"), ("0.23    0.23       0    30.33", "inf"),
+    ("0.23    0.23       0    30.33", "-0.23"), ("35.15", "1e999"), ("2048     float", "-2048"),
+])
+def test_nccl_refuses_non_finite_or_negative_figures(old, bad):
+    text = fixture("nccl-all-reduce-gb10-2rank.txt")
+    assert old in text
+    words = old.split()
+    new = old.replace(words[-1] if "Avg" in old else words[1] if "30.33" in old else words[0], bad, 1)
+    result, error = measure.parse_nccl_tests(text.replace(old, new, 1))
+    assert result is None and "not finite numbers >= 0" in error and repr(bad) in error, error
+
+
+def test_nccl_odd_numbers_never_raise():
+    text = fixture("nccl-all-reduce-gb10-2rank.txt")
+    # a size of 400 digits (float() gives inf; int(inf) raised), a rank of 5000 digits (int() refuses it)
+    result, error = measure.parse_nccl_tests(text.replace("        8192  ", "9" * 400 + "  ", 1))
+    assert (result is None) != (error is None)
+    result, error = measure.parse_nccl_tests(text.replace("Rank  0", "Rank " + "1" * 5000, 1)
+                                             .replace("values : 0 OK", "values : " + "1" * 5000 + " OK"))
+    assert error is None and len(result["devices"]) == 1 and result["out_of_bounds"] is None
+
+
+@pytest.mark.parametrize("parser, old, new", [
+    (measure.parse_stress_ng_stream, "4965.67 MB read/sec", "1e999 MB read/sec"),
+    (measure.parse_stress_ng_stream, "3310.44 MB write/sec", "-3310.44 MB write/sec"),
+    (measure.parse_sysbench_memory, "(6229.30 MiB/sec)", "(1e999 MiB/sec)"),
+    (measure.parse_sysbench_memory, "18816.00 MiB transferred", "-18816.00 MiB transferred"),
+    (measure.parse_mbw, "Copy: 3081.714 MiB/s", "Copy: 1e999 MiB/s"),
+    (measure.parse_mbw, "Copy: 3081.714 MiB/s", "Copy: inf MiB/s"),
+])
+def test_memory_tools_refuse_non_finite_or_negative_rates(parser, old, new):
+    name = {measure.parse_stress_ng_stream: "stress-ng-0.15.06-stream-1.txt",
+            measure.parse_sysbench_memory: "sysbench-1.0.20-memory-write.txt",
+            measure.parse_mbw: "mbw-1.2.2-memcpy.txt"}[parser]
+    text = host_fixture(name)
+    assert old in text
+    result, error = parser(text.replace(old, new))
+    assert result is None and "not a positive number" in error
+
+
+def test_cpuinfo_leaves_out_non_finite_or_negative_clocks_and_odd_cpu_numbers():
+    text = ("processor\t: 0\ncpu MHz\t\t: 1e999\n\nprocessor\t: 1\ncpu MHz\t\t: -2445.406\n\n"
+            "processor\t: 2\ncpu MHz\t\t: nan\n\nprocessor\t: \u00b2\ncpu MHz\t\t: 2445.406\n\n"
+            "processor\t: 4\ncpu MHz\t\t: 2445.406\n")
+    assert measure.parse_cpuinfo_mhz(text) == {4: 2445.406}
+
+
+def test_nvbandwidth_header_of_non_ascii_digits_is_no_header():
+    text = _h2d(("25.50", "24.26")).replace("          0         1\n", "          \u00b2         \u00b3\n")
+    result, error = measure.parse_nvbandwidth(text)
+    assert result["testcases"]["host_to_device_memcpy_ce"]["status"] == "error"
+
+
+def host_fixture(name):
+    with open(os.path.join(FIXTURES, "..", "host_measure", name)) as handle:
+        return handle.read()
