@@ -17,9 +17,11 @@ not applicable (``measured`` false). Per measurement:
 * ``gpus``: host-to-device and device-to-host copy bandwidth per GPU against the theoretical rate of
   its PCIe link per direction (``facts/pci.py``'s ``link_rate_gbs`` of the GPU's capable generation,
   bounded by the slot's, and width) (VAL-005); ``pairs``: peer-to-peer copies against the slower of
-  the two GPUs' link rates (VAL-006);
+  the two GPUs' link rates (VAL-006). Every GPU nvidia-smi lists has an element: one that nvbandwidth
+  gave no figure for (not in its output) is ``unknown`` naming nvbandwidth, and so, with more than
+  one GPU, is one that is in no peer-to-peer pair;
 * ``dcgm_diag`` / ``dcgm_health`` (VAL-007/008) and ``nccl`` (all_reduce bus bandwidth against the
-  slowest GPU link, VAL-009).
+  slowest GPU link, VAL-009; ``unknown`` when all_reduce_perf ran on fewer GPUs than nvidia-smi lists).
 
 A measurement that did not run or could not be read becomes one element (or a null observation)
 with the module's reason, so its rule is ``unknown`` saying why, never a pass. Pure, no I/O, never
@@ -61,7 +63,7 @@ def _ratio(part, whole):
 
 def _order(key):
     text = str(key)
-    return (0, int(text), text) if text.isdigit() else (1, 0, text)
+    return (0, int(text), text) if text.isascii() and text.isdigit() and len(text) < 19 else (1, 0, text)
 
 
 def _not_run(section, what):
@@ -183,10 +185,13 @@ def _gpus(facts, measure):
                   "detail": "host<->device copy bandwidth", "reason": reason}],
                 [{"pair": "all", "gbs": None, "link_gbs": None, "fraction": None, "detail": "peer-to-peer copies",
                   "reason": reason}], links)
+    seen = {}  # id() of an nvidia-smi GPU -> the nvbandwidth index that measured it
     for key in sorted(measured, key=_order):
         entry = _dict(measured[key])
         bus = _norm_bus(entry.get("bus_id"))
         gpu = by_bus.get(bus) or (by_index.get(str(key)) if bus is None else None) or {}
+        if gpu:
+            seen.setdefault(id(gpu), str(key))
         bus = bus or _norm_bus(gpu.get("bus_id"))
         rate, label, reason = _link_of(gpu, devices.get(bus)) if gpu else (
             None, None, "GPU %s (%s) is not among nvidia-smi's GPUs: no link to compare with" % (key, bus))
@@ -200,6 +205,21 @@ def _gpus(facts, measure):
         gpus_out.append({"gpu": "GPU%s %s" % (key, bus or ""), "h2d_gbs": h2d, "d2h_gbs": d2h, "link_gbs": rate,
                          "link": label, "fraction": _ratio(worst, rate), "reason": reason,
                          "detail": "H2D %s, D2H %s GB/s of %s GB/s per direction (%s)" % (h2d, d2h, rate, label)})
+    # every GPU of the host is judged: one nvbandwidth did not report (a GPU it could not open, a run cut
+    # down to some GPUs) is unknown naming the tool, never left out
+    missing = []
+    for gpu in smi:
+        if id(gpu) in seen:
+            continue
+        bus = _norm_bus(gpu.get("bus_id"))
+        name = "GPU %s (%s)" % (gpu.get("index"), bus)
+        missing.append(name)
+        rate, label, dummy = _link_of(gpu, devices.get(bus))
+        gpus_out.append({"gpu": "GPU%s %s" % (gpu.get("index"), bus or ""), "h2d_gbs": None, "d2h_gbs": None,
+                         "link_gbs": rate, "link": label, "fraction": None,
+                         "reason": "nvbandwidth gave no figure for %s: it is not in nvbandwidth's output (%d GPUs "
+                                   "there, %d listed by nvidia-smi)" % (name, len(measured), len(smi)),
+                         "detail": "not in nvbandwidth's output; %s GB/s per direction (%s)" % (rate, label)})
     pairs_out = []
     for pair in section.get("pairs") or []:
         pair = _dict(pair)
@@ -215,11 +235,38 @@ def _gpus(facts, measure):
         cases = _dict(section.get("testcases"))
         why = "; ".join("%s: %s" % (name, _dict(case).get("error") or _dict(case).get("status"))
                         for name, case in sorted(cases.items()) if "device_to_device" in name)
-        if len(measured) > 1:
+        if len(measured) > 1 or len(smi) > 1:
             pairs_out.append({"pair": "all", "gbs": None, "link_gbs": None, "fraction": None,
                               "detail": "peer-to-peer copies",
                               "reason": "no peer-to-peer figure from nvbandwidth%s" % (": " + why if why else "")})
+    else:
+        pairs_out.extend(_unpaired(smi, seen, measured, section.get("pairs") or []))
     return gpus_out, pairs_out, links
+
+
+def _unpaired(smi, seen, measured, pairs):
+    """An unknown element per GPU of the host (nvidia-smi's, else nvbandwidth's) that no peer-to-peer figure
+    names: its peer copies were not measured, so VAL-006 cannot pass for it."""
+    paired = set()
+    for pair in pairs:
+        pair = _dict(pair)
+        if _num(pair.get("gbs")) is not None:
+            paired.update((str(pair.get("src")), str(pair.get("dst"))))
+    if smi:
+        gpus = [(seen.get(id(gpu)), "GPU %s (%s)" % (gpu.get("index"), _norm_bus(gpu.get("bus_id")))) for gpu in smi]
+    else:
+        gpus = [(str(key), "GPU %s (%s)" % (key, _norm_bus(_dict(measured[key]).get("bus_id"))))
+                for key in sorted(measured, key=_order)]
+    out = []
+    for key, name in gpus:
+        if key is not None and key in paired:
+            continue
+        why = "it is not in nvbandwidth's output" if key is None else \
+            "nvbandwidth printed no peer-to-peer figure from or to it (N/A: no peer access?)"
+        out.append({"pair": "%s -> any" % name, "gbs": None, "link_gbs": None, "fraction": None,
+                    "detail": "peer-to-peer copies of %s" % name,
+                    "reason": "nvbandwidth gave no peer-to-peer figure for %s: %s" % (name, why)})
+    return out
 
 
 def _health_problems(section):
@@ -244,18 +291,26 @@ def _tool(measure, key, what):
             "command": section.get("command")}
 
 
-def _nccl(measure, links):
+def _nccl(measure, links, host_gpus):
     section = _dict(measure.get("nccl"))
     busbw = _num(section.get("avg_busbw_gbs")) if section.get("status") == "ok" else None
     rates = [rate for rate in links.values() if rate]
     slowest = min(rates) if rates else None
+    ran = section.get("gpus")
+    ran = ran if isinstance(ran, int) and not isinstance(ran, bool) else None
     reason = None
     if busbw is None:
         reason = _not_run(section, "NCCL all_reduce bus bandwidth")
     elif slowest is None:
         reason = "no GPU link rate to compare the bus bandwidth with (nvbandwidth did not run or no link is known)"
-    return {"name": section.get("command") or "all_reduce_perf", "busbw_gbs": busbw, "max_busbw_gbs": _num(section.get("max_busbw_gbs")), "link_gbs": slowest,
-            "fraction": _ratio(busbw, slowest), "gpus": section.get("gpus"), "reason": reason,
+    elif ran is not None and ran < host_gpus:
+        # an all-reduce of some GPUs says nothing of the paths to the others
+        reason = "all_reduce_perf ran on %d of the %d GPUs nvidia-smi lists (-g %d): the all-reduce of every GPU " \
+                 "was not measured" % (ran, host_gpus, ran)
+    return {"name": section.get("command") or "all_reduce_perf", "busbw_gbs": busbw,
+            "max_busbw_gbs": _num(section.get("max_busbw_gbs")), "link_gbs": slowest,
+            "fraction": _ratio(busbw, slowest) if reason is None else None, "gpus": section.get("gpus"),
+            "reason": reason,
             "out_of_bounds": section.get("out_of_bounds"),
             "detail": "average bus bandwidth %s GB/s of %s GB/s (slowest GPU link per direction)" % (busbw, slowest)}
 
@@ -274,4 +329,5 @@ def derive_validation(facts, params=None):
             "gpus": gpus, "pairs": pairs,
             "dcgm_diag": _tool(measure, "dcgm_diag", "dcgmi diag"),
             "dcgm_health": _tool(measure, "dcgm_health", "dcgmi health"),
-            "nccl": _nccl(measure, links)}
+            "nccl": _nccl(measure, links, len([g for g in (_get(facts, "nvidia", "gpus") or [])
+                                               if isinstance(g, dict)]))}

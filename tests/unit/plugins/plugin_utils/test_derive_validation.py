@@ -195,3 +195,69 @@ def test_odd_measurements_never_raise_and_never_pass(measure):
 ])
 def test_bus_ids_of_nvbandwidth_and_nvidia_smi_are_one_form(text, bus):
     assert _norm_bus(text) == bus
+
+
+# -- no silent pass (issue 40): every GPU of the host is judged ----------------------------------
+def _eight_gpus(facts, measured=True):
+    """GPUs 2..7 added to nvidia-smi's list (and, with ``measured``, to nvbandwidth's copies)."""
+    for index in range(2, 8):
+        gpu = copy.deepcopy(facts["nvidia"]["gpus"][0])
+        gpu.update(index=index, uuid="GPU-%08d" % index, bus_id="0000:%02x:00.0" % (0x50 + index))
+        facts["nvidia"]["gpus"].append(gpu)
+        if measured:
+            facts["measure"]["gpu_bw"]["gpus"][str(index)] = {
+                "name": "NVIDIA RTX PRO 6000", "bus_id": gpu["bus_id"], "h2d_gbs": 55.0, "d2h_gbs": 55.0}
+    return facts
+
+
+def test_gpus_missing_from_nvbandwidth_output_are_unknown_naming_the_tool():
+    # the red team's case: nvbandwidth printed 1 of 8 GPUs; VAL-005 passed and the other 7 had no finding
+    facts = _eight_gpus(healthy_facts(), measured=False)
+    gpu_bw = facts["measure"]["gpu_bw"]
+    del gpu_bw["gpus"]["1"]
+    gpu_bw["pairs"] = []
+    findings = _judge(facts)
+    copies = _of(findings, "VAL-005")
+    assert len(copies) == 8
+    assert [f["subject"] for f in copies if f["status"] == "pass"] == ["GPU0 %s" % GPU0]
+    unknown = [f for f in copies if f["status"] == "unknown"]
+    others = ["GPU%d 0000:%02x:00.0" % (i, 0x50 + i) for i in range(2, 8)]
+    assert [f["subject"] for f in unknown] == ["GPU1 %s" % GPU1] + others
+    assert all("nvbandwidth gave no figure for GPU" in f["message"] for f in unknown)
+    assert "nvbandwidth gave no figure for GPU 1 (%s)" % GPU1 in unknown[0]["message"]
+    # one GPU measured, eight on the host: no peer-to-peer figure is unknown, not "not applicable"
+    (p2p,) = _of(findings, "VAL-006")
+    assert p2p["status"] == "unknown" and "no peer-to-peer figure from nvbandwidth" in p2p["message"]
+
+
+def test_a_gpu_in_no_peer_pair_is_unknown_naming_the_tool():
+    facts = _eight_gpus(healthy_facts())  # pairs only between GPU0 and GPU1
+    findings = _of(_judge(facts), "VAL-006")
+    assert [f["status"] for f in findings].count("pass") == 2
+    unknown = [f for f in findings if f["status"] == "unknown"]
+    assert [f["subject"] for f in unknown] == ["GPU %d (0000:%02x:00.0) -> any" % (i, 0x50 + i) for i in range(2, 8)]
+    assert all("nvbandwidth gave no peer-to-peer figure for GPU" in f["message"] for f in unknown)
+
+
+def test_complete_nvbandwidth_output_adds_no_element():
+    derived = derive_validation(healthy_facts())
+    assert [g["gpu"] for g in derived["gpus"]] == ["GPU0 %s" % GPU0, "GPU1 %s" % GPU1]
+    assert [p["pair"] for p in derived["pairs"]] == ["GPU0 -> GPU1", "GPU1 -> GPU0"]
+
+
+def test_nccl_on_fewer_gpus_than_the_host_has_is_unknown():
+    facts = _eight_gpus(healthy_facts())
+    (finding,) = _of(_judge(facts), "VAL-009")  # the facts' all_reduce_perf ran with -g 2
+    assert finding["status"] == "unknown"
+    assert "all_reduce_perf ran on 2 of the 8 GPUs nvidia-smi lists" in finding["message"]
+    facts["measure"]["nccl"]["gpus"] = 8
+    (finding,) = _of(_judge(facts), "VAL-009")
+    assert finding["status"] == "pass"
+
+
+def test_odd_gpu_indices_never_raise():
+    facts = healthy_facts()
+    gpus = facts["measure"]["gpu_bw"]["gpus"]
+    gpus["\u00b2"], gpus["9" * 5000] = gpus.pop("0"), gpus.pop("1")  # isdigit() but not int()-able
+    derived = derive_validation(facts)
+    assert len(derived["gpus"]) == 2 and all(g["fraction"] is not None for g in derived["gpus"])
