@@ -11,7 +11,9 @@
 #          end what is left only after the run, and the watcher with it (no ended file).
 dir=${GPUHOST_TEST_HUNG:-/run/gpuhost-test-hung-smi}
 echo $$ >> "$dir/pids"
+# shellcheck disable=SC2016 # the single-quoted $$, $1 and $2 are the child shell's, expanded there
 setsid sh -c 'echo $$ >> "$1/pids"; exec sleep 3607' hung "$dir" &
+# shellcheck disable=SC2016 # the single-quoted $$, $1 and $2 are the child shell's, expanded there
 setsid sh -c 'while s=$(cut -d" " -f3 "/proc/$1/stat" 2>/dev/null) && [ "$s" != Z ]; do sleep 0.05; done
 date +%s.%N > "$2/ended"' watch "$!" "$dir" </dev/null >/dev/null 2>&1 &
 exec sleep 3607

@@ -32,7 +32,6 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.gathering import 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.learn import (
     build_profile, learn_inventory, profile_name, render_profile,
 )
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inventory_observe import DEFAULT_MEMORY_TOLERANCE_PCT
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import atomic_write, read_text
 from ansible_collections.gpuhost.baseline.plugins.modules.baseline_learn import ARGUMENT_SPEC
 

@@ -158,7 +158,6 @@ def test_every_bundled_rule_says_in_words_why_it_does_not_apply():
     assert seen > 40
 
 
-
 # --- host order -------------------------------------------------------------------
 
 def _host(state="audited", fails=(), unknown=0):
