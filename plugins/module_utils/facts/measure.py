@@ -724,7 +724,8 @@ def parse_mbw(data):
     return None, "not mbw output: no 'Method: ... Copy: ... MiB/s' line (first line: %r)" % first
 
 
-#: the parser of each memory bandwidth tool, by the name the module's ``mem_tools`` option uses
+#: the parser of each memory bandwidth tool, by the name the module's ``mem_tools`` option uses, in the
+#: order of preference (measure_host.MEM_TOOLS is this order; docs/validation.md says why)
 MEM_BW_PARSERS = {"stress-ng": parse_stress_ng_stream, "sysbench": parse_sysbench_memory, "mbw": parse_mbw}
 
 

@@ -36,8 +36,9 @@ CPU_SYS = "/sys/devices/system/cpu"
 NODE_SYS = "/sys/devices/system/node"
 PROC_CPUINFO = "/proc/cpuinfo"
 
-#: memory bandwidth tools in the order of preference (docs/validation.md says why)
-MEM_TOOLS = ("stress-ng", "sysbench", "mbw")
+#: memory bandwidth tools in the order of preference (docs/validation.md says why): the order of
+#: measure.MEM_BW_PARSERS, which names each tool once
+MEM_TOOLS = tuple(measure.MEM_BW_PARSERS)
 #: stress-ng's stream stressor prints no rate for a run shorter than about 5 s
 STRESS_NG_MIN_S = 6
 #: instances (threads) per node at most: enough to load the memory channels of one node, bounded in memory

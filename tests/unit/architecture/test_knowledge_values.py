@@ -33,10 +33,6 @@ ALLOWED = {
         {"plugin_utils/findings.py", "plugin_utils/views.py"},
         "views.CELL_MARKS is a table over findings.STATUSES (a mark per status); a test below holds "
         "its keys to the statuses"),
-    frozenset(("mbw", "stress-ng", "sysbench")): (
-        {"module_utils/facts/measure.py", "module_utils/facts/measure_host.py"},
-        "measure.MEM_BW_PARSERS maps each tool to its parser, measure_host.MEM_TOOLS is the order of "
-        "preference; left for the change of issue 40 in those files"),
 }
 
 #: The demo generator (snapgen) writes each format from its own knowledge of it, so that a
