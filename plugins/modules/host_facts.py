@@ -151,14 +151,6 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather impo
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
 
 
-def command_timeouts(module):
-    """The module's ``command_timeouts`` checked (runner.checked_timeouts); a bad one fails the module."""
-    try:
-        return runner.checked_timeouts(module.params.get("command_timeouts"))
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -173,7 +165,7 @@ def main():
     if root_dir != "/" and not os.path.isdir(root_dir):
         module.fail_json(msg="snapshot root %s is not a directory: capture one with the gpuhost.baseline.snapshot playbook" % root_dir)
 
-    timeouts = command_timeouts(module)
+    timeouts = runner.module_timeouts(module)
 
     def run(argv):
         return runner.run(argv, timeouts=timeouts).decoded()

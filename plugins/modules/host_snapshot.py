@@ -228,14 +228,6 @@ def write_tarball(recorder, dest, meta):
     return dest
 
 
-def command_timeouts(module):
-    """The module's ``command_timeouts`` checked (runner.checked_timeouts); a bad one fails the module."""
-    try:
-        return runner.checked_timeouts(module.params.get("command_timeouts"))
-    except ValueError as exc:
-        module.fail_json(msg=str(exc))
-
-
 def main():
     module = AnsibleModule(
         argument_spec=dict(
@@ -248,7 +240,7 @@ def main():
     )
     recorder = Recorder()
 
-    timeouts = command_timeouts(module)
+    timeouts = runner.module_timeouts(module)
 
     def run(argv):
         return runner.run(argv, timeouts=timeouts).decoded()

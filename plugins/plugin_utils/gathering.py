@@ -14,6 +14,7 @@ import os
 
 from ansible.errors import AnsibleConnectionFailure
 
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
 
@@ -68,13 +69,20 @@ def gather_snapshot(root, gather=None, kernel_log_boots=None):
 
 
 def command_timeouts(task_vars):
-    """``gpuhost_command_timeouts`` of the host (tool name -> seconds, positive numbers up to a day;
-    module_utils/facts/runner.py TIMEOUTS has the defaults), or ``{}``; other entries are left out."""
+    """``gpuhost_command_timeouts`` of the host (tool name -> seconds, numbers or numeric strings from 1
+    to a day; module_utils/facts/runner.py TIMEOUTS has the defaults) checked by
+    ``runner.checked_timeouts``, or ``{}`` when unset. Raises :class:`ValueError` with one line naming the
+    first bad entry: a bound the user set is never dropped in silence."""
     value = (task_vars or {}).get("gpuhost_command_timeouts")
-    if not isinstance(value, dict):
+    if value is None:
         return {}
-    return dict((str(k), v) for k, v in value.items()
-                if isinstance(v, (int, float)) and not isinstance(v, bool) and 0 < v <= 86400)
+    if not isinstance(value, dict):
+        raise ValueError("gpuhost_command_timeouts must be a mapping (tool name -> seconds), not %s"
+                         % type(value).__name__)
+    try:
+        return dict((str(k), v) for k, v in runner.checked_timeouts(value).items())
+    except ValueError as exc:
+        raise ValueError("gpuhost_%s" % exc)
 
 
 def gather_host(action, task_vars, root, gather=None, kernel_log_boots=None):
@@ -92,7 +100,10 @@ def gather_host(action, task_vars, root, gather=None, kernel_log_boots=None):
         module_args["gather"] = gather
     if kernel_log_boots is not None:
         module_args["kernel_log_boots"] = kernel_log_boots
-    timeouts = command_timeouts(task_vars)
+    try:
+        timeouts = command_timeouts(task_vars)
+    except ValueError as exc:
+        return {"failed": True, "msg": str(exc)}
     if timeouts:
         module_args["command_timeouts"] = timeouts
     try:

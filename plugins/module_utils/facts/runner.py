@@ -158,6 +158,15 @@ def checked_timeouts(value):
     return out
 
 
+def module_timeouts(module):
+    """A module's ``command_timeouts`` option checked by :func:`checked_timeouts`; a bad one fails the
+    module with that one line (``module.fail_json``), before any command runs."""
+    try:
+        return checked_timeouts(module.params.get("command_timeouts"))
+    except ValueError as exc:
+        module.fail_json(msg=str(exc))
+
+
 def set_deadline(seconds, what="the deadline of this run"):
     """Every command :func:`run` starts from now on ends within ``seconds`` (``None`` or ``0``: no deadline);
     ``what`` names the deadline in the reasons (``host_measure``: its ``deadline_s``)."""

@@ -1,4 +1,5 @@
-"""The audit's gather task timeout (roles/audit/tasks/evaluate.yml, issue 40): a backstop derived from the
+"""The audit's gather task timeout (roles/audit/tasks/evaluate.yml, issue 40) and the snapshot capture's
+(playbooks/snapshot.yml), both gpuhost_gather_bound_s of roles/audit/vars/main.yml: a backstop derived from the
 command timeouts, so a fleet run waits a bounded time for a host whose gather hangs outside a command.
 
 Its table of the commands host_facts may run (tool: [how many, the runner's time bound]) must stay equal
@@ -33,15 +34,35 @@ def gather_task():
     return task
 
 
-def render(variables):
-    task = gather_task()
-    values = dict(task["vars"], **variables)
+def role_vars():
+    with open(os.path.join(REPO, "roles", "audit", "vars", "main.yml")) as handle:
+        values = yaml.safe_load(handle)
+    # as Ansible loads a vars file: its strings are templates
+    values["gpuhost_gather_bound_s"] = trust_as_template(values["gpuhost_gather_bound_s"])
+    return values
+
+
+def snapshot_capture_task():
+    with open(os.path.join(REPO, "playbooks", "snapshot.yml")) as handle:
+        plays = yaml.safe_load(handle)
+    (play,) = [p for p in plays if p.get("name") == "Capture gpuhost snapshots"]
+    assert play["vars_files"] == ["../roles/audit/vars/main.yml"]
+    for task in play["tasks"]:
+        for inner in task.get("block", []):
+            if "gpuhost.baseline.host_snapshot" in inner:
+                return inner
+    raise AssertionError("no host_snapshot task in playbooks/snapshot.yml")
+
+
+def render(variables, task=None):
+    task = task or gather_task()
+    values = dict(role_vars(), **variables)
     return int(str(Templar(loader=DataLoader(), variables=values).template(trust_as_template(task["timeout"]))).strip())
 
 
 def test_the_table_is_the_commands_host_facts_may_run():
     counts = collections.Counter(argv[0] for argv in root.COMMAND_ARGV.values())
-    table = gather_task()["vars"]["gpuhost_gather_commands"]
+    table = role_vars()["gpuhost_gather_commands"]
     assert dict((tool, spec[0]) for tool, spec in table.items()) == dict(counts)
     assert dict((tool, spec[1]) for tool, spec in table.items()) == dict(
         (tool, runner.timeout_for(tool)) for tool in counts)
@@ -61,3 +82,10 @@ def test_the_bound_follows_gpuhost_command_timeouts():
                                        {"gpuhost_root": "/", "gpuhost_eval_facts": {"measure": {}}}])
 def test_no_timeout_where_nothing_is_run(variables):
     assert render(dict(variables, gpuhost_command_timeouts={})) == 0
+
+
+def test_the_snapshot_capture_is_bounded_alike():
+    """host_snapshot runs the commands host_facts runs: its task has the same bound (it had none)."""
+    task = snapshot_capture_task()
+    assert render({"gpuhost_command_timeouts": {}}, task) == 650
+    assert render({"gpuhost_command_timeouts": {"nvidia-smi": 5}}, task) == 650 - 4 * 40
