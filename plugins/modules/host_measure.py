@@ -88,7 +88,7 @@ options:
   max_cpus:
     description:
       - At most this many CPUs are loaded and sampled; on a host with more online CPUs, this many evenly
-        spread over them. V(0) loads every online CPU.
+        spread over them. V(0) loads every online CPU. At most 8192 (one worker process each).
     type: int
     default: 256
   mem_duration_s:
@@ -351,8 +351,8 @@ def check_params(params):
         return "timeout_s (%d) must exceed duration_s (%d)" % (params["timeout_s"], params["duration_s"])
     if not 0 <= params["deadline_s"] <= 86400:
         return "deadline_s must be 0 (none) to 86400, not %d" % params["deadline_s"]
-    if params["max_cpus"] < 0:
-        return "max_cpus must be 0 (all) or more, not %d" % params["max_cpus"]
+    if not 0 <= params["max_cpus"] <= measure_host.MAX_WORKERS:
+        return "max_cpus must be 0 (all) to %d, not %d" % (measure_host.MAX_WORKERS, params["max_cpus"])
     for option in sorted(GPU_TIMEOUT_OPTIONS.values()):
         if not 1 <= params[option] <= GPU_TIMEOUT_MAX:
             return "%s must be 1 to %d, not %d" % (option, GPU_TIMEOUT_MAX, params[option])

@@ -794,6 +794,11 @@ def _static(text, names):
     return text, where, assignments, problems
 
 
+#: the most ``/etc/default/grub.d/*.cfg`` files read (distributions ship one to three); past it the
+#: configured command line is unknown, not read from thousands of files
+GRUB_D_MAX = 256
+
+
 def grub_d_names(names):
     """The ``*.cfg`` names of ``/etc/default/grub.d`` that grub-mkconfig's ``*.cfg`` glob sources:
     not the hidden ones, which a shell glob leaves out."""
@@ -1180,7 +1185,12 @@ def _configured_cmdline(root):
         # value is known only when every write to the command-line variables is a plain top-level
         # assignment (static_assignments): otherwise null and an error naming the line
         sources = [("/etc/default/grub", text)]
-        for name in grub_d_names(root.listdir("/etc/default/grub.d", pattern="*.cfg")):
+        names = grub_d_names(root.listdir("/etc/default/grub.d", pattern="*.cfg"))
+        if len(names) > GRUB_D_MAX:
+            root.error(SUBSYSTEM, "/etc/default/grub.d", "%d *.cfg files, more than the %d read; the configured "
+                       "command line is unknown" % (len(names), GRUB_D_MAX))
+            return result
+        for name in names:
             path = "/etc/default/grub.d/" + name
             extra = root.read_text(path, SUBSYSTEM)
             if extra is None:

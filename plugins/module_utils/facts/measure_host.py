@@ -70,12 +70,19 @@ def _khz(text):
     return value if value > 0 else None
 
 
+#: the most CPUs loaded at once (one worker process each), whatever ``max_cpus`` says (``0``: all): the
+#: kernel's largest x86 NR_CPUS, so a garbage cpulist with no affinity mask to narrow it starts no more
+MAX_WORKERS = 8192
+
+
 def sample_cpus(online, max_cpus):
     """``(sampled, rule)``: every online CPU when there are at most ``max_cpus``, else ``max_cpus`` of them
     evenly spread over the sorted list (the first and the last included), so every socket and NUMA node of a
-    large host is represented; ``rule`` says which."""
+    large host is represented; ``rule`` says which. ``max_cpus`` ``0`` (all) or above :data:`MAX_WORKERS`
+    counts as :data:`MAX_WORKERS`."""
     online = sorted(online)
-    if max_cpus <= 0 or len(online) <= max_cpus:
+    max_cpus = MAX_WORKERS if max_cpus <= 0 else min(max_cpus, MAX_WORKERS)
+    if len(online) <= max_cpus:
         return online, "all online CPUs"
     if max_cpus == 1:
         return online[:1], "1 of %d online CPUs (max_cpus)" % len(online)

@@ -166,3 +166,11 @@ def test_the_defaults():
     assert [spec["%s_timeout_s" % name]["default"] for name in GPU] == [300, 600, 60, 300]
     assert spec["dcgm_diag_level"] == {"type": "int", "choices": [1, 2, 3], "default": 1}
     assert spec["mem_cross"] == {"type": "bool", "default": True}
+
+
+@pytest.mark.parametrize("value", [-1, 8193, 10 ** 6])
+def test_max_cpus_is_bounded(value):
+    """One worker process per CPU loaded: max_cpus is 0 (all) to 8192, the module refuses the rest."""
+    values = dict((name, spec.get("default")) for name, spec in host_measure.ARGUMENT_SPEC.items())
+    values["max_cpus"] = value
+    assert host_measure.check_params(values).startswith("max_cpus must be 0 (all) to 8192")

@@ -784,3 +784,26 @@ def test_gather_config_path_never_leaves_boot(tmp_path):
     base = write_tree(tmp_path, {"/proc/sys/kernel/osrelease": "../../etc/passwd\n", "/etc/passwd": "CONFIG_X=y\n"})
     config = _kernel.gather(Root(base))["config"]
     assert config["source"] is None and config["options"] is None
+
+
+def test_gather_too_many_grub_d_files_is_unknown(tmp_path):
+    """More /etc/default/grub.d/*.cfg files than GRUB_D_MAX: the command line is unknown with one error
+    naming the count; none of them is read (issue 40: a directory of thousands was read whole)."""
+    files = {"/etc/default/grub": 'GRUB_CMDLINE_LINUX_DEFAULT="quiet"\n'}
+    for index in range(_kernel.GRUB_D_MAX + 1):
+        files["/etc/default/grub.d/%04d.cfg" % index] = 'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX x%d=1"\n' % index
+    root = Root(write_tree(tmp_path, files))
+    configured = _kernel.gather(root)["configured_cmdline"]
+    assert configured["raw"] is None and configured["params"] is None
+    (error,) = [err for err in root.errors if err["path"] == "/etc/default/grub.d"]
+    assert "257 *.cfg files, more than the 256 read" in error["reason"]
+
+
+def test_gather_grub_d_files_up_to_the_bound_are_read(tmp_path):
+    files = {"/etc/default/grub": 'GRUB_CMDLINE_LINUX_DEFAULT="quiet"\n'}
+    for index in range(_kernel.GRUB_D_MAX):
+        files["/etc/default/grub.d/%04d.cfg" % index] = 'GRUB_CMDLINE_LINUX="$GRUB_CMDLINE_LINUX x%d=1"\n' % index
+    root = Root(write_tree(tmp_path, files))
+    configured = _kernel.gather(root)["configured_cmdline"]
+    assert configured["params"]["x255"] == "1" and "quiet" in configured["params"]
+    assert not [err for err in root.errors if err["path"].startswith("/etc/default/grub")]

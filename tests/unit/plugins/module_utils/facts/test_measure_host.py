@@ -268,10 +268,17 @@ def test_workers_that_cannot_start_are_unknown(tmp_path):
     (list(range(8)), 0, list(range(8))),
     (list(range(768)), 4, [0, 256, 511, 767]),
     (list(range(10)), 1, [0]),
+    # 0 (all) and a max_cpus past it load at most MAX_WORKERS, a garbage cpulist of a million CPUs included
+    (list(range(1 << 20)), 0, None),
+    (list(range(1 << 20)), 1 << 20, None),
 ])
 def test_sample_cpus(online, max_cpus, expected):
     cpus, rule = measure_host.sample_cpus(online, max_cpus)
-    assert cpus == expected and ("all" in rule) == (cpus == online)
+    if expected is None:
+        assert len(cpus) == measure_host.MAX_WORKERS == 8192 and cpus[0] == 0 and cpus[-1] == online[-1]
+        assert "evenly spread" in rule
+    else:
+        assert cpus == expected and ("all" in rule) == (cpus == online)
 
 
 def test_real_workers_are_pinned_and_gone_after_stop():
