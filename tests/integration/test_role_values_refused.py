@@ -26,6 +26,7 @@ def _refused(result, expected):
     assert lines[0].isprintable(), lines[0]
     # the play that acts never started
     assert "PLAY [Remediate" not in out and "PLAY [Measure" not in out and "PLAY [Audit GPU" not in out, out
+    assert "PLAY [Capture" not in out, out
     return lines[0]
 
 
@@ -55,6 +56,19 @@ def test_validate_role_values_are_refused_before_any_host(tmp_path, extra, expec
     extra = dict(extra, gpuhost_report_dir=str(tmp_path / "r"))
     result = playbook(tmp_path, "validate.yml", {"all": {"hosts": {"gpu01": GHOST}}}, "-e", json.dumps(extra))
     _refused(result, expected)
+
+
+@pytest.mark.parametrize("book", ["remediate.yml", "validate.yml", "snapshot.yml"])
+def test_a_bad_command_timeout_stops_every_playbook_that_runs_host_commands(tmp_path, book):
+    """gpuhost_command_timeouts is declared by each role whose playbook gathers or captures (it was the audit's
+    and the self-audit's only: remediate, validate and snapshot took it unchecked, and the gather dropped a
+    bad entry in silence)."""
+    extra = {"gpuhost_command_timeouts": {"nvidia-smi": "soon"}, "gpuhost_report_dir": str(tmp_path / "r"),
+             "gpuhost_snapshot_dir": str(tmp_path / "s")}
+    result = playbook(tmp_path, book, {"all": {"hosts": {"gpu01": GHOST}}}, "-e", json.dumps(extra))
+    line = _refused(result, "nvidia-smi must be a number of seconds from 1 to 86400")
+    assert "gpuhost_command_timeouts" in line
+    assert sorted(os.listdir(str(tmp_path))) == ["inventory.yml"]
 
 
 @pytest.mark.parametrize("name", ["newline", "escape"])
