@@ -501,6 +501,9 @@ def host_report(facts, outcome, before=None, note=None, failure=None):
         "numa": numa.get("nodes") or [],
         "facts_errors": len(errors) if isinstance(errors, list) else 0,
     }
+    if isinstance(facts.get("durations_s"), dict):
+        # what each facts reader cost on the host (STYLE 17): report.json and metrics.prom name the slow one
+        part["gather_s"] = facts["durations_s"]
     if before is not None:
         part["before"] = {"findings": compact_findings(before)}
         part["pending"] = outcome["pending_items"]

@@ -82,6 +82,9 @@ FAMILIES = (
      "Number of failing findings of the host per rule severity."),
     ("gpuhost_baseline_facts_errors", ("host", "origin"),
      "Number of facts that could not be read on the host."),
+    ("gpuhost_baseline_gather_duration_seconds", ("host", "origin", "subsystem"),
+     "Seconds the facts reader of the subsystem took on the host at its last audit (as node_exporter's "
+     "node_scrape_collector_duration_seconds)."),
     ("gpuhost_baseline_finding_failing", ("host", "origin", "rule", "subject", "severity", "area"),
      "1 if the rule fails on the subject of the host, 0 if it does not (pass, unknown, waived, not applicable)."),
     ("gpuhost_baseline_numa_free_memory_ratio", ("host", "origin", "node"),
@@ -242,6 +245,11 @@ def _host_samples(report, name, host, origin, bulk=True):
         add("gpuhost_baseline_failures", (sev,), per_severity[sev])
     errors = _number(host.get("facts_errors"))
     add("gpuhost_baseline_facts_errors", (), errors if errors is not None else 0)
+    gather_s = host.get("gather_s")
+    for subsystem, seconds in sorted(gather_s.items()) if isinstance(gather_s, dict) else ():
+        seconds = _number(seconds)
+        if seconds is not None:
+            add("gpuhost_baseline_gather_duration_seconds", (subsystem,), seconds)
     if bulk:
         out[BULK_FAMILY] = _finding_samples(name, host, origin)
     for index, node in enumerate(host.get("numa") or []):

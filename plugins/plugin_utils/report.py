@@ -162,6 +162,20 @@ def _count_errors(value):
     return 0
 
 
+def _gather_seconds(value):
+    """A host's ``gather_s`` (subsystem -> seconds its facts reader took): the entries whose name is text
+    and whose value is a finite number of at least 0, in their order; ``None`` when there are none (a host
+    judged from stored facts, an older self-audit)."""
+    if not isinstance(value, dict):
+        return None
+    out = {}
+    for name, seconds in value.items():
+        if isinstance(name, str) and isinstance(seconds, (int, float)) and not isinstance(seconds, bool) \
+                and 0 <= seconds < float("inf"):
+            out[name] = round(float(seconds), 3)
+    return out or None
+
+
 def _normalize_host(name, data, default_profile):
     if not isinstance(data, dict):
         raise ReportError("host %s: expected a mapping with findings, got %s" % (name, type(data).__name__))
@@ -187,6 +201,9 @@ def _normalize_host(name, data, default_profile):
         "pending": _normalize_pending(data.get("pending")) if data.get("pending") is not None
         else _pending_from_findings(findings),
     }
+    gather_s = _gather_seconds(data.get("gather_s"))
+    if gather_s is not None:
+        host["gather_s"] = gather_s
     before = data.get("before")
     if before is not None:
         if isinstance(before, dict):

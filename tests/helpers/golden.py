@@ -1,5 +1,6 @@
-"""Report files made comparable from run to run: the generation time and the run's duration
-replaced by constants. Standard library only: tests/matrix/check_version.py runs it under every
+"""Report files made comparable from run to run: the generation time, the run's duration and what
+each facts reader took (``gather_s`` in report.json, ``gpuhost_baseline_gather_duration_seconds`` in
+metrics.prom) replaced by constants. Standard library only: tests/matrix/check_version.py runs it under every
 ansible-core of the matrix (Python 3.11 and Debian 13's 3.13), the golden-report tests under the
 main suite's.
 """
@@ -12,6 +13,8 @@ STAMP = "2000-01-01T00:00:00+00:00"
 
 def normalise(name, text):
     """The generation time (ISO in the documents, epoch seconds in metrics.prom) replaced by a constant."""
+    # each facts reader's seconds (report.json's hosts.<name>.gather_s: one line per subsystem when indented)
+    text = re.sub(r'("gather_s":\s*\{[^{}]*\})', lambda m: re.sub(r'(":\s*)[0-9.eE+-]+', r"\g<1>0.001", m.group(1)), text)
     text = re.sub(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d(?:\.\d+)?(?:[+-]\d\d:\d\d|Z)", STAMP, text)
     if name == "metrics.prom":
         # the report's and each host's last-run time (the generation time as epoch seconds)
@@ -19,6 +22,7 @@ def normalise(name, text):
                       text, flags=re.M)
         # the run's duration (generated minus started) differs from run to run
         text = re.sub(r"^(gpuhost_baseline_run_duration_seconds(?:\{[^}]*\})?) \S+$", r"\1 1.0", text, flags=re.M)
+        text = re.sub(r"^(gpuhost_baseline_gather_duration_seconds\{[^}]*\}) \S+$", r"\1 0.001", text, flags=re.M)
     return text
 
 

@@ -86,10 +86,12 @@ def test_what_the_guest_lacks_is_not_applicable(audit):
 
 
 def comparable(facts):
-    """Drop what legitimately differs between a live read and its snapshot (as tests/integration does)."""
+    """Drop what legitimately differs between a live read and its snapshot (as tests/integration does): where
+    it was read from and what each reader took."""
     facts = copy.deepcopy(facts)
     facts.pop("root")
     facts.pop("live")
+    facts.pop("durations_s", None)
     if facts.get("numa"):
         facts["numa"].pop("processes", None)
     return facts
