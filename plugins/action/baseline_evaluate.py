@@ -49,9 +49,14 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         host = args["host"] or (task_vars or {}).get("inventory_hostname")
+        # the catalogue first: the gather reads the sysctls its rules read by name (Catalogue.sysctls)
+        try:
+            catalogue, message = load_catalogue(site_dirs=args["catalogue_dirs"]), None
+        except CatalogueError as exc:
+            catalogue, message = None, "baseline evaluation of %s: %s" % (host, exc)
         facts = args["facts"]
         if facts is None:
-            gathered = self._gather(args, task_vars)
+            gathered = self._gather(args, task_vars, catalogue.sysctls if catalogue is not None else None)
             if "host_report" in gathered:  # unreachable or the module failed: say so, judge nothing
                 part = gathered["host_report"]
                 if args["failure"]:
@@ -67,10 +72,6 @@ class ActionModule(ActionBase):
                 result["ansible_facts"] = {"gpuhost": facts}
         host_vars = dict((key, args[key]) for key in HOST_VARS if key in args)
         host_vars["host"] = host
-        try:
-            catalogue = load_catalogue(site_dirs=args["catalogue_dirs"])
-        except CatalogueError as exc:
-            catalogue, message = None, "baseline evaluation of %s: %s" % (host, exc)
         if catalogue is not None:
             # the host's history file is named after its inventory name, as baseline_report writes it
             judgement = judge_host(facts, catalogue, host_vars, history=args["history_dir"],
@@ -96,9 +97,9 @@ class ActionModule(ActionBase):
         result["changed"] = False
         return result
 
-    def _gather(self, args, task_vars):
+    def _gather(self, args, task_vars, sysctls):
         """``gathering.gather_host``, with this host's part of the report when it did not answer."""
-        gathered = gather_host(self, task_vars, args["root"], args["gather"], args["kernel_log_boots"])
+        gathered = gather_host(self, task_vars, args["root"], args["gather"], args["kernel_log_boots"], sysctls)
         if "facts" not in gathered:
             state = "unreachable" if gathered.get("unreachable") else "failed"
             gathered["host_report"] = {"state": state, "message": gathered["msg"]}

@@ -79,7 +79,7 @@ class ActionModule(ActionBase):
                        args["catalogue_dirs"])]
         else:
             inputs = self._per_host_inputs(args["hosts"], task_vars or {})
-        outcome, seen = None, {}
+        outcome, seen, sysctls = None, {}, set()
         for host, profile, params, waivers, waiver_files, catalogue_dirs in inputs:
             # hosts sharing their inputs (the usual case: group vars) are validated once; every
             # combination of site catalogue directories that some host uses is loaded and checked
@@ -89,10 +89,13 @@ class ActionModule(ActionBase):
             try:
                 seen[key] = outcome = validate(profile=profile, params=params, waivers=waivers,
                                                waiver_files=waiver_files, site_dirs=catalogue_dirs)
+                sysctls.update(outcome["sysctls"])
             except CatalogueError as exc:
                 where = " (host %s)" % host if host else ""
                 raise AnsibleActionFail("invalid baseline configuration%s: %s" % (where, exc))
         result.update(outcome or {})
+        # what a capture must read beyond the managed sysctls, over every host's catalogue (snapshot.yml)
+        result["sysctls"] = sorted(sysctls)
         result["changed"] = False
         result["msg"] = "catalogue of %d rules valid for profile(s) %s" % (outcome["rules"], ", ".join(outcome["profiles"]))
         if args["hosts"] is not None:

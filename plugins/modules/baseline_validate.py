@@ -178,6 +178,14 @@ params:
   description: Effective parameters per profile checked.
   returned: success
   type: dict
+sysctls:
+  description:
+    - The sysctls the rules read by their dotted name (C(kernel.sysctl."vm.dirty_ratio")) beyond the ones the
+      collection manages, over the catalogues of every host checked; C(snapshot.yml) captures them.
+  returned: when the catalogue is loaded
+  type: list
+  elements: str
+  sample: [vm.dirty_ratio]
 unknown_vars:
   description: Per host, the C(gpuhost_*) variables the collection does not know and the closest known name (or null).
   returned: when O(inventory_vars) is not V(ignore) or O(controller_guard) is set

@@ -51,6 +51,18 @@ options:
     type: int
     choices: [1, 2]
     default: 1
+  sysctls:
+    description:
+      - Sysctls to read beyond those the collection manages (C(SYSCTLS) in
+        C(plugins/module_utils/facts/sysctls.py)), by their dotted names (V(vm.dirty_ratio)). The running value goes
+        into C(kernel.sysctl) of the facts and the sysctl.d value into
+        C(kernel.sysctl_persisted), each under its dotted name.
+      - The audit sets it to the sysctls the catalogue's rules read by name (C(kernel.sysctl."vm.dirty_ratio")), so
+        a rule for a new sysctl needs no change to the code. At most 64 names; a name that is not a sysctl name
+        fails the module.
+    type: list
+    elements: str
+    default: []
   command_timeouts:
     description:
       - Seconds each command of a tool may run (the basename of its binary, for example C(nvidia-smi)), over the
@@ -149,6 +161,7 @@ from ansible.module_utils.basic import AnsibleModule
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS, gather_facts
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.sysctls import name_problem
 
 
 def main():
@@ -158,9 +171,13 @@ def main():
             root=dict(type="path", default="/"),
             kernel_log_boots=dict(type="int", default=1, choices=[1, 2]),
             command_timeouts=dict(type="dict", default={}),
+            sysctls=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
+    problem = name_problem(module.params["sysctls"])
+    if problem:
+        module.fail_json(msg=problem)
     root_dir = module.params["root"]
     if root_dir != "/" and not os.path.isdir(root_dir):
         module.fail_json(msg="snapshot root %s is not a directory: capture one with the gpuhost.baseline.snapshot playbook" % root_dir)
@@ -171,7 +188,8 @@ def main():
         return runner.run(argv, timeouts=timeouts).decoded()
 
     root = Root(root_dir, run_command=run, which=module.get_bin_path)
-    facts = gather_facts(root, module.params["gather"], {"kernel_log_boots": module.params["kernel_log_boots"]})
+    facts = gather_facts(root, module.params["gather"], {"kernel_log_boots": module.params["kernel_log_boots"],
+                                                         "sysctls": module.params["sysctls"]})
     module.exit_json(changed=False, ansible_facts={"gpuhost": facts})
 
 

@@ -56,6 +56,13 @@ options:
     type: int
     choices: [1, 2]
     default: 1
+  sysctls:
+    description:
+      - As O(gpuhost.baseline.host_facts#module:sysctls). The sysctl files of these names are captured too.
+        C(snapshot.yml) sets it to the sysctls the catalogue's rules read by name.
+    type: list
+    elements: str
+    default: []
   command_timeouts:
     description:
       - As O(gpuhost.baseline.host_facts#module:command_timeouts). A command killed at its time bound is stored in
@@ -133,6 +140,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import lxc
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.sysctls import name_problem
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS, gather_facts
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import (Recorder, Root, _canonical,
                                                                                   write_snapshot)
@@ -235,9 +243,13 @@ def main():
             gather=dict(type="list", elements="str", choices=list(SUBSYSTEMS)),
             kernel_log_boots=dict(type="int", default=1, choices=[1, 2]),
             command_timeouts=dict(type="dict", default={}),
+            sysctls=dict(type="list", elements="str", default=[]),
         ),
         supports_check_mode=True,
     )
+    problem = name_problem(module.params["sysctls"])
+    if problem:
+        module.fail_json(msg=problem)
     recorder = Recorder()
 
     timeouts = runner.module_timeouts(module)
@@ -246,7 +258,8 @@ def main():
         return runner.run(argv, timeouts=timeouts).decoded()
 
     root = Root("/", run_command=run, which=module.get_bin_path, recorder=recorder)
-    facts = gather_facts(root, module.params["gather"], {"kernel_log_boots": module.params["kernel_log_boots"]})
+    facts = gather_facts(root, module.params["gather"], {"kernel_log_boots": module.params["kernel_log_boots"],
+                                                         "sysctls": module.params["sysctls"]})
     as_root = os.geteuid() == 0
     dest = module.params["dest"]
     private_dir = None

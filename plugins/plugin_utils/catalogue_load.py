@@ -622,6 +622,7 @@ def validate(profile="auto", params=None, waivers=None, base_dir=None, waiver_fi
         "profiles": names,
         "rules": len(catalogue.rules),
         "params": effective,
+        "sysctls": list(catalogue.sysctls),
     }
 
 

@@ -20,6 +20,8 @@ import json
 import re
 import time
 
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.sysctls import REFERENCE_RE as _SYSCTL_IN_EXPR_RE
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.sysctls import name_problem as sysctl_name_problem
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.controller_libs import message as missing_library_message
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import clip
 
@@ -380,6 +382,11 @@ class Expr:
                     where, what % cost[key], bound))
         self.text = text
         self.params = sorted(set(_PARAM_IN_EXPR_RE.findall(text)))
+        #: sysctls read by their dotted name (``kernel.sysctl."vm.dirty_ratio"``): the gather reads them too
+        self.sysctls = sorted(set(_SYSCTL_IN_EXPR_RE.findall(text)))
+        problem = sysctl_name_problem(self.sysctls)
+        if problem:
+            raise CatalogueError("%s: %s" % (where, problem))
 
     def search(self, data, budget=None):
         """Result of the expression; raises :class:`EvaluationError` for runtime type errors and
@@ -517,15 +524,24 @@ class Rule:
         self.op = op
         self.operand = Operand(value, "%s: expect.%s" % (where, op))
 
+    def _expressions(self):
+        return [e for e in (self.applies_when, self.subjects, self.subject, self.detail, self.query,
+                            self.unknown_reason, self.pending_when, self.operand.query) if e is not None]
+
     def param_refs(self):
         """Parameters this rule reads: operand references and ``params.X`` in expressions."""
         refs = set()
         if self.operand.param:
             refs.add(self.operand.param)
-        for e in (self.applies_when, self.subjects, self.subject, self.detail, self.query,
-                  self.unknown_reason, self.pending_when, self.operand.query):
-            if e is not None:
-                refs.update(e.params)
+        for e in self._expressions():
+            refs.update(e.params)
+        return refs
+
+    def sysctl_refs(self):
+        """Sysctls this rule reads by their dotted name (``kernel.sysctl."vm.dirty_ratio"``)."""
+        refs = set()
+        for e in self._expressions():
+            refs.update(e.sysctls)
         return refs
 
 
@@ -548,6 +564,12 @@ class Catalogue:
         #: beside it were checked against the schemas on the controller, the host has no jsonschema
         self.prechecked = prechecked
         self._views = {}
+        #: the sysctls the rules read by name, which the gather reads beyond the managed ones (host_facts'
+        #: ``sysctls``): a rule for a new sysctl is a catalogue entry, no code
+        self.sysctls = sorted(set().union(*[rule.sysctl_refs() for rule in rules]))
+        problem = sysctl_name_problem(self.sysctls)
+        if problem:
+            raise CatalogueError("the rules read too many sysctls by name: %s" % problem)
 
     def profile(self, name):
         if name not in self.profiles:

@@ -50,7 +50,7 @@ def _snapshot_here(action, root):
     return getattr(connection, "transport", None) == "local" and not getattr(context, "become", False)
 
 
-def gather_snapshot(root, gather=None, kernel_log_boots=None):
+def gather_snapshot(root, gather=None, kernel_log_boots=None, sysctls=None):
     """``host_facts`` of the snapshot at ``root``, gathered in this process: what the module returns
     for it (``{"facts": dict}``, the facts as its JSON return gives them back) without starting a
     Python process and loading the module's code for each host, or ``{"failed": True, "msg"}`` with
@@ -60,7 +60,7 @@ def gather_snapshot(root, gather=None, kernel_log_boots=None):
         msg = "snapshot root %s is not a directory: capture one with the gpuhost.baseline.snapshot playbook" % root
         return {"failed": True, "msg": "%s failed: %s" % (FACTS_MODULE, missing_root_hint(root) or msg)}
     try:
-        facts = gather_facts(Root(root), gather, {"kernel_log_boots": kernel_log_boots or 1})
+        facts = gather_facts(Root(root), gather, {"kernel_log_boots": kernel_log_boots or 1, "sysctls": sysctls})
         # as the module's JSON return gives them back: lists for tuples, text keys
         return {"facts": json.loads(json.dumps(facts))}
     except Exception as exc:  # pylint: disable=broad-except
@@ -85,21 +85,24 @@ def command_timeouts(task_vars):
         raise ValueError("gpuhost_%s" % exc)
 
 
-def gather_host(action, task_vars, root, gather=None, kernel_log_boots=None):
+def gather_host(action, task_vars, root, gather=None, kernel_log_boots=None, sysctls=None):
     """Run ``host_facts`` for the task of ``action`` (an ``ActionBase``) on its host; a snapshot on
     this machine (local connection, a ``root`` other than ``/``, no become) is read in this process
     instead (:func:`gather_snapshot`: the module's code, without its process).
 
     Returns ``{"facts": dict}``, or ``{"unreachable": True, "msg"}`` when the connection fails,
     or ``{"failed": True, "msg"}`` when the module fails or returns no facts; never raises for a
-    host that does not answer. ``kernel_log_boots`` (1 or 2) goes to the module when given."""
+    host that does not answer. ``kernel_log_boots`` (1 or 2) goes to the module when given, and
+    ``sysctls`` (the catalogue's ``Catalogue.sysctls``: sysctls its rules read by name) when not empty."""
     if _snapshot_here(action, root):
-        return gather_snapshot(root, gather, kernel_log_boots)
+        return gather_snapshot(root, gather, kernel_log_boots, sysctls)
     module_args = {"root": root}
     if gather:
         module_args["gather"] = gather
     if kernel_log_boots is not None:
         module_args["kernel_log_boots"] = kernel_log_boots
+    if sysctls:
+        module_args["sysctls"] = list(sysctls)
     try:
         timeouts = command_timeouts(task_vars)
     except ValueError as exc:

@@ -251,21 +251,28 @@ def audit_host(config, root="/", run_command=None, history_dir=None):
     if run_command is None:
         run_command = command_runner(timeouts, config.get("command_timeout"))
     reader = Root(root, run_command=run_command, which=which)
-    facts = gather_facts(reader, config.get("gather") or None, {"kernel_log_boots": config.get("kernel_log_boots")})
-    name = host_name(config, facts)
     compiled = os.path.join(COLLECTION_ROOT, COMPILED_NAME)
     missing = [] if os.path.lexists(compiled) else missing_libraries()
+    catalogue, refusal = None, None
+    if not missing:
+        try:
+            # the bundle's compiled catalogue (the site's catalogue directories included, checked when the
+            # role built the bundle); from a checkout, the catalogue files themselves. Loaded before the gather,
+            # which reads the sysctls its rules read by name (Catalogue.sysctls)
+            catalogue = load_compiled(compiled) if os.path.lexists(compiled) else load_catalogue()
+        except CatalogueError as exc:
+            refusal = exc
+    facts = gather_facts(reader, config.get("gather") or None, {
+        "kernel_log_boots": config.get("kernel_log_boots"),
+        "sysctls": catalogue.sysctls if catalogue is not None else None})
+    name = host_name(config, facts)
     if missing:
         return name, {"state": "failed", "message": (
             "cannot judge %s: the Python libraries %s are not installed for %s (Debian: apt-get install %s; "
             "docs/self-audit.md)" % (name, ", ".join(m for m, unused in missing), sys.executable,
                                      " ".join(p for unused, p in missing)))}
-    try:
-        # the bundle's compiled catalogue (the site's catalogue directories included, checked when the
-        # role built the bundle); from a checkout, the catalogue files themselves
-        catalogue = load_compiled(compiled) if os.path.lexists(compiled) else load_catalogue()
-    except CatalogueError as exc:
-        return name, {"state": "failed", "message": "baseline evaluation of %s: %s" % (name, exc)}
+    if refusal is not None:
+        return name, {"state": "failed", "message": "baseline evaluation of %s: %s" % (name, refusal)}
     host_vars = {"host": name, "profile": config.get("profile") or "auto", "params": config.get("params") or {},
                  "waivers": config.get("waivers") or []}
     # the report below takes every rule text from this catalogue: nothing to keep for another one

@@ -246,11 +246,17 @@ def _plain(text):
     return text if _PATH_RE.match(text) else None
 
 
+#: a sysctl a rule reads by its dotted name (``kernel.sysctl."vm.dirty_ratio"``, docs/architecture.md)
+_SYSCTL_BY_NAME_RE = re.compile(r'\A(kernel\.sysctl(?:_persisted)?)\s*\.\s*"([^"\\]+)"\Z')
+
+
 def fact_key(query, subjects=None):
     """The :data:`SOURCES` key of a rule's ``query`` over ``subjects`` (both jmespath texts):
     ``<query>``, ``<subjects>[].<query>``, or ``<subjects>[]`` when ``query`` is ``None`` or an
     expression rather than a path (then the element's sources stand for it); ``None`` for a
     host-wide expression."""
+    if subjects is None and isinstance(query, str) and _SYSCTL_BY_NAME_RE.match(query.strip()):
+        return query.strip()
     query = _plain(query)
     if subjects is None:
         return query
@@ -262,7 +268,11 @@ def fact_key(query, subjects=None):
 
 def lookup(key):
     """The sources of ``key``, else of the elements of the list ``key`` names (``key[]``), else of
-    its longest dotted prefix with an entry; ``()`` when none."""
+    its longest dotted prefix with an entry; ``()`` when none. A sysctl read by its dotted name comes from
+    its /proc/sys file (``kernel.sysctl."vm.dirty_ratio"``) or the sysctl.d files (``kernel.sysctl_persisted``)."""
+    by_name = _SYSCTL_BY_NAME_RE.match(key or "")
+    if by_name:
+        return (proc_path(by_name.group(2)),) if by_name.group(1) == "kernel.sysctl" else lookup(by_name.group(1))
     while key:
         for candidate in (key, key + "[]"):
             if candidate in SOURCES:

@@ -37,6 +37,19 @@ SITE_WAIVERS = """\
   expires: 2099-01-01
 """
 
+#: the examples of the sample's site rule (``<site>/rules/examples/kernel.yml``): a site runs its own examples
+SITE_EXAMPLES = """\
+# yaml-language-server: $schema=../../../schemas/rule-examples.schema.json
+KERNEL-901:
+  pass:
+    - {}
+  fail:
+    - set:
+        kernel.release: 6.8.12-4-pve
+      message: running kernel 6.8.12-4-pve
+      may_also_fail: [KERNEL-001, KERNEL-006]
+"""
+
 
 def make_site(directory, waived_host="demo-incident"):
     """Write the sample under ``directory`` (a pathlib.Path); the waiver names ``waived_host``."""

@@ -5,6 +5,7 @@
 
 from __future__ import absolute_import, division, print_function
 
+import time
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import (
     cpu, health, iommu, kernel, lxc, numa, nvidia, pci, persist,
@@ -31,7 +32,7 @@ SUBSYSTEMS = tuple(name for name, unused_gather in GATHERERS)
 
 
 #: options of ``host_facts`` a gatherer takes, as keyword arguments: subsystem -> option names
-GATHER_OPTIONS = {"health": ("kernel_log_boots",)}
+GATHER_OPTIONS = {"health": ("kernel_log_boots",), "kernel": ("sysctls",)}
 
 
 def gather_facts(root, subsystems=None, options=None):
@@ -43,6 +44,10 @@ def gather_facts(root, subsystems=None, options=None):
 
     A gatherer that raises despite its own guards is recorded as an error of its
     subsystem and its section is ``None``: one broken reader never hides the others.
+
+    ``durations_s`` records what each reader cost (seconds of wall time, 3 decimals, by subsystem, in
+    the order read), beside its ``errors``, as node_exporter records each collector's duration: a slow
+    host says which subsystem was slow (a hung tool: the one bounded by the command runner).
     """
     wanted = set(subsystems or SUBSYSTEMS)
     facts = {
@@ -52,9 +57,11 @@ def gather_facts(root, subsystems=None, options=None):
         "hostname": root.read_value("/proc/sys/kernel/hostname", "host", optional=True),
         "gathered": [name for name in SUBSYSTEMS if name in wanted],
     }
+    durations = {}
     for name, gather in GATHERERS:
         if name not in wanted:
             continue
+        began = time.monotonic()
         try:
             kwargs = dict((key, (options or {})[key]) for key in GATHER_OPTIONS.get(name, ())
                           if (options or {}).get(key) is not None)
@@ -62,5 +69,7 @@ def gather_facts(root, subsystems=None, options=None):
         except Exception as exc:  # pylint: disable=broad-except
             root.error(name, root.root, "internal error while gathering %s: %s: %s" % (name, type(exc).__name__, exc))
             facts[name] = None
+        durations[name] = round(time.monotonic() - began, 3)
+    facts["durations_s"] = durations
     facts["errors"] = root.errors
     return facts

@@ -24,7 +24,7 @@ import io
 import re
 import zlib
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.sysctls import SYSCTLS, proc_path
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.sysctls import SYSCTLS, name_problem, proc_path, sysctl_value
 
 __metaclass__ = type
 
@@ -1326,8 +1326,12 @@ def _installed(root):
     return sort_releases(found)
 
 
-def gather(root):
-    """The ``kernel`` section of docs/facts.md for ``root`` (a :class:`facts.root.Root`)."""
+def gather(root, sysctls=None):
+    """The ``kernel`` section of docs/facts.md for ``root`` (a :class:`facts.root.Root`).
+
+    ``sysctls``: dotted names of sysctls the catalogue's rules read beyond :data:`sysctls.SYSCTLS`
+    (``kernel.sysctl."vm.dirty_ratio"``): each is read too, under its dotted name, in ``sysctl`` (the running
+    value) and ``sysctl_persisted`` (the sysctl.d files); bad names are one error and none is read."""
     release = root.read_value("/proc/sys/kernel/osrelease", SUBSYSTEM)
     version = root.read_value("/proc/sys/kernel/version", SUBSYSTEM)
 
@@ -1349,6 +1353,13 @@ def gather(root):
     debugfs = parse_bracketed(debugfs_text) if debugfs_text is not None else None
 
     sysctl = dict((entry["fact"], root.read_int(proc_path(name), SUBSYSTEM)) for name, entry in SYSCTLS.items())
+    problem = name_problem(sysctls) if sysctls is not None else None
+    if problem:
+        root.error(SUBSYSTEM, "/proc/sys", problem)
+    requested = sorted(set(sysctls)) if sysctls and not problem else []
+    for name in requested:
+        # a missing file is an error: the rule that asked for it is unknown, with the reason
+        sysctl[name] = sysctl_value(root.read_value(proc_path(name), SUBSYSTEM))
 
     listing = dict((directory, root.listdir(directory, pattern="*.conf")) for directory in SYSCTL_DIRS)
     files = []
@@ -1357,7 +1368,7 @@ def gather(root):
         if text is not None:
             files.append((path, text))
     merged = merge_sysctl(files)
-    persisted = dict((key, merged[key]) for key in SYSCTLS if key in merged)
+    persisted = dict((key, merged[key]) for key in list(SYSCTLS) + requested if key in merged)
 
     thp = {}
     for key in ("enabled", "defrag"):

@@ -9,6 +9,11 @@ set and in which range), the sources the report names for an unknown value, and 
 generator all read :data:`SYSCTLS`; none keeps a list of its own (docs/architecture.md, "Add a
 rule"). Host side: Python 3.8 syntax, standard library only.
 
+A rule may also read a sysctl this table does not hold: its query names it by its dotted name,
+``kernel.sysctl."vm.dirty_ratio"`` (or ``kernel.sysctl_persisted."vm.dirty_ratio"``); the catalogue
+collects those names (:data:`REFERENCE_RE`) and the kernel facts read them too, keyed by that name
+(docs/architecture.md, "Add a sysctl check"). Such a sysctl has no automatic fix until it has an entry here.
+
 Each entry, keyed by the dotted name:
 
 ``fact``
@@ -29,6 +34,8 @@ Each entry, keyed by the dotted name:
 """
 
 from __future__ import absolute_import, division, print_function
+
+import re
 
 __metaclass__ = type
 
@@ -67,3 +74,38 @@ SYSCTLS = {
 def proc_path(name):
     """``vm.swappiness`` -> ``/proc/sys/vm/swappiness``."""
     return "/proc/sys/" + name.replace(".", "/")
+
+
+#: a sysctl name a rule may ask for, as sysctl(8) writes it: two to six dot-separated parts of lower-case
+#: letters, digits, ``_`` and ``-`` (``vm.dirty_ratio``, ``net.ipv4.tcp_rmem``); no ``/``, ``..`` or ``*``
+NAME_RE = re.compile(r"\A[a-z0-9_]+(?:\.[a-z0-9_-]+){1,5}\Z")
+#: the most sysctls beyond :data:`SYSCTLS` one gather reads (each is one file read)
+MAX_REQUESTED = 64
+#: a sysctl a rule expression reads by name: ``kernel.sysctl."<name>"`` or ``kernel.sysctl_persisted."<name>"``
+REFERENCE_RE = re.compile(r'kernel\.sysctl(?:_persisted)?\s*\.\s*"([^"\\]{0,200})"')
+#: the longest value text kept for a sysctl that is not one integer (``net.ipv4.tcp_rmem``: three)
+MAX_VALUE_CHARS = 4096
+
+
+def name_problem(names):
+    """Why ``names`` (the sysctls a catalogue asks for) cannot be read, in one line; ``None`` when they can."""
+    if not isinstance(names, (list, tuple)):
+        return "sysctls must be a list of sysctl names, not %s" % type(names).__name__
+    for name in names:
+        if not isinstance(name, str) or not NAME_RE.match(name):
+            return ("sysctls: %r is not a sysctl name (dotted, as sysctl(8) writes it: vm.dirty_ratio)"
+                    % (name if not isinstance(name, str) else name[:80],))
+    if len(set(names)) > MAX_REQUESTED:
+        return "sysctls: %d names, more than the %d one gather reads" % (len(set(names)), MAX_REQUESTED)
+    return None
+
+
+def sysctl_value(text):
+    """A /proc/sys file's text as a value: an ``int`` for one integer, else the text with its runs of
+    white space made one space (``4096 131072 6291456``), at most :data:`MAX_VALUE_CHARS`; ``None`` for none."""
+    if text is None:
+        return None
+    words = text.split()
+    if len(words) == 1 and re.match(r"\A-?[0-9]{1,20}\Z", words[0]):
+        return int(words[0])
+    return " ".join(words)[:MAX_VALUE_CHARS]

@@ -14,7 +14,7 @@ import pytest
 from helpers.baseline_facts import GPU0, NIC, device, healthy_facts
 from helpers.health_facts import add_health
 from helpers import rule_examples
-from helpers.site_catalogue import make_site, write
+from helpers.site_catalogue import SITE_EXAMPLES, make_site, write
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load, catalogue_model, evaluation, schema
@@ -193,19 +193,6 @@ def test_an_examples_file_is_checked_against_its_schema(tmp_path):
 
 
 # -- the catalogue loaders do not read the examples -------------------------------------------
-
-SITE_EXAMPLES = """\
-# yaml-language-server: $schema=../../../schemas/rule-examples.schema.json
-KERNEL-901:
-  pass:
-    - {}
-  fail:
-    - set:
-        kernel.release: 6.8.12-4-pve
-      message: running kernel 6.8.12-4-pve
-      may_also_fail: [KERNEL-001, KERNEL-006]
-"""
-
 
 def test_catalogue_loaders_ignore_the_examples_directory(tmp_path):
     assert os.path.isdir(os.path.join(schema.COLLECTION_ROOT, "rules", "examples"))
