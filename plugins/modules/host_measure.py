@@ -282,12 +282,17 @@ nccl:
     - C(status) V(ok) when its table and average were read, else V(unknown) with C(reason); C(gpus) the GPUs
       used (C(-g)), C(command), C(seconds).
     - C(avg_busbw_gbs) nccl-tests' average bus bandwidth, C(max_busbw_gbs) the highest of its rows (GB/s),
-      C(out_of_bounds) the values out of bounds (V(0) when the results were correct).
+      C(out_of_bounds) the count of its footer's C(Out of bounds values) line and C(out_of_bounds_ok) whether it
+      says OK (it says V(0 OK) when nothing was checked, too).
+    - C(wrong) the rows whose C(#wrong) column counts elements outside the tolerance
+      (C(size_bytes), C(placement), C(wrong); at most 20), C(checked) whether any row printed a C(#wrong) figure
+      (C(-c 0) prints N/A) and C(exit_status) the tool's exit status (non-zero when its check failed); rule VAL-010.
   returned: when nccl is in O(measurements) and not in check mode
   type: dict
   sample: {"status": "ok", "reason": null, "gpus": 8, "seconds": 22.5,
            "command": "/opt/nccl-tests/build/all_reduce_perf -b 8M -e 1G -f 2 -g 8",
-           "avg_busbw_gbs": 112.4, "max_busbw_gbs": 180.2, "out_of_bounds": 0}
+           "avg_busbw_gbs": 112.4, "max_busbw_gbs": 180.2, "out_of_bounds": 0, "out_of_bounds_ok": true,
+           "wrong": [], "checked": true, "exit_status": 0}
 plan:
   description:
     - What runs (or, in check mode, would run); C(cpu_freq) has C(cpus) (a CPU list), C(not_allowed), C(sample), C(source),

@@ -21,7 +21,9 @@ not applicable (``measured`` false). Per measurement:
   gave no figure for (not in its output) is ``unknown`` naming nvbandwidth, and so, with more than
   one GPU, is one that is in no peer-to-peer pair;
 * ``dcgm_diag`` / ``dcgm_health`` (VAL-007/008) and ``nccl`` (all_reduce bus bandwidth against the
-  slowest GPU link, VAL-009; ``unknown`` when all_reduce_perf ran on fewer GPUs than nvidia-smi lists).
+  slowest GPU link, VAL-009; ``unknown`` when all_reduce_perf ran on fewer GPUs than nvidia-smi lists);
+  ``nccl_check``: whether the all-reduce's results were correct by the tool's own check (``#wrong``, the
+  out-of-bounds line, its exit status; VAL-010).
 
 A measurement that did not run or could not be read becomes one element (or a null observation)
 with the module's reason, so its rule is ``unknown`` saying why, never a pass. Pure, no I/O, never
@@ -315,6 +317,33 @@ def _nccl(measure, links, host_gpus):
             "detail": "average bus bandwidth %s GB/s of %s GB/s (slowest GPU link per direction)" % (busbw, slowest)}
 
 
+def _nccl_check(measure):
+    """Whether all_reduce_perf's own check of its results passed (VAL-010): every ``#wrong`` figure 0, the
+    ``# Out of bounds values`` line ``0 OK`` and the tool's exit 0. ``problems`` says what failed (the sizes and
+    counts); ``reason`` why it is unknown (the run gave no table, or checked nothing: ``-c 0``)."""
+    section = _dict(measure.get("nccl"))
+    name = section.get("command") or "all_reduce_perf"
+    if section.get("status") != "ok":
+        return {"name": name, "problems": None, "reason": _not_run(section, "NCCL all_reduce result check"),
+                "detail": None}
+    problems = []
+    for row in section.get("wrong") or []:
+        if isinstance(row, dict):
+            problems.append("%s wrong elements at %s bytes (%s)" % (
+                row.get("wrong"), row.get("size_bytes"), str(row.get("placement") or "").replace("_", "-")))
+    if section.get("out_of_bounds_ok") is False:
+        problems.append("Out of bounds values : %s FAILED" % section.get("out_of_bounds"))
+    exit_status = section.get("exit_status")
+    if isinstance(exit_status, int) and not isinstance(exit_status, bool) and exit_status != 0:
+        problems.append("all_reduce_perf exited %d after printing its table (it exits non-zero when its check "
+                        "failed)" % exit_status)
+    if not problems and not section.get("checked"):
+        return {"name": name, "problems": None, "detail": None,
+                "reason": "all_reduce_perf did not check its results (#wrong is N/A in every row: run it without -c 0)"}
+    return {"name": name, "problems": problems, "reason": None,
+            "detail": "; ".join(problems) if problems else "every #wrong figure 0, out of bounds values 0 OK"}
+
+
 def derive_validation(facts, params=None):
     """``derived.validation`` of ``facts`` (see the module docstring); ``params`` is unused, the rules
     compare with the parameters themselves. ``measured`` is false without a ``measure`` key."""
@@ -322,7 +351,7 @@ def derive_validation(facts, params=None):
     measure = facts.get("measure") if isinstance(facts, dict) else None
     if not isinstance(measure, dict):
         return {"measured": False, "cpus": [], "nodes": [], "cross": [], "gpus": [], "pairs": [],
-                "dcgm_diag": {}, "dcgm_health": {}, "nccl": {}}
+                "dcgm_diag": {}, "dcgm_health": {}, "nccl": {}, "nccl_check": {}}
     nodes, local = _nodes(measure)
     gpus, pairs, links = _gpus(facts, measure)
     return {"measured": True, "cpus": _cpus(measure), "nodes": nodes, "cross": _cross(measure, local),
@@ -330,4 +359,5 @@ def derive_validation(facts, params=None):
             "dcgm_diag": _tool(measure, "dcgm_diag", "dcgmi diag"),
             "dcgm_health": _tool(measure, "dcgm_health", "dcgmi health"),
             "nccl": _nccl(measure, links, len([g for g in (_get(facts, "nvidia", "gpus") or [])
-                                               if isinstance(g, dict)]))}
+                                               if isinstance(g, dict)])),
+            "nccl_check": _nccl_check(measure)}

@@ -210,7 +210,8 @@ _HEALTHY = {
         "dcgm_health": {"status": "ok", "reason": None, "overall": "healthy", "entities": {},
                         "command": "dcgmi health -c -j"},
         "nccl": {"status": "ok", "reason": None, "gpus": 2, "avg_busbw_gbs": 41.7, "max_busbw_gbs": 47.9,
-                 "out_of_bounds": 0, "command": "all_reduce_perf -b 8M -e 1G -f 2 -g 2"},
+                 "out_of_bounds": 0, "out_of_bounds_ok": True, "wrong": [], "checked": True, "exit_status": 0,
+                 "command": "all_reduce_perf -b 8M -e 1G -f 2 -g 2"},
     },
     "errors": [],
 }

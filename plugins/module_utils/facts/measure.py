@@ -527,6 +527,28 @@ def _nccl_row(tokens, columns):
     return row, None
 
 
+#: the most rows with wrong elements kept (the count of the others is in ``wrong_rows``)
+MAX_NCCL_WRONG = 20
+
+
+def nccl_wrong(rows):
+    """``(wrong, checked)`` of :func:`parse_nccl_tests`' ``rows``: ``wrong`` the rows whose ``#wrong`` column
+    counts elements outside the tolerance, ``[{"size_bytes", "placement" (out_of_place or in_place),
+    "wrong"}]`` (at most :data:`MAX_NCCL_WRONG`); ``checked`` whether any row printed a ``#wrong`` figure
+    (``-c 0`` prints ``N/A``: the results were not checked)."""
+    wrong, checked = [], False
+    for row in rows:
+        for placement in ("out_of_place", "in_place"):
+            count = (row.get(placement) or {}).get("wrong")
+            if count is None:
+                continue
+            checked = True
+            if count > 0 and len(wrong) < MAX_NCCL_WRONG:
+                wrong.append({"size_bytes": row["size_bytes"], "placement": placement,
+                              "wrong": int(count) if count == int(count) else count})
+    return wrong, checked
+
+
 def parse_nccl_tests(data):
     """nccl-tests stdout (``all_reduce_perf`` ...) -> ``(result, None)`` or ``(None, reason)``.
 

@@ -81,7 +81,9 @@ def empty_result(name):
     elif name == "dcgm_health":
         result.update(overall=None, entities={})
     elif name == "nccl":
-        result.update(gpus=None, avg_busbw_gbs=None, max_busbw_gbs=None, out_of_bounds=None)
+        # out_of_bounds_ok, wrong, checked, exit_status: the correctness of the all-reduce (VAL-010)
+        result.update(gpus=None, avg_busbw_gbs=None, max_busbw_gbs=None, out_of_bounds=None, out_of_bounds_ok=None,
+                      wrong=[], checked=None, exit_status=None)
     return result
 
 
@@ -205,8 +207,12 @@ def read_nccl(result, out):
     parsed, error = measure.parse_nccl_tests(out)
     if error:
         return error
+    wrong, checked = measure.nccl_wrong(parsed["rows"])
     result.update(avg_busbw_gbs=parsed["avg_busbw_gbs"], max_busbw_gbs=parsed["max_busbw_gbs"],
-                  out_of_bounds=parsed["out_of_bounds"])
+                  out_of_bounds=parsed["out_of_bounds"], out_of_bounds_ok=parsed["out_of_bounds_ok"],
+                  # the footer's out-of-bounds line is printed with -c 0 too ("0 OK"): only a #wrong figure says
+                  # the results were checked
+                  wrong=wrong, checked=checked)
     return None
 
 
@@ -254,6 +260,9 @@ def measure_one(name, entry, run=measure_host.run_bounded, clock=time.monotonic)
         attempt.update(status="unknown", reason=error)
         return attempt
     attempt.update(status="ok", reason=None if rc == 0 else "%s exited %s after printing its result" % (tool, rc))
+    if name == "nccl":
+        # nccl-tests exits non-zero when its check of the results failed (VAL-010)
+        attempt["exit_status"] = rc
     return attempt
 
 

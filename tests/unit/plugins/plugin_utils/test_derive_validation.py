@@ -28,7 +28,7 @@ def test_an_audit_measures_nothing_so_no_val_rule_applies():
     del facts["measure"]
     assert derive_validation(facts)["measured"] is False
     findings = _judge(facts)
-    assert {f["id"] for f in findings} == {"VAL-%03d" % n for n in range(1, 10)}
+    assert {f["id"] for f in findings} == {"VAL-%03d" % n for n in range(1, 11)}
     assert {f["status"] for f in findings} == {"not_applicable"}
 
 
@@ -261,3 +261,61 @@ def test_odd_gpu_indices_never_raise():
     gpus["\u00b2"], gpus["9" * 5000] = gpus.pop("0"), gpus.pop("1")  # isdigit() but not int()-able
     derived = derive_validation(facts)
     assert len(derived["gpus"]) == 2 and all(g["fraction"] is not None for g in derived["gpus"])
+
+
+# -- VAL-010: the all-reduce's own check of its results (issue 36 item 4) --------------------------------------
+
+def _nccl_run(fixture_name, rc=0):
+    """measure.nccl as host_measure writes it for all_reduce_perf printing ``fixture_name`` and exiting ``rc``."""
+    import os  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import measure_gpu  # pylint: disable=import-outside-toplevel
+
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "fixtures", "measure", fixture_name)
+    with open(path) as handle:
+        out = handle.read()
+    entry = {"status": "ok", "argv": ["/opt/bin/all_reduce_perf", "-g", "2"], "command": "all_reduce_perf -g 2",
+             "timeout_s": 7, "gpus": 2}
+    return measure_gpu.measure_one("nccl", entry, run=lambda argv, timeout_s, env=None: (rc, out, None))
+
+
+def _val010(nccl):
+    facts = healthy_facts()
+    facts["measure"]["nccl"] = nccl
+    (finding,) = _of(_judge(facts), "VAL-010")
+    return finding
+
+
+def test_a_checked_run_with_every_wrong_count_zero_passes():
+    finding = _val010(_nccl_run("nccl-all-reduce-gb10-2rank.txt"))
+    assert finding["status"] == "pass" and finding["severity"] == "critical"
+
+
+def test_wrong_elements_fail_naming_the_size_and_count_whatever_the_bandwidth():
+    nccl = _nccl_run("nccl-all-reduce-gb10-2rank-wrong.txt", rc=1)
+    assert nccl["status"] == "ok" and nccl["avg_busbw_gbs"] == 0.65375  # the figures are read: VAL-009 may pass
+    assert nccl["wrong"] == [{"size_bytes": 32768, "placement": "in_place", "wrong": 7}]
+    finding = _val010(nccl)
+    assert finding["status"] == "fail"
+    assert "7 wrong elements at 32768 bytes (in-place)" in finding["message"]
+    assert "Out of bounds values : 1 FAILED" in finding["message"]
+    assert "all_reduce_perf exited 1 after printing its table" in finding["message"]
+
+
+def test_a_run_that_checked_nothing_is_unknown():
+    nccl = _nccl_run("nccl-all-reduce-gb10-2rank-unchecked.txt")
+    assert nccl["checked"] is False and nccl["out_of_bounds_ok"] is True  # the footer says 0 OK with -c 0 too
+    finding = _val010(nccl)
+    assert finding["status"] == "unknown"
+    assert "did not check its results" in finding["message"] and "-c 0" in finding["message"]
+
+
+def test_a_nonzero_exit_alone_fails():
+    nccl = _nccl_run("nccl-all-reduce-gb10-2rank.txt", rc=3)
+    assert _val010(nccl)["status"] == "fail"
+
+
+def test_no_run_is_unknown_with_the_reason():
+    facts = healthy_facts()
+    facts["measure"]["nccl"] = {"status": "unknown", "reason": "all_reduce_perf not found: build nccl-tests"}
+    (finding,) = _of(_judge(facts), "VAL-010")
+    assert finding["status"] == "unknown" and "all_reduce_perf not found" in finding["message"]
