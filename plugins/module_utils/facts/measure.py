@@ -102,6 +102,38 @@ def _lines(text):
             yield line
 
 
+#: words of a line that says what failed: an assertion, a CUDA or driver error, a failure, a refusal
+_FAILURE_RE = re.compile(r"(?i)(?:\bassert|\berror\b|\bfail(?:ed|ure)?\b|\binvalid\b|\bunsupported\b|"
+                         r"\bnot supported\b|\babort|\bunable\b|\bcannot\b|out of memory|busy or unavailable|"
+                         r"\bexception\b)")
+#: the most lines :func:`failure_line` looks at
+FAILURE_LINES_MAX = 10000
+
+
+def failure_line(data, limit=200):
+    """The line of a tool's output that says what failed, for the reason of a run that gave no figure: the
+    first that names an assertion, an error, a failure or a refusal (nvbandwidth's ``Invalid value when
+    checking the pattern at 0x...`` before its ``ASSERT ...``; nccl-tests' ``Test CUDA failure ... busy or
+    unavailable``), else the first line; ``"no output"`` when there is none. At most ``limit`` characters,
+    white space made single spaces; the first :data:`FAILURE_LINES_MAX` lines of at most :data:`MAX_LINE`
+    characters are looked at."""
+    text, error = _text(data)
+    if error:
+        return "no output" if error in ("empty output", "no output") else error
+    first = None
+    for number, line in enumerate(_lines(text)):
+        if number >= FAILURE_LINES_MAX:
+            break
+        line = " ".join(line.split())
+        if not line:
+            continue
+        if first is None:
+            first = line
+        if _FAILURE_RE.search(line):
+            return line[:limit]
+    return (first or "no output")[:limit]
+
+
 def _number(token):
     """``float`` of a plain decimal token or a number, finite and not negative; ``None`` for anything
     else (``N/A``, ``nan``, ``inf``, ``1e999``, ``-1``, a bool): a figure no tool measures is no figure."""

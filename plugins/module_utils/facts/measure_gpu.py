@@ -140,11 +140,6 @@ def plan_gpu(wanted, which, level=1, timeouts=None, gpus_dir=GPU_PROC, dev=GPU_D
     return plan
 
 
-def _first_line(text):
-    lines = [line.strip() for line in (text or "").strip().splitlines() if line.strip()]
-    return lines[0][:200] if lines else "no output"
-
-
 def _bus_id(device):
     match = _NVB_BUS_RE.search(device or "")
     return normalise_bus_id(match.group(1) + ".0") if match else None
@@ -255,8 +250,9 @@ def measure_one(name, entry, run=measure_host.run_bounded, clock=time.monotonic)
         # the figures stay empty: a reader fills them only from output it read whole (gpu_bw keeps the
         # testcases and devices it saw, which say why there is no figure)
         if rc != 0:
-            first = _first_line(out)
-            error = "%s exited %s: %s" % (tool, rc, error if first.startswith(("{", "[")) else first)
+            # the line that says what failed (an ASSERT, a CUDA error), not the version banner of line one
+            line = measure.failure_line(out)
+            error = "%s exited %s: %s" % (tool, rc, error if line.startswith(("{", "[")) else line)
         attempt.update(status="unknown", reason=error)
         return attempt
     attempt.update(status="ok", reason=None if rc == 0 else "%s exited %s after printing its result" % (tool, rc))

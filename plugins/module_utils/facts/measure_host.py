@@ -384,8 +384,7 @@ def _mem_run(argv, cpus, parser, deadline, timeout_s, own, run, clock):
         entry["reason"] = reason
         return entry
     if rc != 0:
-        lines = [line.strip() for line in out.strip().splitlines() if line.strip()]
-        entry["reason"] = "%s exited %s: %s" % (os.path.basename(argv[0]), rc, lines[0][:200] if lines else "no output")
+        entry["reason"] = "%s exited %s: %s" % (os.path.basename(argv[0]), rc, measure.failure_line(out))
         return entry
     detail, error = parser(out)
     if error:

@@ -280,3 +280,38 @@ def test_a_plan_entry_missing_keys_does_not_raise():
     result = measure_gpu.measure_one("nccl", {})
     assert_no_figure("nccl", result)
     assert measure_gpu.measure_gpu({}) == {}
+
+
+# -- the reason of a failed run quotes the line that says what failed (issue 36 item 6) ----------------------
+
+def test_an_nvbandwidth_data_check_abort_names_the_check_not_the_banner():
+    result = measure_gpu.measure_one("gpu_bw", planned("gpu_bw"),
+                                     run=run_with(134, fixture("nvbandwidth-v0.7-8xa100-pattern-assert.txt")))
+    assert_no_figure("gpu_bw", result)
+    assert result["reason"].startswith("nvbandwidth exited 134: Invalid value when checking the pattern at "
+                                       "0x70a640000000"), result["reason"]
+    assert "nvbandwidth Version" not in result["reason"]
+
+
+def test_an_nccl_failure_names_the_failing_call():
+    result = measure_gpu.measure_one("nccl", planned("nccl", gpus=2),
+                                     run=run_with(2, fixture("nccl-all-reduce-2x3090-nccl-failure.txt")))
+    assert_no_figure("nccl", result)
+    assert result["reason"] == ("all_reduce_perf exited 2: ArchLinux: Test NCCL failure all_reduce.cu:44 "
+                                "'unhandled cuda error / '"), result["reason"]
+
+
+@pytest.mark.parametrize("text, line", [
+    ("nvbandwidth Version: v0.7\n\nRunning x.\n Invalid value  when checking\nASSERT in y\n", "Invalid value when checking"),
+    ("first line\nsecond line\n", "first line"),
+    ("", "no output"),
+    ("\n\n  \n", "no output"),
+    (b"\x00binary", "binary output (NUL bytes), not the tool's text"),
+    ("x" * 9000 + "\nCUDA error: out of memory\n", "CUDA error: out of memory"),
+    ("dcgmi: the diagnostic failed to start\n", "dcgmi: the diagnostic failed to start"),
+])
+def test_failure_line(text, line):
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import measure  # pylint: disable=import-outside-toplevel
+
+    got = measure.failure_line(text)
+    assert got == line and len(got) <= 200 and "\n" not in got
