@@ -15,6 +15,7 @@ import time
 
 import pytest
 
+from helpers.fake_tool import alive
 from helpers.report_file import load_report
 from helpers.runner import run_playbook, stdout_of
 
@@ -47,14 +48,6 @@ def hung_snapshot(source, dest):
     with open(meta_path, "w") as handle:
         json.dump(meta, handle)
     return dest
-
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 @pytest.fixture(scope="module")

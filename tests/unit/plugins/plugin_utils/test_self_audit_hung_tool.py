@@ -14,6 +14,7 @@ import time
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils import self_audit
 from helpers.prom import parse_metrics
+from helpers.fake_tool import survivors
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 #: the fake tool the VM scenario installs as /usr/local/sbin/nvidia-smi
@@ -114,16 +115,4 @@ def assert_nothing_survives(record):
     """nvidia-smi ran once (its pid and its setsid child's recorded); both are gone."""
     started = [int(line) for line in (record / "pids").read_text().split()]
     assert len(started) == 2, started
-    deadline = time.monotonic() + 5
-    while time.monotonic() < deadline and any(alive(pid) for pid in started):
-        time.sleep(0.1)
-    assert not [pid for pid in started if alive(pid)]
-
-
-def alive(pid):
-    """Whether ``pid`` runs (a zombie or a vanished process does not)."""
-    try:
-        with open("/proc/%d/stat" % pid) as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
+    assert not survivors(started)

@@ -16,6 +16,8 @@ import time
 
 import pytest
 
+from helpers.fake_tool import alive
+
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
 
 COLLECTIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
@@ -40,14 +42,6 @@ if sys.argv[3] == "exit":
     sys.exit(0)
 runner.run(["/bin/sh", "-c", sys.argv[4], "tool", pids], timeout=300)
 """
-
-
-def alive(pid):
-    try:
-        with open("/proc/%d/stat" % pid) as handle:
-            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except OSError:
-        return False
 
 
 def wait_for(predicate, within):
