@@ -137,6 +137,7 @@ def test_a_snapshot_on_this_machine_is_gathered_in_process_with_the_modules_fact
 
     runner = run_playbook(tmp_path, str(playbook), inventory, event_handler=keep)
     assert runner.rc in (0, 2), stdout_of(runner)
+
     def timeless(facts):
         """The facts less what each reader took (durations_s), which differs from read to read."""
         return dict((key, value) for key, value in facts.items() if key != "durations_s")

@@ -21,9 +21,9 @@ KEYS = {
              "out_of_bounds_ok", "wrong", "checked", "exit_status"},
 }
 FIGURES = {"gpu_bw": ("pairs",), "dcgm_diag": ("overall", "failed", "entities"),
-           "dcgm_health": ("overall", "entities"), "nccl": ("avg_busbw_gbs", "max_busbw_gbs", "out_of_bounds",
-                                                                           "out_of_bounds_ok", "wrong", "checked",
-                                                                           "exit_status")}
+           "dcgm_health": ("overall", "entities"),
+           "nccl": ("avg_busbw_gbs", "max_busbw_gbs", "out_of_bounds", "out_of_bounds_ok", "wrong", "checked",
+                    "exit_status")}
 
 
 def fixture(name):
