@@ -159,9 +159,8 @@ import os
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS, gather_facts
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS, gather_facts, module_options
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.sysctls import name_problem
 
 
 def main():
@@ -175,9 +174,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    problem = name_problem(module.params["sysctls"])
-    if problem:
-        module.fail_json(msg=problem)
+    options = module_options(module)
     root_dir = module.params["root"]
     if root_dir != "/" and not os.path.isdir(root_dir):
         module.fail_json(msg="snapshot root %s is not a directory: capture one with the gpuhost.baseline.snapshot playbook" % root_dir)
@@ -188,8 +185,7 @@ def main():
         return runner.run(argv, timeouts=timeouts).decoded()
 
     root = Root(root_dir, run_command=run, which=module.get_bin_path)
-    facts = gather_facts(root, module.params["gather"], {"kernel_log_boots": module.params["kernel_log_boots"],
-                                                         "sysctls": module.params["sysctls"]})
+    facts = gather_facts(root, module.params["gather"], options)
     module.exit_json(changed=False, ansible_facts={"gpuhost": facts})
 
 

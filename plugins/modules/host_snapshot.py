@@ -140,8 +140,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import lxc
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.sysctls import name_problem
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS, gather_facts
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS, gather_facts, module_options
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import (Recorder, Root, _canonical,
                                                                                   write_snapshot)
 
@@ -247,9 +246,7 @@ def main():
         ),
         supports_check_mode=True,
     )
-    problem = name_problem(module.params["sysctls"])
-    if problem:
-        module.fail_json(msg=problem)
+    options = module_options(module)
     recorder = Recorder()
 
     timeouts = runner.module_timeouts(module)
@@ -258,8 +255,7 @@ def main():
         return runner.run(argv, timeouts=timeouts).decoded()
 
     root = Root("/", run_command=run, which=module.get_bin_path, recorder=recorder)
-    facts = gather_facts(root, module.params["gather"], {"kernel_log_boots": module.params["kernel_log_boots"],
-                                                         "sysctls": module.params["sysctls"]})
+    facts = gather_facts(root, module.params["gather"], options)
     as_root = os.geteuid() == 0
     dest = module.params["dest"]
     private_dir = None

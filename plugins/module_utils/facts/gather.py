@@ -10,6 +10,7 @@ import time
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import (
     cpu, health, iommu, kernel, lxc, numa, nvidia, pci, persist,
 )
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.sysctls import name_problem
 
 __metaclass__ = type
 
@@ -33,6 +34,16 @@ SUBSYSTEMS = tuple(name for name, unused_gather in GATHERERS)
 
 #: options of ``host_facts`` a gatherer takes, as keyword arguments: subsystem -> option names
 GATHER_OPTIONS = {"health": ("kernel_log_boots",), "kernel": ("sysctls",)}
+
+
+def module_options(module):
+    """The options of :data:`GATHER_OPTIONS` from the parameters of a module that gathers (host_facts,
+    host_snapshot), as :func:`gather_facts` takes them; a ``sysctls`` that names no sysctl fails the module
+    with one line (``module.fail_json``) before anything is read."""
+    problem = name_problem(module.params["sysctls"])
+    if problem:
+        module.fail_json(msg=problem)
+    return dict((name, module.params[name]) for names in GATHER_OPTIONS.values() for name in names)
 
 
 def gather_facts(root, subsystems=None, options=None):

@@ -78,3 +78,23 @@ def test_the_sources_name_the_proc_file_of_a_sysctl_read_by_name():
     assert sources.lookup(key) == ("/proc/sys/vm/dirty_ratio",)
     persisted = sources.lookup(sources.fact_key('kernel.sysctl_persisted."vm.dirty_ratio"'))
     assert persisted == sources.lookup("kernel.sysctl_persisted") and persisted
+
+
+class _Module:
+    """What gather.module_options reads of an AnsibleModule; fail_json raises as the real one exits."""
+
+    def __init__(self, **params):
+        self.params = dict({"kernel_log_boots": 1, "sysctls": []}, **params)
+
+    def fail_json(self, msg):
+        raise SystemExit(msg)
+
+
+def test_the_modules_options_are_gather_options_and_a_bad_name_fails_the_module():
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import module_options  # pylint: disable=import-outside-toplevel
+
+    assert module_options(_Module(sysctls=["vm.dirty_ratio"], kernel_log_boots=2)) == {
+        "kernel_log_boots": 2, "sysctls": ["vm.dirty_ratio"]}
+    with pytest.raises(SystemExit) as caught:
+        module_options(_Module(sysctls=["../../etc/shadow"]))
+    assert "is not a sysctl name" in str(caught.value)
