@@ -30,8 +30,8 @@ SNAPSHOTS = ("demo-incident", "demo-healthy", "demo-intel")
 def fleet_hosts(count):
     """``{name: host part}`` of ``count`` hosts cycling through :data:`SNAPSHOTS`, each a copy of its
     own as ``baseline_evaluate`` registers it (findings without their rule text: ``compact_findings``)."""
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import compact_findings
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import compact_findings
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import expand_document
     with open(GOLDEN) as handle:
         golden = expand_document(json.load(handle))
     hosts = {}
@@ -49,9 +49,9 @@ def main():
     args = parser.parse_args()
     import_collection()
     from ansible_collections.gpuhost.baseline.plugins.action.baseline_report import with_rule_text
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_stored, dumps_document
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report_dir import MANIFEST, write_stored
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import load_catalogue
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import build_stored, dumps_document
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report_dir import MANIFEST, write_stored
     hosts, golden = fleet_hosts(args.hosts)
     work = tempfile.mkdtemp(prefix="gpuhost-report-size-")
     reports = os.path.join(work, "reports")

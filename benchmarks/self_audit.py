@@ -30,7 +30,7 @@ import_collection()
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts  # noqa: E402
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root  # noqa: E402
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import self_audit  # noqa: E402
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import self_audit  # noqa: E402
 
 
 def child_run(argv, env):
@@ -54,7 +54,7 @@ def split(large, workdir):
     t1 = clock()
     name, part = self_audit.audit_host(config, root=large)  # gathers again, then evaluates
     t2 = clock()
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import build_report
     report = build_report({name: part}, profile=part.get("profile"))
     self_audit.write_outputs(report, name, config["report_dir"], config["textfile_dir"], time.monotonic(), clock())
     t3 = clock()

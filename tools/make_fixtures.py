@@ -14,9 +14,9 @@ import sys
 
 # makes ansible_collections.gpuhost.baseline importable
 import collection_path  # noqa: F401  pylint: disable=unused-import
-# the one generator, shipped in the collection (plugins/plugin_utils/snapgen)
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen import scenarios
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen.pciconfig import snapshot_dump
+# the one generator, shipped in the collection (plugins/plugin_utils/snapshot/snapgen)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.snapgen import scenarios
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.snapgen.pciconfig import snapshot_dump
 
 
 def main(argv=None):

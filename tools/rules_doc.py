@@ -13,7 +13,7 @@ import yaml
 
 # makes ansible_collections.gpuhost.baseline importable
 import collection_path  # noqa: F401  pylint: disable=unused-import
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import AREA_NAMES
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import AREA_NAMES
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 DOC = os.path.join(REPO, "docs", "rules.md")

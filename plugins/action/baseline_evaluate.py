@@ -11,12 +11,12 @@ from __future__ import absolute_import, division, print_function
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.console import measure_line
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import compact_findings, pack_findings
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.gathering import gather_host
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import HOST_VARS, judge_host
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import CatalogueError
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.console import measure_line
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import compact_findings, pack_findings
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.gathering import gather_host
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.judge import HOST_VARS, judge_host
 from ansible_collections.gpuhost.baseline.plugins.modules.baseline_evaluate import ARGUMENT_SPEC
 
 __metaclass__ = type

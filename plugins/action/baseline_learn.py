@@ -5,7 +5,7 @@
 
 Documentation: plugins/modules/baseline_learn.py. The facts are gathered as ``baseline_evaluate``
 gathers them (one ``host_facts`` run on the host, or a snapshot with ``root``); the inventory is computed by
-``plugin_utils/learn.py`` (with ``inventory_observe.py``) and the profile is written on the controller as
+``plugin_utils/inputs/learn.py`` (with ``inventory_observe.py``) and the profile is written on the controller as
 ``<dest>/profiles/<name>.yml``, after it was loaded and checked like any site profile. Check mode
 writes nothing and returns the profile.
 """
@@ -20,19 +20,19 @@ import tempfile
 from ansible.errors import AnsibleActionFail
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import (
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import (
     CatalogueError, plain, select_profile,
 )
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_params import resolve_profile
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.controller_libs import MissingLibraries, check as check_libraries
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import COLLECTION_ROOT
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.gathering import gather_host
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.learn import (
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_params import resolve_profile
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.controller_libs import MissingLibraries, check as check_libraries
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.schema import COLLECTION_ROOT
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.evaluation import evaluate
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.gathering import gather_host
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inputs.learn import (
     build_profile, learn_inventory, profile_name, render_profile,
 )
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import atomic_write, read_text
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.files import atomic_write, read_text
 from ansible_collections.gpuhost.baseline.plugins.modules.baseline_learn import ARGUMENT_SPEC
 
 __metaclass__ = type

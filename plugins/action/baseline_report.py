@@ -11,16 +11,16 @@ from collections.abc import Mapping
 from ansible.errors import AnsibleError
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.actionbase import ControllerAction
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import (
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import (
     ARGUMENT_SPEC, ReportError, build_stored, dumps_document, failing_at_or_above, map_host_findings)
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report_dir import ReportDirError, write_stored
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import collection_version, load_catalogue
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import expand_findings
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.console import console_lines, subject_nouns
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import controller_path
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.stats import StatsError, caller_stats
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import record_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report_dir import ReportDirError, write_stored
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import collection_version, load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import CatalogueError
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import expand_findings
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.console import console_lines, subject_nouns
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.files import controller_path
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.stats import StatsError, caller_stats
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.history import record_report
 
 __metaclass__ = type
 
@@ -214,7 +214,7 @@ class ActionModule(ControllerAction):
             return result
         result.update(changed=False, paths=paths, report_dir=report_dir, totals=report["totals"],
                       profile=report["profile"], collection_version=report["collection_version"], stats=stats)
-        # the console summary the roles print (plugins/plugin_utils/console.py; docs/report.md, "Console output")
+        # the console summary the roles print (plugins/plugin_utils/report/console.py; docs/report.md, "Console output")
         result["console"] = console_lines(report, notes=notes, fail_on=args["fail_on"],
                                           report_dir=report_dir, nouns=subject_nouns(catalogue))
         if args["fail_on"] != "none":

@@ -15,13 +15,13 @@ from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import validate
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.controller_libs import MissingLibraries, check as check_libraries
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.role_values import (
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import validate
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import CatalogueError
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.controller_libs import MissingLibraries, check as check_libraries
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inputs.role_values import (
     SERIAL_ROLES, max_fail_problem, option_problems, serial_problem)
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import COLLECTION_ROOT
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inventory_vars import (
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.schema import COLLECTION_ROOT
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inputs.inventory_vars import (
     InventoryVarsError,
     controller_refusal,
     describe_unknown,

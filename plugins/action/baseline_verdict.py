@@ -7,7 +7,7 @@ from __future__ import absolute_import, division, print_function
 
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.verdict import ARGUMENT_SPEC, must_contact, verdict
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.verdict import ARGUMENT_SPEC, must_contact, verdict
 
 __metaclass__ = type
 

@@ -6,9 +6,9 @@
 from __future__ import absolute_import, division, print_function
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.actionbase import ControllerAction
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.controller_libs import MissingLibraries, check as check_libraries
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import clip, controller_path
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen.demo import DemoError, write_demo
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.controller_libs import MissingLibraries, check as check_libraries
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.files import clip, controller_path
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.snapgen.demo import DemoError, write_demo
 
 __metaclass__ = type
 

@@ -6,9 +6,9 @@
 from __future__ import absolute_import, division, print_function
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.actionbase import ControllerAction
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import clip, controller_path
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot import (ARGUMENT_SPEC, LISTED, SnapshotError,
-                                                                                SnapshotRefused, import_snapshot)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.files import clip, controller_path
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.snapshot import (
+    ARGUMENT_SPEC, LISTED, SnapshotError, SnapshotRefused, import_snapshot)
 
 __metaclass__ = type
 

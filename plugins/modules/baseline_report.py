@@ -232,7 +232,7 @@ totals:
     fail_by_severity: {critical: 0, high: 8, medium: 1, low: 0, info: 0}
 stats:
   description:
-    - Fleet and per-host totals for callers, computed from the report document (C(plugins/plugin_utils/stats.py)).
+    - Fleet and per-host totals for callers, computed from the report document (C(plugins/plugin_utils/report/stats.py)).
       The audit and remediate roles publish it with C(ansible.builtin.set_stats) as the custom stat
       C(gpuhost_baseline); C(docs/report.md) of the collection, "Totals for callers", describes every key.
     - C(fleet) holds every key of RV(totals) with the same value, plus C(facts_errors) and C(names)
@@ -296,7 +296,7 @@ stats:
 console:
   description:
     - The run summary as lines of text, printed by the audit and remediate roles after the reports are written
-      (C(docs/report.md), "Console output"). Built from the report document by C(plugins/plugin_utils/console.py).
+      (C(docs/report.md), "Console output"). Built from the report document by C(plugins/plugin_utils/report/console.py).
     - A header with the fleet totals; one line per host (sorted, clean hosts too) with its state and counts by
       status, failing findings also by severity, V(before -> after) after a remediation, the host's message
       (why it is unreachable or failed) and its O(host_notes) entry.
@@ -349,7 +349,7 @@ failing_hosts:
 from ansible.module_utils.basic import AnsibleModule
 
 
-# The action plugin's options (plugins/plugin_utils/report.py ARGUMENT_SPEC), repeated here
+# The action plugin's options (plugins/plugin_utils/report/report.py ARGUMENT_SPEC), repeated here
 # because a module cannot import controller code; tests/unit/plugins/action/test_baseline_report.py
 # keeps the two equal.
 FORMATS = ["json", "md", "html", "junit", "prom"]

@@ -24,7 +24,7 @@ description:
     in each role's C(meta/argument_specs.yml), the names its roles, playbooks and molecule scenarios register or set, and a short list of
     inventory variables that are no role option (C(gpuhost_allow_empty), C(gpuhost_serial),
     C(gpuhost_max_fail_percentage), C(gpuhost_note), the C(gpuhost_learn_*) and C(gpuhost_snapshot_*) variables of
-    C(learn.yml) and C(snapshot.yml); C(INVENTORY_ONLY) in C(plugins/plugin_utils/inventory_vars.py)).
+    C(learn.yml) and C(snapshot.yml); C(INVENTORY_ONLY) in C(plugins/plugin_utils/inputs/inventory_vars.py)).
   - With O(controller_guard), fails when the host the task runs for would have the controller itself fixed - its
     connection plugin is C(local) and O(root) resolves to C(/) on the controller, it is not named C(localhost),
     C(127.0.0.1) or C(::1) (the names Ansible treats as the controller), and O(allow_controller) is not set. The

@@ -89,7 +89,7 @@ msg:
 
 from ansible.module_utils.basic import AnsibleModule
 
-# The action plugin's options (plugins/plugin_utils/verdict.py ARGUMENT_SPEC), repeated here because a
+# The action plugin's options (plugins/plugin_utils/report/verdict.py ARGUMENT_SPEC), repeated here because a
 # module cannot import controller code; tests/unit/plugins/plugin_utils/test_verdict.py keeps the two equal.
 ARGUMENT_SPEC = dict(
     host=dict(type="str", required=True),

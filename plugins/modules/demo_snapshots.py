@@ -18,7 +18,7 @@ description:
     M(gpuhost.baseline.host_snapshot) captures a host (C(docs/snapshot-format.md) of the collection), so that
     O(gpuhost.baseline.host_facts#module:root) and the audit read them like live hosts.
   - The snapshots are generated, byte for byte the same on every run, by the generator the collection
-    ships (C(plugins/plugin_utils/snapgen)); a checkout's C(tools/make_fixtures.py) runs the same one.
+    ships (C(plugins/plugin_utils/snapshot/snapgen)); a checkout's C(tools/make_fixtures.py) runs the same one.
   - The C(gpuhost.baseline.demo) playbook calls it, adds the demo hosts to the inventory and audits them.
     First of all, it checks that the controller's Python has every third-party library the audit needs
     (jmespath, jsonschema) and fails, writing nothing, naming every missing one with the command that installs them.

@@ -122,7 +122,7 @@ refused:
 from ansible.module_utils.basic import AnsibleModule
 
 
-# The action plugin's options (plugins/plugin_utils/snapshot.py ARGUMENT_SPEC), repeated here
+# The action plugin's options (plugins/plugin_utils/snapshot/snapshot.py ARGUMENT_SPEC), repeated here
 # because a module cannot import controller code; tests/unit/plugins/plugin_utils/test_snapshot.py
 # keeps the two equal.
 ARGUMENT_SPEC = dict(

@@ -28,8 +28,9 @@ os.environ["XDG_CACHE_HOME"] = os.path.join(ARGS[0], "cache")
 if ARGS[1] == "python":  # PyYAML without libyaml: the pure-Python parser and composer
     import yaml
     yaml.__dict__.pop("CSafeLoader", None)
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load, evaluation
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import catalogue_load
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import evaluation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import CatalogueError
 from helpers.baseline_facts import healthy_facts
 
 site = os.path.join(ARGS[0], "site")

@@ -16,7 +16,7 @@ BOOT = "3f2a6c1e-9b7d-4e25-8c41-0d6f1a2b3c4d"
 #: what a run does with host h's history in ARGS[0]: judge with it (with_history), then append
 #: (record_audit); the self-audit and baseline_evaluate + baseline_report alike
 HISTORY_CASE = bounded.case("""
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils import history
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import history
     directory = ARGS[0]
     path = history.history_path(directory, "h")
     facts, read_warnings = history.with_history({"kernel": {"boot_id": %(boot)r}}, directory, "h")
@@ -30,7 +30,7 @@ HISTORY_CASE = bounded.case("""
 """ % {"boot": BOOT})
 
 CONFIG_CASE = bounded.case("""
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils import self_audit
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import self_audit
     try:
         self_audit.load_config(ARGS[0])
         report({"error": None})
@@ -72,7 +72,7 @@ def run_history(directory):
 
 
 def cap():
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils import history
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import history
     return history.MAX_FILE_BYTES
 
 
@@ -140,7 +140,7 @@ def test_100_mb_of_garbage(tmp_path):
 def test_garbage_just_under_the_cap(tmp_path, line):
     """The flood itself: ~300,000 damaged lines under the cap. At most MAX_LINE_WARNINGS are named
     and one more line says the file is not a history (read no further than MAX_DAMAGED_LINES)."""
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils import history
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import history
     directory = history_dir(tmp_path)
     path = str(directory / "h.jsonl")
     try:

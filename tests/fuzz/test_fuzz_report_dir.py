@@ -15,8 +15,8 @@ import pytest
 
 from helpers import bounded
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import metrics, report_dir
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import metrics, report_dir
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import build_report
 
 KIND = "report dir contents"
 MANIFEST = ".gpuhost-report.json"
@@ -24,8 +24,8 @@ GENERATED = "2025-06-01T12:00:00+00:00"
 
 #: the child: write a set of ``ARGS[1]`` hosts into ``ARGS[0]``, report the outcome
 WRITE = bounded.case("""
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report_dir
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ReportError, build_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import report_dir
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import ReportError, build_report
 
 def finding(status):
     return {"id": "PCI-001", "title": "t", "area": "pci", "severity": "high", "status": status, "subject": None,
@@ -95,8 +95,8 @@ def test_a_sparse_metrics_prom_of_gigabytes_is_refused_reading_at_most_the_cap(t
 
 
 MERGE = bounded.case("""
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report_dir
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import report_dir
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import build_report
 
 finding = {"id": "PCI-001", "title": "t", "area": "pci", "severity": "high", "status": "fail", "subject": None,
            "expected": 4096, "observed": 512, "message": "m", "fix": "f", "reboot_required": False}
@@ -211,8 +211,8 @@ def test_thousands_of_foreign_files_in_hosts_survive(tmp_path):
 
 FULL = bounded.case("""
 import hashlib, signal
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report_dir
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ReportError, build_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import report_dir
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import ReportError, build_report
 
 def tree(top):
     out = {}

@@ -28,7 +28,7 @@ META = json.dumps({"format": 1, "hostname": "gpu01"}).encode()
 SHORT = 400
 
 IMPORT = bounded.case("""
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot import (
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.snapshot import (
         SnapshotError, SnapshotRefused, import_snapshot)
     try:
         result = import_snapshot(ARGS[0], ARGS[1])
@@ -321,7 +321,7 @@ def test_good_tarball_in_every_compression(tmp_path):
 def test_snapshot_json_nested_too_deeply(tmp_path):
     src = write(tmp_path / "nested.tar.gz", [member("snapshot.json", b"[" * 100000) + END])
     outcome = bounded.run_case(KIND, bounded.case("""
-        from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot import import_snapshot
+        from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.snapshot import import_snapshot
         from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
         from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
         import_snapshot(ARGS[0], ARGS[1])

@@ -183,7 +183,7 @@ _HEALTHY = {
             "settings": {"governor": "performance", "epp": "performance", "boost": True, "idle_latency_max_us": 100},
         },
     },
-    # what validate.yml's host_measure returned (VAL rules; plugins/plugin_utils/derive_validation.py)
+    # what validate.yml's host_measure returned (VAL rules; plugins/plugin_utils/derive/derive_validation.py)
     "measure": {
         "cpu_freq": {"status": "ok", "reason": None, "source": "scaling_cur_freq", "sample": "all online CPUs",
                      "online": 2, "duration_s": 3.01, "samples": 15, "workers": [],

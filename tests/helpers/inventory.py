@@ -8,7 +8,7 @@ import copy
 
 from helpers.baseline_facts import GPU0, GPU1, NIC, healthy_facts
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.learn import learn_inventory
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inputs.learn import learn_inventory
 
 #: GPU0 and GPU1 behind one switch (different downstream ports: PXB), the ConnectX NIC next to them
 TOPOLOGY = {

@@ -4,7 +4,7 @@ layout": the file keeps rule text once per rule and each finding as a row)."""
 import json
 import os
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import expand_document
 
 
 def load_report(path):

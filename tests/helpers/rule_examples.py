@@ -22,9 +22,10 @@ import yaml
 
 from helpers import baseline_facts
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation, schema
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.learn import learn_inventory
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base import schema
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import evaluation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inputs.learn import learn_inventory
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 EXAMPLES_DIR = os.path.join(REPO, "rules", "examples")

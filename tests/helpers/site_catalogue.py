@@ -75,7 +75,7 @@ def private_catalogue_cache(tmp_path, monkeypatch):
     """Body of an autouse fixture: the catalogue's disk cache under ``tmp_path`` and its memory
     cache empty before and after the test (``yield from`` it)."""
     # imported here: helpers are imported by tests that run before the collection link exists
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import catalogue_load  # pylint: disable=import-outside-toplevel
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     catalogue_load._CACHE.clear()

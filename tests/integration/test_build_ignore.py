@@ -175,4 +175,4 @@ def test_tarball_contents_are_the_documented_ones(built):
     assert sorted((ships & present) - top) == [], "documented as shipped but left out"
     nested = [m for m in members for path in left_out if m == path or m.startswith(path + "/")]
     assert nested == [], "documented as left out but shipped"
-    assert "playbooks/demo.yml" in members and "plugins/plugin_utils/snapgen/scenarios.py" in members
+    assert "playbooks/demo.yml" in members and "plugins/plugin_utils/snapshot/snapgen/scenarios.py" in members

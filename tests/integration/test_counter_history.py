@@ -14,8 +14,8 @@ import pytest
 
 from helpers.runner import run_playbook, stdout_of
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.self_audit import audit_host
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import expand_document
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.self_audit import audit_host
 
 HOST = "gpu-incident"
 PORT = "mlx5_0/1"

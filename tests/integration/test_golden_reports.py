@@ -21,7 +21,7 @@ import pytest
 from helpers.golden import FILES, normalise
 from helpers.runner import run_playbook, stdout_of
 from test_audit_playbook import fleet
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import expand_document
 
 GOLDEN = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "fixtures", "golden")
 UPDATE = os.environ.get("GPUHOST_UPDATE_GOLDEN") == "1"

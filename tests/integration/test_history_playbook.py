@@ -10,7 +10,7 @@ import pytest
 from helpers.runner import run_playbook, stdout_of
 from helpers.snapshot_edit import boot_id_of, remove_pcie_boot_mechanism, set_boot_id, set_max_read_request
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import expand_document
 
 GPU = "0000:43:00.0"
 HOST = "demo-healthy"

@@ -22,7 +22,7 @@ import tarfile
 import pytest
 import yaml
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.stats import caller_stats
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.stats import caller_stats
 from helpers.report_file import load_report
 from helpers.site_catalogue import make_site
 

@@ -14,9 +14,9 @@ import yaml
 from helpers.fixhost import copy_tree
 from helpers.runner import REPO, run_playbook, stdout_of
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_params import resolve_profile
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_params import resolve_profile
 
 DEMO = os.path.join(REPO, "build", "snapshots")
 NAME = "golden-demo-healthy"

@@ -15,10 +15,10 @@ import sys
 import pytest
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.evaluation import evaluate
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import earlier_in_boot, make_record
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.history import earlier_in_boot, make_record
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 ANSIBLE_PLAYBOOK = os.path.join(os.path.dirname(sys.executable), "ansible-playbook")

@@ -1,5 +1,5 @@
 """What every playbook checks before any host is contacted (the first play: playbooks/vars/preflight.yml
-and playbooks/tasks/preflight.yml; the first action: plugin_utils/controller_libs.py); docs/report.md,
+and playbooks/tasks/preflight.yml; the first action: plugin_utils/base/controller_libs.py); docs/report.md,
 "Exit codes and gpuhost_fail_on":
 
 * no false green: hosts that match nothing (a missing -i file, an empty inventory, a --limit) fail the run

@@ -18,8 +18,8 @@ import subprocess
 import pytest
 import yaml
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import metrics
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import metrics
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import build_report
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 PROMTOOL = "/usr/bin/promtool"

@@ -15,8 +15,8 @@ import tempfile
 
 import pytest
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report_dir, views
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import report as report_doc
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import report_dir, views
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOLDEN_JSON = os.path.join(REPO, "tests", "fixtures", "golden", "report.json")
@@ -264,7 +264,7 @@ def test_the_writer_reads_a_host_at_a_time_and_writes_the_same(tmp_path):
     the metrics, the console and the caller stats give exactly what they give of the document
     expanded whole, and report.json's text is the same whether its hosts are compacted whole or
     one at a time."""
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils import console, metrics, stats, views_machine
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import console, metrics, stats, views_machine
 
     report = fleet(30, extra={"gpu-down": {"state": "unreachable", "message": "ssh: timed out", "findings": [],
                                            "summary": dict((s, 0) for s in ("fail", "unknown", "waived", "pass",

@@ -22,8 +22,8 @@ import tempfile
 
 import pytest
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import views
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import report as report_doc
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import views
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 GOLDEN_JSON = os.path.join(REPO, "tests", "fixtures", "golden", "report.json")

@@ -20,9 +20,9 @@ import pytest
 from helpers.prom import parse_metrics
 from junitparser import Error, Failure, JUnitXml, Skipped
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report_dir, views
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views_machine import JUNIT_RULES_SUITE
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import report as report_doc
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import report_dir, views
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.views_machine import JUNIT_RULES_SUITE
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 FIXTURE = os.path.join(REPO, "tests", "fixtures", "report", "hosts.json")

@@ -13,7 +13,7 @@ from test_hostile_snapshot import build
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.evaluation import evaluate
 
 #: a file the readers read (an absolute path under a system tree) or a command they run
 # gpuhost_history_dir: the error counter rules (HEALTH-020..023) are unknown without a history to compare

@@ -6,7 +6,7 @@ PCIe AER correctable errors, NVLink replay/recovery/CRC errors. The ``health.cou
 of docs/facts.md; GPU ECC corrected counts come with the GPUs (``nvidia.gpus[].ecc``).
 
 A counter's absolute value says little (it counts since boot); the rules judge its increase over
-a window of the audit history (``plugins/plugin_utils/derive_counters.py``). Here only reading:
+a window of the audit history (``plugins/plugin_utils/derive/derive_counters.py``). Here only reading:
 the parsers are pure functions over text that never raise, :func:`gather` reads through a
 :class:`facts.root.Root`. Formats (real outputs quoted in tests/fixtures/counters/README.md):
 

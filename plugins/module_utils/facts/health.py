@@ -6,7 +6,7 @@
 Passive and cheap: nothing here loads the GPUs or the network. The parsers are pure functions
 over text that never raise; :func:`gather` reads through a :class:`facts.root.Root` and builds
 the ``health`` section of docs/facts.md. Judging (which Xid codes matter, what a link or a port
-should look like) is the controller's (``plugins/plugin_utils/derive_health.py``).
+should look like) is the controller's (``plugins/plugin_utils/derive/derive_health.py``).
 
 Sources of the formats (real outputs are quoted in tests/fixtures/health/README.md):
 

@@ -4,7 +4,7 @@
 """Peer-to-peer paths through the PCIe tree, from the ``pci.devices`` facts.
 
 Pure functions over the facts' device mappings (``address``, ``upstream``, ``pcie.port_type``,
-``error``). Rule PCI-006 (through ``plugin_utils/derive.py`` on the controller) and the
+``error``). Rule PCI-006 (through ``plugin_utils/derive/derive.py`` on the controller) and the
 ``pcie_tune`` fix (on the host, ``acs: auto``) must agree on which bridges sit between two
 peers, so the one definition lives here, on the host side, where both can import it.
 """

@@ -4,9 +4,11 @@
 """The base of the collection's controller-only action plugins (demo_snapshots, baseline_report,
 snapshot_import): what each of them did the same way before its own work.
 
-A package of its own, not a module of ``plugin_utils``: it imports ansible-core's ``ActionBase`` at
-module level, which the modules directly in ``plugin_utils`` may not (the self-audit bundle takes
-``plugin_utils/*.py`` to the hosts, where no ansible-core is installed; docs/architecture.md).
+A package of its own, beside the layers: it imports ansible-core's ``ActionBase`` at module level,
+which the packages the self-audit bundle takes to the hosts (``base``, ``derive``, ``catalogue``,
+``report``, ``judge``) may not: no ansible-core is installed there (docs/architecture.md).
+
+May import: ``base``. Controller only (not in the self-audit bundle).
 """
 
 from __future__ import absolute_import, division, print_function

@@ -8,7 +8,7 @@ readers, evaluator, rules, profiles, schemas). The catalogue is read from files,
 unpacked once per content into ``<cache>/bundle-<sha256 prefix>`` (``GPUHOST_SELF_AUDIT_CACHE``,
 default /var/cache/gpuhost-baseline: the unit's CacheDirectory), into a temporary directory that
 is renamed into place, so a run never sees half a tree; unpacked copies of other contents are
-removed. Then plugins/plugin_utils/self_audit.py runs. Standard library only, Python 3.8+ (older
+removed. Then plugins/plugin_utils/judge/self_audit.py runs. Standard library only, Python 3.8+ (older
 interpreters get one line saying so).
 """
 import hashlib
@@ -82,7 +82,7 @@ def main():
     # the unpacked tree, never the zip itself, provides the collection's packages
     sys.path[:] = [tree] + [p for p in sys.path if os.path.abspath(p or ".") != bundle]
     try:
-        from ansible_collections.gpuhost.baseline.plugins.plugin_utils import self_audit
+        from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import self_audit
     except ImportError as exc:
         fail("cannot load the self-audit code from %s: %s (build the bundle again with the self_audit role)"
              % (tree, exc))

@@ -41,6 +41,12 @@ TREES = (
     ("plugins/module_utils", (".py",)),
     ("plugins/module_utils/facts", (".py",)),
     ("plugins/plugin_utils", (".py",)),
+    # the packages the judge needs on a host; not snapshot/ or inputs/ (controller only), nor actionbase/
+    ("plugins/plugin_utils/base", (".py",)),
+    ("plugins/plugin_utils/derive", (".py",)),
+    ("plugins/plugin_utils/catalogue", (".py",)),
+    ("plugins/plugin_utils/report", (".py",)),
+    ("plugins/plugin_utils/judge", (".py",)),
     # plain JSON read without a schema library: the parameter bounds (catalogue_params.param_constraints)
     ("schemas", ("profile.schema.json",)),
 )
@@ -83,11 +89,12 @@ def collection_modules(root, scratch):
         os.symlink(os.path.abspath(root), os.path.join(scratch, *NAMESPACE))
     sys.path.insert(0, top)
     try:
-        from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load, catalogue_model  # pylint: disable=import-outside-toplevel
+        from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import (  # pylint: disable=import-outside-toplevel
+            catalogue_load, catalogue_model)
     finally:
         sys.path.remove(top)
     loaded = os.path.realpath(os.path.dirname(catalogue_load.__file__))
-    if loaded != os.path.realpath(os.path.join(root, "plugins", "plugin_utils")):
+    if loaded != os.path.realpath(os.path.join(root, "plugins", "plugin_utils", "catalogue")):
         raise BundleError("imported the catalogue code from %s, not from %s" % (loaded, root))
     return catalogue_load, catalogue_model
 

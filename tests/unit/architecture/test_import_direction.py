@@ -6,13 +6,15 @@ both but never controller code. Controller side: ``plugin_utils`` may use both h
 packages; action plugins may use everything. Host-side code imports nothing outside the
 standard library and ``ansible.module_utils``.
 
-Inside ``plugin_utils`` there are sub-layers (:data:`FORBIDDEN`): the catalogue (loader, model,
-parameters, waivers) imports neither the judge nor the report writers; the report writers and views
-do not import the judge; the drift history does not import the views; and ``findings.py``, the
-finding contract, imports only the small helpers of :data:`FINDINGS_TOP` (and, inside a function,
-the catalogue loader for its default catalogue).
+``plugin_utils`` is a set of packages by layer (:data:`PACKAGES`, each package's docstring says the
+same in its "May import:" sentence, checked here): ``base`` < ``derive`` < ``catalogue`` < ``report`` <
+``judge``, with ``snapshot`` and ``inputs`` beside them on the controller only. Inside ``report`` the drift
+history does not import the views, and ``findings.py``, the finding contract, imports only the small
+helpers of :data:`FINDINGS_TOP` (and, inside a function, the catalogue loader for its default catalogue).
+No module sits flat in ``plugin_utils`` and no package holds more than :data:`MAX_FLAT` modules.
 """
 import ast
+import re
 import os
 import sys
 
@@ -36,19 +38,25 @@ ALLOWED = {
 }
 HOST_LAYERS = ("facts", "fix", "module")
 
-# -- plugin_utils sub-layers (module stems of files in plugin_utils/) ----------------------------
-#: the judge: facts and a catalogue in, findings out
-JUDGE = {"evaluation", "judge"}
-#: what writes report.json and its views
-REPORT_WRITERS = {"report", "report_dir", "views", "views_machine", "metrics"}
-#: the views of report.json and the writer of the report directory
-VIEWS = {"views", "views_machine", "report_dir"}
-#: the catalogue: loading, the model and its bounded interpreter, parameters, waivers
-CATALOGUE = {"catalogue_load", "catalogue_model", "catalogue_files", "catalogue_params", "waivers"}
-#: module stem -> stems it may not import (anywhere in the file)
-FORBIDDEN = dict([(stem, JUDGE | REPORT_WRITERS) for stem in CATALOGUE]
-                 + [(stem, set(JUDGE)) for stem in REPORT_WRITERS]
-                 + [("history", set(VIEWS))])
+# -- plugin_utils packages ------------------------------------------------------------------------
+#: package of plugin_utils -> packages its modules may import (itself included)
+PACKAGES = {
+    "base": {"base"},
+    "derive": {"base", "derive"},
+    "catalogue": {"base", "derive", "catalogue"},
+    "report": {"base", "catalogue", "report"},
+    "judge": {"base", "derive", "catalogue", "report", "judge"},
+    "snapshot": {"base", "snapshot"},
+    "inputs": {"base", "derive", "inputs"},
+    # ansible-core's ActionBase for the controller-only action plugins
+    "actionbase": {"base", "actionbase"},
+}
+#: the packages the self-audit bundle takes to the hosts: the judge and what it may import
+BUNDLED = PACKAGES["judge"]
+#: modules in one package, at most
+MAX_FLAT = 15
+#: within ``report``: module stem -> stems it may not import (anywhere in the file)
+FORBIDDEN = {"history": {"views", "views_machine", "report_dir"}}
 #: findings.py (the finding contract) imports at module level only these helpers of plugin_utils ...
 FINDINGS_TOP = {"files", "console", "docpath"}
 #: ... and inside a function also the catalogue loader (the default catalogue of expand_findings)
@@ -106,32 +114,42 @@ def top_level_names(source, filename="<file>"):
     return imported_names(ast.unparse(ast.Module(body=nodes, type_ignores=[])), filename)
 
 
-def plugin_utils_stem(name):
-    """``views`` for ``...plugins.plugin_utils.views`` (or a name imported from it); ``None`` otherwise."""
+def plugin_utils_target(name):
+    """``("report", "views")`` for ``...plugins.plugin_utils.report.views`` (or a name imported from it),
+    ``("report", None)`` for the package itself; ``None`` outside ``plugin_utils``."""
     parts = name[len(PACKAGE):].split(".") if name.startswith(PACKAGE) else []
-    return parts[1] if len(parts) > 1 and parts[0] == "plugin_utils" else None
+    if len(parts) < 2 or parts[0] != "plugin_utils":
+        return None
+    return parts[1], (parts[2] if len(parts) > 2 else None)
 
 
 def sub_layer_violations(rel, source):
-    """``[message]`` for each import of a ``plugin_utils`` file against the sub-layers."""
+    """``[message]`` for each import of a ``plugin_utils`` file against the packages' layers."""
     parts = rel.replace(os.sep, "/").split("/")
-    if parts[0] != "plugin_utils" or len(parts) != 2:
+    if parts[0] != "plugin_utils":
         return []
-    stem = parts[1][:-3]
+    if len(parts) == 2:
+        return [] if parts[1] == "__init__.py" else [
+            "plugins/%s: a module flat in plugin_utils (put it in the package of its layer)" % rel]
+    package, stem = parts[1], parts[2][:-3]
+    if package not in PACKAGES:
+        return ["plugins/%s: package %s is not one of the layers (%s)" % (rel, package, ", ".join(sorted(PACKAGES)))]
     out = []
-    if stem == "findings":
-        top = set(top_level_names(source, rel))
-        for name in imported_names(source, rel):
-            target = plugin_utils_stem(name)
-            allowed = FINDINGS_TOP if name in top else FINDINGS_NESTED
-            if target is not None and target not in allowed:
-                out.append("plugins/%s (the finding contract) imports %s (%s); it may use %s only%s" % (
-                    rel, name, target, ", ".join(sorted(allowed)), "" if name in top else " inside a function"))
-        return out
+    top = set(top_level_names(source, rel))
     for name in imported_names(source, rel):
-        target = plugin_utils_stem(name)
-        if target in FORBIDDEN.get(stem, ()):
-            out.append("plugins/%s imports %s: %s may not import %s" % (rel, name, stem, target))
+        target = plugin_utils_target(name)
+        if target is None:
+            continue
+        if target[0] not in PACKAGES[package]:
+            out.append("plugins/%s imports %s: %s may import %s only" % (
+                rel, name, package, ", ".join(sorted(PACKAGES[package]))))
+        elif stem == "findings" and package == "report" and target[1] is not None:
+            allowed = FINDINGS_TOP if name in top else FINDINGS_NESTED
+            if target[1] not in allowed:
+                out.append("plugins/%s (the finding contract) imports %s (%s); it may use %s only%s" % (
+                    rel, name, target[1], ", ".join(sorted(allowed)), "" if name in top else " inside a function"))
+        elif target[1] in FORBIDDEN.get(stem, ()):
+            out.append("plugins/%s imports %s: %s may not import %s" % (rel, name, stem, target[1]))
     return out
 
 
@@ -187,26 +205,32 @@ def test_every_plugin_file_imports_along_the_direction():
 @pytest.mark.parametrize("rel, source", [
     ("module_utils/facts/cpu.py", "from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.base import Host"),
     ("module_utils/facts/cpu.py", "from ansible_collections.gpuhost.baseline.plugins.module_utils import fix"),
-    ("module_utils/facts/pci.py", "def f():\n    import ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive"),
-    ("module_utils/fix/pcie.py", "from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import derive"),
+    ("module_utils/facts/pci.py", "def f():\n    import ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive"),
+    ("module_utils/fix/pcie.py", "from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive import derive"),
     ("modules/host_facts.py", "from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report"),
     ("module_utils/facts/nvidia.py", "import yaml"),
     ("module_utils/fix/cpu.py", "from jinja2 import Template"),
     ("module_utils/fix/cpu.py", "from .base import Host"),
     ("module_utils/_helpers.py", "import os"),
-    # plugin_utils sub-layers
-    ("plugin_utils/catalogue_load.py", "from " + PU + ".evaluation import evaluate"),
-    ("plugin_utils/catalogue_model.py", "def f():\n    from " + PU + " import judge"),
-    ("plugin_utils/catalogue_params.py", "from " + PU + ".report import build_report"),
-    ("plugin_utils/waivers.py", "from " + PU + ".report_dir import write_reports"),
-    ("plugin_utils/history.py", "from " + PU + " import views"),
-    ("plugin_utils/history.py", "from " + PU + ".report_dir import MANIFEST"),
-    ("plugin_utils/views.py", "from " + PU + ".evaluation import evaluate"),
-    ("plugin_utils/report_dir.py", "from " + PU + ".judge import judge_host"),
-    ("plugin_utils/metrics.py", "import " + PU + ".judge"),
-    ("plugin_utils/findings.py", "from " + PU + ".catalogue_load import load_catalogue"),
-    ("plugin_utils/findings.py", "def f():\n    from " + PU + " import evaluation"),
-    ("plugin_utils/findings.py", "from " + PU + ".report import expand_document"),
+    # plugin_utils packages
+    ("plugin_utils/catalogue/catalogue_load.py", "from " + PU + ".judge.evaluation import evaluate"),
+    ("plugin_utils/catalogue/catalogue_model.py", "def f():\n    from " + PU + ".judge import judge"),
+    ("plugin_utils/catalogue/catalogue_params.py", "from " + PU + ".report.report import build_report"),
+    ("plugin_utils/catalogue/waivers.py", "from " + PU + ".report.report_dir import write_reports"),
+    ("plugin_utils/report/history.py", "from " + PU + ".report import views"),
+    ("plugin_utils/report/history.py", "from " + PU + ".report.report_dir import MANIFEST"),
+    ("plugin_utils/report/views.py", "from " + PU + ".judge.evaluation import evaluate"),
+    ("plugin_utils/report/report_dir.py", "from " + PU + ".judge.judge import judge_host"),
+    ("plugin_utils/report/metrics.py", "import " + PU + ".judge"),
+    ("plugin_utils/report/findings.py", "from " + PU + ".catalogue.catalogue_load import load_catalogue"),
+    ("plugin_utils/report/findings.py", "def f():\n    from " + PU + ".judge import evaluation"),
+    ("plugin_utils/report/findings.py", "from " + PU + ".report.report import expand_document"),
+    ("plugin_utils/derive/derive_cpu.py", "from " + PU + ".catalogue.catalogue_model import Catalogue"),
+    ("plugin_utils/base/files.py", "from " + PU + ".derive import derive_common"),
+    ("plugin_utils/snapshot/snapshot.py", "from " + PU + ".report.report import ReportError"),
+    ("plugin_utils/inputs/learn.py", "from " + PU + ".judge.evaluation import evaluate"),
+    ("plugin_utils/helpers.py", "import os"),
+    ("plugin_utils/misc/helpers.py", "import os"),
 ])
 def test_an_import_against_the_direction_is_caught(rel, source):
     assert violations(rel, source)
@@ -214,22 +238,58 @@ def test_an_import_against_the_direction_is_caught(rel, source):
 
 @pytest.mark.parametrize("rel, source", [
     ("module_utils/fix/pcie.py", "from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pci import gather"),
-    ("plugin_utils/derive.py", "from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import x"),
+    ("plugin_utils/derive/derive.py", "from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import x"),
     ("action/baseline_report.py", "import yaml\nfrom ansible_collections.gpuhost.baseline.plugins.plugin_utils import report"),
     ("modules/kernel_sysctl.py", "from ansible.module_utils.basic import AnsibleModule\nimport os, re, json"),
-    ("plugin_utils/findings.py", "import json\ndef f():\n    from " + PU + ".catalogue_load import load_catalogue"),
-    ("plugin_utils/findings.py", "from " + PU + ".files import clip\nfrom " + PU + ".console import escape"),
-    ("plugin_utils/catalogue_load.py", "from " + PU + ".derive import REQUIRED_PARAMS"),
-    ("plugin_utils/views_machine.py", "from " + PU + " import metrics\nfrom " + PU + ".views import _text"),
-    ("plugin_utils/history.py", "from " + PU + ".report import ReportError"),
+    ("plugin_utils/report/findings.py",
+     "import json\ndef f():\n    from " + PU + ".catalogue.catalogue_load import load_catalogue"),
+    ("plugin_utils/report/findings.py",
+     "from " + PU + ".base.files import clip\nfrom " + PU + ".report.console import escape"),
+    ("plugin_utils/catalogue/catalogue_load.py", "from " + PU + ".derive.derive import REQUIRED_PARAMS"),
+    ("plugin_utils/report/views_machine.py",
+     "from " + PU + ".report import metrics\nfrom " + PU + ".report.views import _text"),
+    ("plugin_utils/report/history.py", "from " + PU + ".report.report import ReportError"),
+    ("plugin_utils/judge/self_audit.py", "from " + PU + ".report.report_dir import write_reports"),
+    ("plugin_utils/inputs/learn.py", "from " + PU + ".derive.inventory_observe import observe"),
 ])
 def test_imports_along_the_direction_pass(rel, source):
     assert violations(rel, source) == []
 
 
-def test_the_sub_layers_name_modules_that_exist():
-    # a renamed module would silently drop out of its rule
+def test_the_layers_name_modules_and_packages_that_exist():
+    # a renamed module or package would silently drop out of its rule
     base = os.path.join(REPO, "plugins", "plugin_utils")
-    named = set(FORBIDDEN) | JUDGE | REPORT_WRITERS | VIEWS | CATALOGUE | FINDINGS_NESTED | {"history", "findings"}
-    missing = sorted(stem for stem in named if not os.path.isfile(os.path.join(base, stem + ".py")))
-    assert not missing, missing
+    packages = sorted(d for d in os.listdir(base) if os.path.isfile(os.path.join(base, d, "__init__.py")))
+    assert packages == sorted(PACKAGES)
+    stems = {name[:-3] for package in packages for name in os.listdir(os.path.join(base, package))
+             if name.endswith(".py")}
+    named = set(FORBIDDEN) | FINDINGS_NESTED | {stem for stems in FORBIDDEN.values() for stem in stems}
+    assert not sorted(named - stems)
+
+
+def may_import(docstring):
+    """The packages named in a package docstring's "May import:" sentence."""
+    sentence = docstring.split("May import:", 1)[1].split(". ", 1)[0]
+    return {name for name in re.findall(r"``([\w/]+)``", sentence) if name in PACKAGES}
+
+
+@pytest.mark.parametrize("package", sorted(PACKAGES))
+def test_each_package_says_what_lives_there_and_what_it_may_import(package):
+    path = os.path.join(REPO, "plugins", "plugin_utils", package, "__init__.py")
+    with open(path, encoding="utf-8") as handle:
+        docstring = ast.get_docstring(ast.parse(handle.read())) or ""
+    assert "May import:" in docstring, "%s: the docstring says what lives there and what it may import" % path
+    assert may_import(docstring) | {package} == PACKAGES[package]
+    modules = [n for n in os.listdir(os.path.dirname(path)) if n.endswith(".py") and n != "__init__.py"]
+    assert len(modules) <= MAX_FLAT, "%s holds %d modules flat" % (package, len(modules))
+
+
+def test_the_self_audit_bundle_takes_the_judge_and_what_it_may_import():
+    sys.path.insert(0, os.path.join(REPO, "roles", "self_audit", "files"))
+    try:
+        import make_bundle  # pylint: disable=import-outside-toplevel
+    finally:
+        sys.path.pop(0)
+    taken = {rel.split("/")[2] for rel, _suffixes in make_bundle.TREES
+             if rel.startswith("plugins/plugin_utils/")}
+    assert taken == BUNDLED

@@ -25,12 +25,12 @@ ALLOWED = {
         "cpu_power's required_one_of names its own options; persist.py types the settings the fix "
         "persists, which are those options"),
     frozenset(("audit", "learn", "remediate", "snapshot", "validate")): (
-        {"modules/baseline_validate.py", "plugin_utils/inventory_vars.py"},
+        {"modules/baseline_validate.py", "plugin_utils/inputs/inventory_vars.py"},
         "guard_action's choices (the documentation module's spec, which the action imports) and the "
         "guard's words per playbook (inventory_vars.GUARD_ACTIONS); a test below holds them to the "
         "same playbooks"),
     frozenset(("pass", "fail", "unknown", "waived", "not_applicable")): (
-        {"plugin_utils/findings.py", "plugin_utils/views.py"},
+        {"plugin_utils/report/findings.py", "plugin_utils/report/views.py"},
         "views.CELL_MARKS is a table over findings.STATUSES (a mark per status); a test below holds "
         "its keys to the statuses"),
 }
@@ -38,7 +38,7 @@ ALLOWED = {
 #: The demo generator (snapgen) writes each format from its own knowledge of it, so that a
 #: parser's mistake is not mirrored by the data it is tested with: a set shared by snapgen and one
 #: parser module is the point, not a copy.
-GENERATOR = "plugin_utils/snapgen/"
+GENERATOR = "plugin_utils/snapshot/snapgen/"
 
 
 def _string_sets(tree):
@@ -109,7 +109,8 @@ def test_a_copy_under_another_name_is_found():
 
 def test_the_allowed_tables_cover_what_they_are_tables_of():
     from ansible_collections.gpuhost.baseline.plugins.modules import baseline_validate
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils import findings, inventory_vars, views
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inputs import inventory_vars
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import findings, views
 
     assert set(baseline_validate.ARGUMENT_SPEC["guard_action"]["choices"]) == set(inventory_vars.GUARD_ACTIONS)
     assert set(views.CELL_MARKS) == set(findings.STATUSES)

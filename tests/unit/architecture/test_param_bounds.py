@@ -8,8 +8,8 @@ import os
 import yaml
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pci import SIZES
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_files, catalogue_load, catalogue_model, catalogue_params, waivers
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import profile_param_schemas
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import catalogue_files, catalogue_load, catalogue_model, catalogue_params, waivers
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.schema import profile_param_schemas
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 

@@ -16,8 +16,10 @@ from helpers.health_facts import add_health
 from helpers import rule_examples
 from helpers.site_catalogue import SITE_EXAMPLES, make_site, write
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load, catalogue_model, evaluation, schema
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base import schema
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import catalogue_load, catalogue_model
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import evaluation
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TODAY = rule_examples.TODAY

@@ -14,7 +14,7 @@ import pytest
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.evaluation import evaluate
 
 TODAY = "2026-06-01"
 SMI_XML = os.path.join("commands", "nvidia-smi-q.xml")

@@ -1,5 +1,5 @@
 """The health rules (rules/health.yml): a passing and a failing document each, the messages they
-give, and derived.health (plugins/plugin_utils/derive_health.py) on odd facts.
+give, and derived.health (plugins/plugin_utils/derive/derive_health.py) on odd facts.
 
 Cases live in helpers/health_facts.py (HEALTH_CASES) so the catalogue-wide test can take them too.
 """
@@ -10,11 +10,12 @@ import pytest
 from helpers.baseline_facts import GPU0, GPU1, NIC, healthy_facts
 from helpers.health_facts import HEALTH_CASES, XID_79, add_health
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation, xid_catalogue
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import derive
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_health import derive_health
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.xid_catalogue import SOURCE, XID_CATALOGUE, describe
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import xid_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import evaluation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive import derive
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive_health import derive_health
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.xid_catalogue import SOURCE, XID_CATALOGUE, describe
 
 TODAY = "2026-06-01"
 
@@ -497,7 +498,7 @@ def test_gpus_passed_through_to_vms_without_the_driver_are_not_judged():
 
 def test_the_report_states_the_xid_catalogue_version_and_how_to_update_it(catalogue):
     # the rule text is in every report (report.json rules, the HTML and Markdown rule notes)
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.xid_catalogue import CATALOGUE_VERSION
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.xid_catalogue import CATALOGUE_VERSION
     (rule,) = [r for r in catalogue.rules if r.id == "HEALTH-001"]
     text = " ".join(rule.rationale.split())
     assert CATALOGUE_VERSION in text and "xid_catalogue.py" in text and rule.source == SOURCE

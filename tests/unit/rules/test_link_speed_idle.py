@@ -10,10 +10,10 @@ import pytest
 from helpers.baseline_facts import GPU0, GPU1, NIC, device, healthy_facts
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.nvidia import parse_smi_xml
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import derive
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_pcie import gpu_link_states
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen import nvsmi
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import evaluation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive import derive
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive_pcie import gpu_link_states
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.snapgen import nvsmi
 
 GPU_NAME = "NVIDIA RTX PRO 6000 Blackwell Server Edition"
 
@@ -142,7 +142,7 @@ def test_odd_nvidia_facts_never_raise(gpus):
     assert all(s["idle_reason"] is None for s in states.values())
 
 
-# -- the demo generator expresses the state (plugins/plugin_utils/snapgen/nvsmi.py) ---------------------------
+# -- the demo generator expresses the state (plugins/plugin_utils/snapshot/snapgen/nvsmi.py) ---------------------------
 
 def _gpu(index, **kwargs):
     return nvsmi.Gpu(index, "0000:%02x:00.0" % (0x43 + index), GPU_NAME, "GPU-%d" % index, "1", **kwargs)

@@ -6,9 +6,9 @@ import pytest
 
 from helpers.baseline_facts import GPU0, NIC, device, healthy_facts
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import earlier_in_boot, make_record
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.evaluation import evaluate
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.history import earlier_in_boot, make_record
 
 BOOT = "3f2a6c1e-9b7d-4e25-8c41-0d6f1a2b3c4d"
 EARLIER = "2025-08-01T10:00:00+00:00"

@@ -5,10 +5,10 @@ rules' ``fix`` data, not from a table of actions or literal ids."""
 import pytest
 import yaml
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import pending_items
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import evaluation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import CatalogueError
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.evaluation import pending_items
 
 EVALUATION = evaluation.__file__
 
@@ -124,7 +124,7 @@ def test_amd_pstate_active_configured_but_not_booted_is_pending_a_reboot():
     """CPU-002 after remediate wrote amd_pstate=active into the boot configuration: pending a reboot
     (its fix needs one), not "still failing after the kernel_cmdline fix"; before the fix, a plain fail."""
     from helpers.baseline_facts import healthy_facts  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.evaluation import evaluate  # pylint: disable=import-outside-toplevel
 
     facts = healthy_facts()
     facts["cpu"]["amd_pstate"]["status"] = "passive"

@@ -1,4 +1,4 @@
-"""tools/make_fixtures.py and the generator it runs (plugins/plugin_utils/snapgen): deterministic, complete,
+"""tools/make_fixtures.py and the generator it runs (plugins/plugin_utils/snapshot/snapgen): deterministic, complete,
 decodable trees."""
 import json
 import os
@@ -13,9 +13,9 @@ import pytest
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 TOOLS = os.path.join(REPO, "tools")
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen import pciconfig, scenarios
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen.host import build_host, cpulist, node_memory
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen.tree import Tree, replace_tree
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.snapgen import pciconfig, scenarios
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.snapgen.host import build_host, cpulist, node_memory
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.snapgen.tree import Tree, replace_tree
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root

@@ -8,8 +8,8 @@ import pytest
 import yaml
 
 from ansible_collections.gpuhost.baseline.plugins.action import baseline_report, demo_snapshots, snapshot_import
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import history
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import controller_path
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import history
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.files import controller_path
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 

@@ -6,10 +6,10 @@ import json
 from helpers.baseline_facts import healthy_facts
 
 from ansible_collections.gpuhost.baseline.plugins.action.baseline_report import collection_version, hosts_from_play, with_rule_text
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import COLLECTION_ROOT
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import catalogue_load
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.schema import COLLECTION_ROOT
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import evaluation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import report as report_doc
 
 
 def test_checkout_galaxy_yml(tmp_path):
@@ -58,7 +58,7 @@ def test_documentation_module_declares_the_action_plugins_options():
     # plugins/modules/baseline_report.py cannot import controller code: its copy must not drift
     import importlib
 
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ARGUMENT_SPEC
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import ARGUMENT_SPEC
     doc_module = importlib.import_module("ansible_collections.gpuhost.baseline.plugins.modules.baseline_report")
     assert doc_module.ARGUMENT_SPEC == ARGUMENT_SPEC
 

@@ -18,7 +18,7 @@ from ansible_collections.gpuhost.baseline.plugins.modules import host_snapshot
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import lxc
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Recorder, Root
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot import check_tree, import_snapshot
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.snapshot import check_tree, import_snapshot
 
 SECRET = b"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
 META = {"format": 1, "hostname": "gpu01", "as_root": True, "generator": "gpuhost.baseline.host_snapshot"}

@@ -10,7 +10,8 @@ import shutil
 
 import pytest
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load, schema
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base import schema
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import catalogue_load
 
 PLANTED = ["catalogue-%024d.json" % number for number in range(catalogue_load.DISK_CACHE_KEEP + 2)]
 

@@ -16,8 +16,10 @@ import pytest
 from helpers.baseline_facts import healthy_facts
 from helpers.site_catalogue import SITE_RULE, private_catalogue_cache, write
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_files, catalogue_load, catalogue_model, evaluation, schema, waivers
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base import schema
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import catalogue_files, catalogue_load, catalogue_model, waivers
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import evaluation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import CatalogueError
 
 TODAY = "2026-06-01"
 SECRET = "SECRET-2f9c1d"

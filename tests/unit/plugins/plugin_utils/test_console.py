@@ -1,8 +1,9 @@
 # -*- coding: utf-8 -*-
-"""The console summary of a run (plugins/plugin_utils/console.py; docs/report.md, "Console output")."""
+"""The console summary of a run (plugins/plugin_utils/report/console.py; docs/report.md, "Console output")."""
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load, console
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import catalogue_load
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import console
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import build_report
 
 GPUS = ["0000:%02x:00.0" % bus for bus in (0x03, 0x04, 0x23, 0x24, 0x83, 0x84, 0x85, 0x86)]
 
@@ -207,7 +208,7 @@ def test_hosts_with_the_same_failing_findings_are_one_group():
 
 
 def test_a_stored_report_json_reads_the_same():
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import report as report_doc
     import json
 
     report = report_of({"gpu01": {"findings": [mrrs(a) for a in GPUS]}, "gpu02": {"findings": [mrrs(GPUS[0])]}})
@@ -242,7 +243,7 @@ def test_validate_prints_the_escaped_line_of_the_action():
     import yaml
 
     root = os.path.dirname(console.__file__)
-    tasks = os.path.join(root, "..", "..", "roles", "validate", "tasks", "main.yml")
+    tasks = os.path.join(root, "..", "..", "..", "roles", "validate", "tasks", "main.yml")
     with open(tasks) as handle:
         (task,) = [t for t in yaml.safe_load(handle) if t["name"] == "Say what was measured"]
     assert task["ansible.builtin.debug"]["msg"].startswith("{{ gpuhost_eval.measure_line")

@@ -6,8 +6,8 @@ import sys
 
 import pytest
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import controller_libs
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.controller_libs import (
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base import controller_libs
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.controller_libs import (
     REQUIRED, MissingLibraries, check, message, missing,
 )
 
@@ -104,7 +104,8 @@ def test_no_requirements_txt_no_mention(monkeypatch):
 
 
 def test_the_lazy_imports_say_the_same(monkeypatch):
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_model, schema
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base import schema
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import catalogue_model
 
     monkeypatch.setitem(sys.modules, "jmespath", None)
     monkeypatch.setitem(sys.modules, "jsonschema", None)

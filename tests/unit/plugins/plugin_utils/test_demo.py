@@ -6,8 +6,8 @@ import os
 import pytest
 import yaml
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import gathering
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapgen import demo
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot import gathering
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.snapgen import demo
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 

@@ -9,12 +9,12 @@ from helpers.baseline_facts import (DOWN0, DOWN1, DOWN2, GPU0, GPU1, MGMT_NIC, N
                                     healthy_facts)
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import cpu as facts_cpu
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import REQUIRED_PARAMS, derive
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_common import parse_cpulist
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_cpu import cpu_generation
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_nvidia import gpu_generation
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import profile_param_schemas
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive import REQUIRED_PARAMS, derive
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive_common import parse_cpulist
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive_cpu import cpu_generation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive_nvidia import gpu_generation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.schema import profile_param_schemas
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import load_catalogue
 
 PARAMS = dict(load_catalogue().profile("amd-epyc-nvidia").params)
 
@@ -435,7 +435,7 @@ def test_derive_survives_one_corrupted_value(section, key, value):
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.sampled_from(["kernel", "cpu", "numa", "pci", "iommu", "nvidia", "lxc", "persistence"]), _json)
 def test_evaluation_never_raises_on_a_garbage_section(section, value):
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.evaluation import evaluate
     facts = healthy_facts()
     facts[section] = value
     result = evaluate(facts, profile="amd-epyc-nvidia", host="h", today="2026-01-01")
@@ -446,7 +446,7 @@ def test_evaluation_never_raises_on_a_garbage_section(section, value):
 @pytest.mark.parametrize("section, rule", [("pcie", "PCI-008"), ("cpu_power", "CPU-008")])
 def test_a_boot_script_without_execute_bit_does_not_count(section, rule):
     # systemd's ExecStart= refuses a script without an execute bit, even for root
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.evaluation import evaluate
     facts = healthy_facts()
     assert set(f["status"] for f in evaluate(facts, profile="amd-epyc-nvidia", today="2026-06-01")["findings"]
                if f["id"] == rule) == {"pass"}

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.baseline contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""Error counters judged over the audit history (plugins/plugin_utils/derive_counters.py, the
+"""Error counters judged over the audit history (plugins/plugin_utils/derive/derive_counters.py, the
 ``counters`` of history.py records): the window, a reboot, a counter that went down, no history."""
 import json
 
@@ -10,11 +10,11 @@ import pytest
 from helpers.baseline_facts import GPU1, healthy_facts
 from helpers.health_facts import add_health
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_counters import (
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import evaluation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive_counters import (
     counter_values, derive_counters, span_text,
 )
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.history import (
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.history import (
     earlier_in_boot, encode, make_record, parse_lines, with_history,
 )
 

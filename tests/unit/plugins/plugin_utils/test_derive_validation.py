@@ -7,8 +7,8 @@ import pytest
 
 from helpers.baseline_facts import GPU0, GPU1, healthy_facts
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_validation import _norm_bus, derive_validation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import evaluation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive_validation import _norm_bus, derive_validation
 
 TODAY = "2026-06-01"
 

@@ -12,8 +12,9 @@ import time
 
 import pytest
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import files, history
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import LOCK_NAME, DirectoryLock, FileRefused
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base import files
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import history
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.files import LOCK_NAME, DirectoryLock, FileRefused
 
 NOBODY = 65534
 HOLD_DIRECTORY = """
@@ -26,7 +27,7 @@ time.sleep(60)
 HOLD_LOCK = """
 import sys, time
 sys.path.insert(0, sys.argv[2])
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import DirectoryLock
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.files import DirectoryLock
 with DirectoryLock(sys.argv[1]):
     print("held", flush=True)
     time.sleep(float(sys.argv[3]))
@@ -114,7 +115,7 @@ def test_runs_take_turns_while_the_file_is_removed_and_created_again(directory):
     script = """
 import sys, time
 sys.path.insert(0, sys.argv[2])
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import DirectoryLock
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.files import DirectoryLock
 for unused in range(40):
     with DirectoryLock(sys.argv[1], wait_s=60):
         with open(sys.argv[1] + "/counter") as h:

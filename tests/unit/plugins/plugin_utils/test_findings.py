@@ -1,4 +1,4 @@
-"""The one finding contract (plugins/plugin_utils/findings.py) and report.json schema 3 (issue 19):
+"""The one finding contract (plugins/plugin_utils/report/findings.py) and report.json schema 3 (issue 19):
 a finding's full, compact and stored forms round-trip exactly; the stored findings are mappings
 with named keys and no rule text; archived schema-2 and schema-1 documents still read."""
 import copy
@@ -9,9 +9,10 @@ import re
 import pytest
 
 from helpers.baseline_facts import healthy_facts
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation, findings
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import evaluation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import findings
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import report as report_doc
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import build_report
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURES = os.path.join(HERE, "..", "..", "..", "fixtures", "report")

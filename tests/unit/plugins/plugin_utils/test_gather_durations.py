@@ -9,8 +9,8 @@ from helpers.prom import parse_metrics
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import gather
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import metrics
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import metrics
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import build_report
 
 GENERATED = "2026-12-06T12:00:00+00:00"
 

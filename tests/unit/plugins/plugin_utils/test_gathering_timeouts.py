@@ -5,7 +5,7 @@ a numeric string ("90") or a bad value was dropped in silence and the tool ran u
 """
 import pytest
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import gathering
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot import gathering
 
 
 def test_unset_is_no_override():

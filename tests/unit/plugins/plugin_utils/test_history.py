@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""Drift history (plugins/plugin_utils/history.py): file names, records, damaged files, comparing,
+"""Drift history (plugins/plugin_utils/report/history.py): file names, records, damaged files, comparing,
 pruning, the running boot's earlier values, and the report views of the changes."""
 import json
 import os
@@ -7,10 +7,10 @@ import stat
 
 import pytest
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import history
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import render_html, render_markdown
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import history
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import build_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.views import render_html, render_markdown
 
 T1, T2, T3 = "2025-08-01T10:00:00+00:00", "2025-08-01T11:00:00+00:00", "2025-08-01T12:00:00+00:00"
 BOOT_A, BOOT_B = "3f2a6c1e-9b7d-4e25-8c41-0d6f1a2b3c4d", "9c0d1e2f-3a4b-4c5d-8e6f-7a8b9c0d1e2f"
@@ -320,7 +320,7 @@ def test_views_of_a_first_audit_and_of_a_report_without_history(tmp_path):
 
 
 def test_included_templates_render_nothing_without_a_host():
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import template_environment
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.views import template_environment
     env = template_environment()
     for name in ("changes.html.j2", "changes.md.j2"):
         assert env.get_template(name).render().strip() == ""
@@ -330,7 +330,7 @@ def test_included_templates_render_nothing_without_a_host():
 
 def test_fleet_templates_sum_up_the_changes(tmp_path):
     # templates/changes_fleet.*.j2: one line for the summary part of report.html / report.md
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import template_environment
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.views import template_environment
     env = template_environment()
     doc = _changed_document(tmp_path, extra_after=[finding("LXC-001", "CT 101", "fail", [])])
     doc["changes"]["changed_hosts"] = ["<b>gpu01</b>"]

@@ -11,8 +11,9 @@ import os
 
 import pytest
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import history, self_audit
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import self_audit
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import history
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import build_report
 
 T1, T2, T3 = "2025-08-01T10:00:00+00:00", "2025-08-01T11:00:00+00:00", "2025-08-01T12:00:00+00:00"
 BOOT = "3f2a6c1e-9b7d-4e25-8c41-0d6f1a2b3c4d"

@@ -10,8 +10,9 @@ from helpers.baseline_facts import GPU0, GPU1, MGMT_NIC, NIC, device
 from helpers.health_facts import add_health
 from helpers.inventory import host_facts
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation, learn
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_inventory import derive_inventory
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inputs import learn
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import evaluation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive_inventory import derive_inventory
 
 
 def facts_with_health():

@@ -2,7 +2,7 @@
 
 A misspelled ``gpuhost_root`` on a host with a local connection left the root at its default
 ``/``: remediation then planned fixes for the controller's own /proc/sys and /etc/sysctl.d.
-``plugins/plugin_utils/inventory_vars.py`` names the known variables (derived from the roles'
+``plugins/plugin_utils/inputs/inventory_vars.py`` names the known variables (derived from the roles'
 argument specs, the collection's own tasks, and a short list of inventory-only names) and
 decides, per host, whether a local connection may fix "/"."""
 import os
@@ -12,8 +12,8 @@ import shutil
 import pytest
 import yaml
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import COLLECTION_ROOT
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inventory_vars import (
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.schema import COLLECTION_ROOT
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inputs.inventory_vars import (
     INVENTORY_ONLY,
     InventoryVarsError,
     controller_refusal,

@@ -1,5 +1,5 @@
-"""Learn mode: plugin_utils/learn.py (facts -> golden inventory, the profile document) and
-plugin_utils/derive_inventory.py (derived.inventory: a host compared with it)."""
+"""Learn mode: plugin_utils/inputs/learn.py (facts -> golden inventory, the profile document) and
+plugin_utils/derive/derive_inventory.py (derived.inventory: a host compared with it)."""
 import copy
 
 import pytest
@@ -8,10 +8,11 @@ import yaml
 from helpers.baseline_facts import GPU0, GPU1, MGMT_NIC, NIC, device, healthy_facts
 from helpers.inventory import TOPOLOGY, golden, host_facts, set_device
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import inventory_observe, learn
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import derive
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive_inventory import derive_inventory
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import SchemaError, check
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import inventory_observe
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inputs import learn
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive import derive
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive_inventory import derive_inventory
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.schema import SchemaError, check
 
 
 def inv_of(facts, inventory):

@@ -10,13 +10,13 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from helpers.prom import parse_families, parse_labels, parse_metrics
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import metrics
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report_dir, views_machine
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import STATUSES
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import files
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.files import FileRefused
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import metrics
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import report as report_doc
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import report_dir, views_machine
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import STATUSES
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import build_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base import files
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.files import FileRefused
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "..", "..", "..", "fixtures", "report", "hosts.json")

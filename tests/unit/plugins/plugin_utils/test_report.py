@@ -14,12 +14,13 @@ import pytest
 import xunitparser
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report as report_doc
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import files, findings, report_dir, views
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ReportError, build_report, failing_at_or_above
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import md_escape, render_html, render_markdown
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report_dir import write_reports
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views_machine import JUNIT_RULES_SUITE, render_junit, render_prometheus
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import report as report_doc
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base import files
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import findings, report_dir, views
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import ReportError, build_report, failing_at_or_above
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.views import md_escape, render_html, render_markdown
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report_dir import write_reports
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.views_machine import JUNIT_RULES_SUITE, render_junit, render_prometheus
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "..", "..", "..", "fixtures", "report", "hosts.json")
@@ -513,7 +514,7 @@ def test_junit_states_a_rules_own_not_applicable_reason_once_per_file(report):
 def test_junit_is_written_host_by_host(report, monkeypatch):
     """iter_junit yields the head, one piece per host, the tail, and expands one host at a time from
     the stored document (never the whole fleet)."""
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils import views_machine
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import views_machine
 
     stored = report_doc.compact_document(report)
     expanded = []
@@ -724,7 +725,7 @@ def test_concurrent_runs_into_one_directory_never_mix_files(tmp_path, report):
 def test_remediation_preview_is_said_in_summary_and_views():
     """A remediate --check run (preview) says so in report.json, the console summary, report.md and
     report.html; the same run without --check, and any audit, do not."""
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.console import console_lines
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.console import console_lines
 
     fail = [finding()]
     hosts = {"gpu01": {"findings": fail, "before": {"findings": fail}}}

@@ -6,7 +6,7 @@
   manifest, and a system directory, are refused before anything is written there;
 * the report set is written to temporary names first and renamed only when every file exists: a
   failure (a full disk, a renderer bug) leaves the previous set exactly as it was and no temporary file;
-* errors are :class:`~plugin_utils.report.ReportError` with a one-line message naming the directory.
+* errors are :class:`~plugin_utils.report.report.ReportError` with a one-line message naming the directory.
 
 The FIFO, ``/dev/zero`` and bomb cases of the report directory are in ``tests/fuzz/test_fuzz_report_dir.py``.
 """
@@ -18,8 +18,9 @@ import os
 
 import pytest
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import files, history, report_dir
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import ReportError, build_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base import files
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import history, report_dir
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import ReportError, build_report
 
 GENERATED = "2025-06-01T12:00:00+00:00"
 MANIFEST = ".gpuhost-report.json"

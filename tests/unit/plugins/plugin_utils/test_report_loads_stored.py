@@ -7,7 +7,7 @@ import json
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import HostsRead, loads_stored
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import HostsRead, loads_stored
 
 
 def materialized(doc):
@@ -82,7 +82,7 @@ def test_any_json_object_reads_as_json_loads_reads_it(top, hosts, indent, ascii_
 def test_stored_hosts_hold_each_host_as_its_report_json_text():
     """report.StoredHosts (build_stored's hosts): a host encoded when it is set, decoded (a fresh copy)
     when it is read; report.json's text the same as of the same hosts in a dict."""
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import StoredHosts, dumps_document, host_text
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import StoredHosts, dumps_document, host_text
     held = StoredHosts()
     for name, host in DOC["hosts"].items():
         held[name] = host
@@ -105,8 +105,8 @@ def test_stored_hosts_hold_each_host_as_its_report_json_text():
 
 def test_history_changes_go_into_hosts_held_as_text(tmp_path):
     """record_report sets a host again with its changes (a host held as text is a copy when read)."""
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils import history
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import StoredHosts, build_stored
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import history
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import StoredHosts, build_stored
     hosts = {"gpu01": {"findings": [{"id": "CPU-001", "status": "fail", "severity": "high", "message": "m"}]},
              "gone": {"state": "unreachable", "message": "no route", "findings": []}}
     stored = build_stored(hosts, generated="2025-06-01T12:00:00+00:00")

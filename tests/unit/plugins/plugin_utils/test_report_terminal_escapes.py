@@ -9,8 +9,8 @@ import re
 
 import pytest
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import report_dir, views
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import report_dir, views
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import build_report
 
 HOSTILE = "GPU \x1b[31mred\x1b[0m\rfake line\x07 \u202eevil\x9b2J"
 CONTROL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")

@@ -1,16 +1,16 @@
 # -*- coding: utf-8 -*-
 """Role variables checked beyond the argument spec language before any host is contacted (issue 40, item 4a):
 integer bounds, lists as lists, paths without control characters, and gpuhost_serial /
-gpuhost_max_fail_percentage as the play keywords they become (plugins/plugin_utils/role_values.py)."""
+gpuhost_max_fail_percentage as the play keywords they become (plugins/plugin_utils/inputs/role_values.py)."""
 import os
 
 import pytest
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import role_values
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inventory_vars import role_argument_spec
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import COLLECTION_ROOT
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inputs import role_values
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inputs.inventory_vars import role_argument_spec
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.schema import COLLECTION_ROOT
 
 ROLES = ("audit", "remediate", "validate", "self_audit", "on_fail")
 

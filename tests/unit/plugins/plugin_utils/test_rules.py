@@ -12,10 +12,10 @@ import pytest
 from helpers.baseline_facts import GPU0, GPU1, device, healthy_facts
 from helpers.catalogue_tree import copy_catalogue, edit
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load, catalogue_model, catalogue_params
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import findings
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import catalogue_load, catalogue_model, catalogue_params
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import evaluation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import findings
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import CatalogueError
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 TODAY = "2026-06-01"
@@ -509,7 +509,7 @@ def test_module_utils_import_needs_no_third_party_library():
     # the module_utils import sanity test imports the file without jmespath/yaml available
     code = ("import sys; sys.modules['jmespath'] = None; sys.modules['yaml'] = None; "
             "sys.path.insert(0, %r); "
-            "import ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load as r; print(r.DEFAULT_PROFILE)"
+            "import ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load as r; print(r.DEFAULT_PROFILE)"
             % os.path.join(REPO, "build", "collections"))
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=False)
     assert out.returncode == 0, out.stderr
@@ -620,7 +620,7 @@ def test_evaluate_action_rejects_an_unknown_profile(tmp_path):
 
 
 def test_fix_plan_groups_failing_subjects_by_action_and_skips_waived():
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import fix_plan
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.evaluation import fix_plan
 
     def f(rid, status, subject, action):
         return {"id": rid, "status": status, "subject": subject, "fix_action": action}
@@ -632,7 +632,7 @@ def test_fix_plan_groups_failing_subjects_by_action_and_skips_waived():
 
 
 def test_busy_gpus_lists_compute_processes_and_tolerates_garbage():
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import busy_gpus
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.evaluation import busy_gpus
 
     facts = {"nvidia": {"gpus": [{"index": 0, "bus_id": "0000:43:00.0",
                                   "processes": [{"pid": 7, "name": "python3"}]},
@@ -647,7 +647,7 @@ def test_busy_gpus_lists_compute_processes_and_tolerates_garbage():
 def test_an_unknown_process_list_is_busy():
     """Issue 40, item 4: a GPU whose process list nvidia-smi did not give, or NVIDIA GPUs on the bus that
     nvidia-smi does not list (it failed or hung), count as busy: the guards fail closed."""
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import busy_gpus, busy_reason
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.evaluation import busy_gpus, busy_reason
 
     none_given = busy_gpus({"nvidia": {"gpus": [{"index": 2, "bus_id": "0000:45:00.0", "processes": None},
                                                 {"index": 3, "processes": 5}]}})
@@ -675,7 +675,7 @@ def test_an_unknown_process_list_is_busy():
 
 
 def test_rule_statuses_are_each_rules_worst_finding():
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import rule_statuses
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.evaluation import rule_statuses
 
     findings = [{"id": "A", "status": "pass"}, {"id": "A", "status": "not_applicable"},
                 {"id": "B", "status": "pass"}, {"id": "B", "status": "unknown"},
@@ -688,7 +688,7 @@ def test_rule_statuses_are_each_rules_worst_finding():
 
 
 def test_busy_reason_names_every_compute_process_once_for_both_guards():
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import busy_gpus, busy_reason
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.evaluation import busy_gpus, busy_reason
 
     facts = {"nvidia": {"gpus": [{"index": 0, "processes": [{"pid": 7, "name": "python3"}]},
                                  {"index": 1, "processes": [{"pid": 8, "name": "vllm"}, {"pid": 9, "name": "x"}]}]}}
@@ -699,7 +699,7 @@ def test_busy_reason_names_every_compute_process_once_for_both_guards():
 
 
 def test_pending_items_say_why_each_failure_is_still_open():
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import pending_items
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.evaluation import pending_items
 
     def f(rid, action, pending=False, status="fail"):
         return {"id": rid, "status": status, "subject": None, "fix_action": action, "pending": pending,
@@ -713,7 +713,7 @@ def test_pending_items_say_why_each_failure_is_still_open():
 
 
 def test_fix_plan_splits_maxreadreq_devices_by_kind():
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import fix_plan
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.evaluation import fix_plan
 
     facts = {"pci": {"devices": [{"address": "0000:43:00.0", "kind": "gpu"}, {"address": "0000:49:00.0", "kind": "nic"},
                                  {"address": "0000:44:00.0", "kind": "gpu"}]}}
@@ -730,7 +730,7 @@ def test_fix_plan_splits_maxreadreq_devices_by_kind():
 
 def test_the_shipped_catalogue_binds_the_maxreadreq_rules_to_one_plan_entry():
     """The rules, not the evaluator, say which failing devices the MaxReadReq tasks take (issue 35)."""
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import load_catalogue
 
     catalogue = load_catalogue()
     assert dict((r.id, r.fix_by_kind) for r in catalogue.by_id.values() if r.fix_by_kind) == {
@@ -740,7 +740,8 @@ def test_the_shipped_catalogue_binds_the_maxreadreq_rules_to_one_plan_entry():
 def test_catalogue_disk_cache_follows_the_files(tmp_path, monkeypatch):
     import os
     import shutil
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load, schema
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base import schema
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import catalogue_load
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     base = tmp_path / "coll"
@@ -762,7 +763,8 @@ def test_catalogue_disk_cache_keeps_the_newest_files(tmp_path, monkeypatch):
     DISK_CACHE_KEEP files (the one just written among them) and nothing but its own files goes."""
     import os
     import shutil
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load, schema
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base import schema
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import catalogue_load
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     cache = tmp_path / "cache" / "gpuhost-baseline"
@@ -794,7 +796,8 @@ def test_catalogue_disk_cache_keeps_the_newest_files(tmp_path, monkeypatch):
 def _cached_catalogue(tmp_path, monkeypatch):
     import os
     import shutil
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load, schema
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base import schema
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import catalogue_load
 
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     base = tmp_path / "coll"

@@ -14,9 +14,11 @@ import yaml
 
 from helpers.baseline_facts import healthy_facts
 from helpers.catalogue_tree import copy_catalogue, edit
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load, catalogue_model, findings, schema
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import evaluate
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base import schema
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import catalogue_load, catalogue_model
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import findings
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import CatalogueError
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.evaluation import evaluate
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 TODAY = "2026-06-01"

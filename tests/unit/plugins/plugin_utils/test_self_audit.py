@@ -1,5 +1,5 @@
 # -*- coding: utf-8 -*-
-"""The self-audit runner (plugins/plugin_utils/self_audit.py) and its zip application
+"""The self-audit runner (plugins/plugin_utils/judge/self_audit.py) and its zip application
 (roles/self_audit/files/make_bundle.py, bundle_main.py) over the demo snapshots.
 
 What the self_audit role's timer runs on a host: report.json and the node_exporter textfile are
@@ -19,8 +19,8 @@ import zipfile
 import pytest
 
 from helpers.snapshot_edit import remove_pcie_boot_mechanism, set_boot_id, set_max_read_request
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import self_audit
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import expand_document
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import self_audit
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import expand_document
 from helpers.prom import parse_families
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
@@ -343,7 +343,7 @@ def test_bundle_is_reproducible_and_holds_what_a_host_needs(tmp_path):
     with zipfile.ZipFile(first) as archive:
         names = archive.namelist()
     prefix = "ansible_collections/gpuhost/baseline/"
-    for rel in ("plugins/plugin_utils/self_audit.py", "plugins/plugin_utils/judge.py",
+    for rel in ("plugins/plugin_utils/judge/self_audit.py", "plugins/plugin_utils/judge/judge.py",
                 "plugins/module_utils/facts/gather.py", "catalogue.json", "MANIFEST.json"):
         assert prefix + rel in names
     # the host reads the compiled catalogue: no YAML travels, and of the schemas (checked here) only

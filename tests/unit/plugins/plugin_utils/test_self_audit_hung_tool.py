@@ -12,7 +12,7 @@ import subprocess
 import sys
 import time
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import self_audit
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import self_audit
 from helpers.prom import parse_metrics
 from helpers.fake_tool import survivors
 

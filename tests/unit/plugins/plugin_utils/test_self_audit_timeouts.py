@@ -13,9 +13,10 @@ import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import role_values, self_audit
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inventory_vars import role_argument_spec
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.schema import COLLECTION_ROOT
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inputs import role_values
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import self_audit
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inputs.inventory_vars import role_argument_spec
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.schema import COLLECTION_ROOT
 
 ROLE = os.path.join(COLLECTION_ROOT, "roles", "self_audit")
 

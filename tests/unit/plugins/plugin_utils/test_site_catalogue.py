@@ -7,8 +7,10 @@ import pytest
 
 from helpers.baseline_facts import healthy_facts
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import catalogue_load, catalogue_model, evaluation, schema
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_model import CatalogueError
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base import schema
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import catalogue_load, catalogue_model
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import evaluation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import CatalogueError
 from helpers.site_catalogue import SITE_RULE, private_catalogue_cache, write  # a new rule of the site: the running kernel at least 6.10
 
 TODAY = "2026-06-01"

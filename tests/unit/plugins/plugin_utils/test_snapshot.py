@@ -14,9 +14,9 @@ import tarfile
 
 import pytest
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import snapshot
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot import (SnapshotError, SnapshotRefused,
-                                                                                check_tree, import_snapshot)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot import snapshot
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.snapshot import (
+    SnapshotError, SnapshotRefused, check_tree, import_snapshot)
 
 META = json.dumps({"format": 1, "hostname": "gpu01"}).encode()
 

@@ -1,12 +1,13 @@
-"""The fact key -> source table (plugin_utils/sources.py) and unknown messages that name it (issue 13, item 3)."""
+"""The fact key -> source table (plugin_utils/catalogue/sources.py) and unknown messages that name it (issue 13, item 3)."""
 import re
 
 import pytest
 
 from helpers.baseline_facts import GPU0, device, healthy_facts
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import evaluation, sources
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import sources
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import evaluation
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import load_catalogue
 
 TODAY = "2026-06-01"
 #: a file the readers read (absolute path under a system tree) or a command they run
@@ -125,7 +126,7 @@ def test_every_fact_a_rule_reads_has_a_source():
         for key in _rule_keys(rule):
             if not sources.lookup(key):
                 missing.append("%s: %s" % (rule.id, key))
-    assert missing == [], "add these fact keys to plugins/plugin_utils/sources.py SOURCES: %s" % missing
+    assert missing == [], "add these fact keys to plugins/plugin_utils/catalogue/sources.py SOURCES: %s" % missing
 
 
 def test_every_source_is_a_file_a_command_a_profile_parameter_or_a_measurement():

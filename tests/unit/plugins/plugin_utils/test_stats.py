@@ -7,10 +7,10 @@ import os
 
 import pytest
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import findings
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import build_report
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.stats import (SEVERITIES, STATUSES, StatsError,
-                                                                             caller_stats)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import findings
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import build_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.stats import (
+    SEVERITIES, STATUSES, StatsError, caller_stats)
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 FIXTURE = os.path.join(HERE, "..", "..", "..", "fixtures", "report", "hosts.json")

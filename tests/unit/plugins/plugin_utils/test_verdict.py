@@ -1,8 +1,8 @@
-"""The verdict after the reports (plugins/plugin_utils/verdict.py): which host is contacted again and
+"""The verdict after the reports (plugins/plugin_utils/report/verdict.py): which host is contacted again and
 each message exactly; the documented options equal to the action's."""
 
 from ansible_collections.gpuhost.baseline.plugins.modules import baseline_verdict as doc_module
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.verdict import ARGUMENT_SPEC, must_contact, verdict
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.verdict import ARGUMENT_SPEC, must_contact, verdict
 
 
 def test_only_a_host_reported_unreachable_is_contacted_again():

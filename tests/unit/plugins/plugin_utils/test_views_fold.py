@@ -3,8 +3,8 @@
 the rule, its subjects, the observed value (or the reason) once when every subject shows the same,
 else a few ``subject: value`` lines; the anchor the matrix links to kept on the row."""
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import views
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import FOLD_LINES, fold_findings
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import views
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.views import FOLD_LINES, fold_findings
 
 
 def _pass(rid, subject=None, observed=None, **extra):

@@ -5,8 +5,8 @@ stated over all the hosts' cells at once."""
 
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import views
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.findings import STATUS_LABELS, STATUS_WORST_FIRST
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import views
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import STATUS_LABELS, STATUS_WORST_FIRST
 
 COLUMNS = [("cpu", "CPU-001", "t1"), ("pcie", "PCI-001", "t2"), ("pcie", "PCI-004", "t3")]
 

@@ -9,8 +9,8 @@ import pytest
 import yaml
 from hypothesis import given, settings, strategies as st
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import views
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.views import (
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import views
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.views import (
     hosts_worst_first, human_inline, human_lines, humanise, md_text, na_reason, observed_view, rule_na_reason,
 )
 
@@ -123,7 +123,7 @@ def test_the_rules_own_reason_is_that_of_a_finding_without_subject():
 
 
 def test_the_judge_words_a_rule_that_does_not_apply_from_the_rule():
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.evaluation import (
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.evaluation import (
         no_subjects_message, not_applicable_message)
 
     class Rule:

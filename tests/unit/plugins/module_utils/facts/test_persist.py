@@ -16,9 +16,9 @@ from helpers.baseline_facts import GPU0, NIC, healthy_facts
 from ansible_collections.gpuhost.baseline.plugins.module_utils.fix import cpu as _fix_cpu
 from ansible_collections.gpuhost.baseline.plugins.module_utils.fix import pcie as _fix_pcie
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import persist as _persist
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import derive
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive import derive
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue_load import load_catalogue
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
 
 PARAMS = dict(load_catalogue().profile("amd-epyc-nvidia").params)

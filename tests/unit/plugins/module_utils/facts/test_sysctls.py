@@ -14,7 +14,8 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import kern
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
 from ansible_collections.gpuhost.baseline.plugins.module_utils.fix import sysctl as fix_sysctl
 from ansible_collections.gpuhost.baseline.plugins.modules import kernel_sysctl
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils import derive_kernel, sources
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import sources
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive import derive_kernel
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.abspath(__file__)))))))
