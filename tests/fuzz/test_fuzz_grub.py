@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 """Bomb/fuzz corpus for the input kind "GRUB default file": ``/etc/default/grub`` (and the
 ``grub.d/*.cfg`` files) that a hostile or broken host, or a hostile snapshot, could hand the facts
-(issue 40): the line-continuation joiner (``kernel.join_continuations``, a backslash before a line
+(issue 40): the line-continuation joiner (``shell.join_continuations``, a backslash before a line
 break removed as sh removes it) and the static reading of the command-line variables
 (``kernel.grub_config``, what ``kernel.gather`` gives as ``configured_cmdline``).
 

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 """Bomb/fuzz corpus for the input kind "measure output": what nvbandwidth (text and ``-j``), ``dcgmi diag
 -j``, ``dcgmi health -c -j``, nccl-tests, ``stress-ng --stream``, ``sysbench memory``, ``mbw`` and
-``/proc/cpuinfo`` could hand the parsers of ``facts/measure.py`` on a broken or hostile host (issue 40
+``/proc/cpuinfo`` could hand the parsers of ``measure/measure.py`` on a broken or hostile host (issue 40
 item 5, "No silent pass").
 
 Each case writes the output to a file and runs the tool's parser over its bytes in a bounded child
@@ -20,7 +20,7 @@ import pytest
 
 from helpers import bounded
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.measure import MAX_GPUS, MAX_LINE, MAX_TEXT
+from ansible_collections.gpuhost.baseline.plugins.module_utils.measure.measure import MAX_GPUS, MAX_LINE, MAX_TEXT
 
 KIND = "measure output"
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -31,7 +31,7 @@ SIZE = 3 << 20
 
 PARSE = bounded.case("""
     import math
-    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import measure, measure_gpu
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure, measure_gpu
     tool, path = ARGS
     with open(path, "rb") as handle:
         data = handle.read()

@@ -1,4 +1,4 @@
-"""A fake NVIDIA GPU host for the GPU measurements (facts/measure_gpu.py): the driver's per-GPU directory
+"""A fake NVIDIA GPU host for the GPU measurements (measure/measure_gpu.py): the driver's per-GPU directory
 and the device node path that measure_gpu looks at, both under a test's temporary directory."""
 
 

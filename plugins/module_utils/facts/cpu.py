@@ -18,6 +18,7 @@ from __future__ import absolute_import, division, print_function
 import re
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import tuned
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import as_text
 
 __metaclass__ = type
 
@@ -26,12 +27,6 @@ CPU_DIR = "/sys/devices/system/cpu"
 CPUFREQ_DIR = CPU_DIR + "/cpufreq"
 
 _CPUINFO_KEYS = frozenset(("processor", "vendor_id", "cpu family", "model", "model name", "physical id", "core id"))
-
-
-def _as_text(data):
-    if isinstance(data, bytes):
-        return data.decode("utf-8", "replace")
-    return data if isinstance(data, str) else None
 
 
 def _int_or_none(text):
@@ -51,7 +46,7 @@ def parse_cpuinfo(text):
     """
     result = {"vendor": None, "family": None, "model": None, "model_name": None,
               "sockets": None, "cores": None, "threads": None}
-    text = _as_text(text)
+    text = as_text(text)
     if not text:
         return result
     processors = 0
@@ -100,7 +95,7 @@ def parse_cpulist(text):
     An empty list is ``[]`` (``/sys/devices/system/cpu/offline`` with nothing offline);
     malformed text gives ``None``.
     """
-    text = _as_text(text)
+    text = as_text(text)
     if text is None:
         return None
     text = text.strip()

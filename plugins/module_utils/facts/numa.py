@@ -15,7 +15,7 @@ so on a snapshot ``processes`` is ``[]``.
 from __future__ import absolute_import, division, print_function
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.cpu import parse_cpulist
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root, as_text
 
 __metaclass__ = type
 
@@ -24,19 +24,13 @@ NODE_DIR = "/sys/devices/system/node"
 TOP_PROCESSES = 10
 
 
-def _as_text(data):
-    if isinstance(data, bytes):
-        return data.decode("utf-8", "replace")
-    return data if isinstance(data, str) else None
-
-
 def parse_node_meminfo(text):
     """``Node 0 MemTotal:  263856900 kB`` lines -> ``{"MemTotal": 263856900, ...}``.
 
     Values are the integers as written (kB for sizes, counts for ``HugePages_*``). Lines that
     do not have this shape are skipped, so a truncated file gives the keys before the cut.
     """
-    text = _as_text(text)
+    text = as_text(text)
     values = {}
     if not text:
         return values
@@ -55,7 +49,7 @@ def parse_node_meminfo(text):
 
 def parse_distance(text):
     """``10 32`` -> ``[10, 32]``; ``None`` for anything that is not a list of integers."""
-    text = _as_text(text)
+    text = as_text(text)
     if text is None:
         return None
     try:
@@ -74,7 +68,7 @@ def parse_numa_maps(text):
     and ``kb_per_node`` also weigh them by ``kernelpagesize_kB``; those two are ``None`` when a
     counted line lacks the page size.
     """
-    text = _as_text(text)
+    text = as_text(text)
     pages = {}
     kbytes = {}
     sizes_known = True

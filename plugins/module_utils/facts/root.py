@@ -79,6 +79,14 @@ MAX_LARGE_BYTES = 64 * 1024 * 1024
 MAX_LINKS = 40
 
 
+def as_text(data):
+    """File or command output as text: bytes decoded as UTF-8 (an invalid byte becomes U+FFFD), text as
+    it is, anything else (``None``, a number) ``None``. The one decoding of the facts parsers."""
+    if isinstance(data, bytes):
+        return data.decode("utf-8", "replace")
+    return data if isinstance(data, str) else None
+
+
 class OutsideRoot(OSError):
     """A path under a snapshot root resolves outside it (or loops); never read or written."""
 

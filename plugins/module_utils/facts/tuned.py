@@ -28,6 +28,7 @@ import re
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.persist import (
     CPU_SETTINGS_MARK, WANTS_DIR, checked_cpu_settings, cpu_script_settings)
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import as_text
 
 __metaclass__ = type
 
@@ -52,12 +53,6 @@ _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.+-]{0,63}$")
 _SECTION_RE = re.compile(r"^\[([^\]]+)\]$")
 
 
-def _text(data):
-    if isinstance(data, bytes):
-        return data.decode("utf-8", "replace")
-    return data if isinstance(data, str) else None
-
-
 def valid_profile_name(name):
     """A tuned profile name this collection reads or writes a path for (no ``/``, no ``..``)."""
     return isinstance(name, str) and bool(_NAME_RE.match(name)) and ".." not in name
@@ -67,7 +62,7 @@ def parse_active_profile(text):
     """``/etc/tuned/active_profile`` -> the list of profile names (tuned merges several,
     separated by blanks); ``[]`` for an empty file (no profile: ``tuned-adm off``), ``None`` for
     no text or a name that is not a profile name."""
-    text = _text(text)
+    text = as_text(text)
     if text is None:
         return None
     names = text.split()
@@ -78,14 +73,14 @@ def parse_active_profile(text):
 
 def parse_profile_mode(text):
     """``/etc/tuned/profile_mode`` -> ``manual`` or ``auto``; ``None`` otherwise."""
-    text = _text(text)
+    text = as_text(text)
     value = text.strip() if text is not None else None
     return value if value in ("manual", "auto") else None
 
 
 def parse_pid(text):
     """A pid file's text -> a positive int, ``None`` for anything else."""
-    text = _text(text)
+    text = as_text(text)
     value = (text or "").strip()
     if not value.isdigit() or len(value) > 10:
         return None
@@ -102,7 +97,7 @@ def parse_tuned_conf(text):
     ``# gpuhost-cpu-power-settings: {...}`` comment line, as in the boot script), else ``None``.
     Lines outside a section and lines without ``=`` are ignored, as tuned does with comments.
     """
-    text = _text(text)
+    text = as_text(text)
     if text is None:
         return None
     sections = {}

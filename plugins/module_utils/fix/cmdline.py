@@ -290,7 +290,7 @@ def edit_grub_files(files, adds, removes):
     nobody assigns it).
 
     Refused (:class:`FixError`, nothing to write) when a file's effective value cannot be known
-    without running it (``facts.kernel.static_assignments``: ``+=``, an assignment inside
+    without running it (``facts.shell.static_assignments``: ``+=``, an assignment inside
     if/case/a loop/a function or after ``&&``/``||``/``;``/``|``, ``.``/``source``, ``eval``, ...;
     the message names the file and the line), when the assignment in effect uses an expansion
     (rewriting it could change what the shell evaluates), and when the edited files would not

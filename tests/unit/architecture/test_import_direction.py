@@ -1,8 +1,8 @@
 """Imports under plugins/ flow one way (docs/architecture.md).
 
 Host side: ``module_utils/facts`` (readers and parsers) imports only itself;
-``module_utils/fix`` may use the facts readers; modules (which run on managed hosts) may use
-both but never controller code. Controller side: ``plugin_utils`` may use both host-side
+``module_utils/fix`` and ``module_utils/measure`` (the measurements of host_measure) may use the
+facts readers; modules (which run on managed hosts) may use all three but never controller code. Controller side: ``plugin_utils`` may use both host-side
 packages; action plugins may use everything. Host-side code imports nothing outside the
 standard library and ``ansible.module_utils``.
 
@@ -28,7 +28,9 @@ PU = PACKAGE + "plugin_utils"  # the samples of the plugin_utils sub-layers
 ALLOWED = {
     "facts": {"facts"},
     "fix": {"facts", "fix"},
-    "module": {"facts", "fix"},
+    # the measurements (host_measure): they load the host, so they are no facts reader's business
+    "measure": {"facts", "measure"},
+    "module": {"facts", "fix", "measure"},
     "controller": {"facts", "fix", "controller"},
     # an action plugin may import the argument spec of its documentation module (plugins/modules/),
     # where validate-modules holds it to DOCUMENTATION: the options are written once
@@ -36,7 +38,7 @@ ALLOWED = {
     "doc_fragment": set(),
     "other": {"facts", "fix", "controller"},
 }
-HOST_LAYERS = ("facts", "fix", "module")
+HOST_LAYERS = ("facts", "fix", "measure", "module")
 
 # -- plugin_utils packages ------------------------------------------------------------------------
 #: package of plugin_utils -> packages its modules may import (itself included)
@@ -67,7 +69,7 @@ def layer_of_path(rel):
     """Layer of a file given its path relative to plugins/."""
     parts = rel.replace(os.sep, "/").split("/")
     if parts[0] == "module_utils":
-        return {"facts": "facts", "fix": "fix"}.get(parts[1], "unplaced")
+        return {"facts": "facts", "fix": "fix", "measure": "measure"}.get(parts[1], "unplaced")
     return {"plugin_utils": "controller", "modules": "module", "action": "action",
             "doc_fragments": "doc_fragment"}.get(parts[0], "other")
 
@@ -78,7 +80,7 @@ def layer_of_module(name):
     imported from it is checked by name)."""
     parts = name[len(PACKAGE):].split(".")
     if parts[0] == "module_utils":
-        return None if len(parts) == 1 else {"facts": "facts", "fix": "fix"}.get(parts[1], "unplaced")
+        return None if len(parts) == 1 else {"facts": "facts", "fix": "fix", "measure": "measure"}.get(parts[1], "unplaced")
     return layer_of_path("/".join(parts[:1] + ["x.py"]))
 
 
@@ -167,7 +169,7 @@ def violations(rel, source):
     layer = layer_of_path(rel)
     out = []
     if layer == "unplaced":
-        return ["plugins/%s: module_utils code belongs in module_utils/facts or module_utils/fix" % rel]
+        return ["plugins/%s: module_utils code belongs in module_utils/facts, module_utils/fix or module_utils/measure" % rel]
     for name in imported_names(source, rel):
         if name == "<relative import>":
             out.append("plugins/%s: relative import (use the collection namespace)" % rel)
@@ -212,6 +214,9 @@ def test_every_plugin_file_imports_along_the_direction():
     ("module_utils/fix/cpu.py", "from jinja2 import Template"),
     ("module_utils/fix/cpu.py", "from .base import Host"),
     ("module_utils/_helpers.py", "import os"),
+    ("module_utils/facts/cpu.py", "from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure"),
+    ("module_utils/measure/measure_gpu.py", "from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.base import Host"),
+    ("plugin_utils/derive/derive_validation.py", "from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure"),
     # plugin_utils packages
     ("plugin_utils/catalogue/catalogue_load.py", "from " + PU + ".judge.evaluation import evaluate"),
     ("plugin_utils/catalogue/catalogue_model.py", "def f():\n    from " + PU + ".judge import judge"),

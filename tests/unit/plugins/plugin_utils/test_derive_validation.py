@@ -268,7 +268,7 @@ def test_odd_gpu_indices_never_raise():
 def _nccl_run(fixture_name, rc=0):
     """measure.nccl as host_measure writes it for all_reduce_perf printing ``fixture_name`` and exiting ``rc``."""
     import os  # pylint: disable=import-outside-toplevel
-    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import measure_gpu  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure_gpu  # pylint: disable=import-outside-toplevel
 
     path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "fixtures", "measure", fixture_name)
     with open(path) as handle:

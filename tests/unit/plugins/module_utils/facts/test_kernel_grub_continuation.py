@@ -5,7 +5,7 @@ sh removes a backslash before a line break before it splits the text into words,
 double quotes (never inside single quotes or a comment): ``GRUB_CMDLINE_LINUX_DEF\\`` + newline +
 ``AULT="... amd_pstate=passive"`` assigns GRUB_CMDLINE_LINUX_DEFAULT. Before, the static check did not see
 that assignment: the audit reported the earlier value and ``kernel_cmdline`` edited the earlier line while sh
-took the hidden one. ``facts.kernel.join_continuations`` joins them first; a continuation where that cannot be
+took the hidden one. ``facts.shell.join_continuations`` joins them first; a continuation where that cannot be
 proven (inside ``$(...)``, backquotes, ``${...}``, or with ``$'...'`` quoting in the file) makes the file
 unknown. The judgement is checked against bash and dash on generated files with continuations, and so is the
 fix's edit of them.
@@ -23,8 +23,8 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from helpers.tree import write_tree
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import kernel
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import (
-    GRUB_CMDLINE_VARS, grub_config, join_continuations, parse_grub_default, static_assignments)
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import GRUB_CMDLINE_VARS, grub_config, parse_grub_default
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.shell import join_continuations, static_assignments
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
 from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.base import FixError
 from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.cmdline import edit_grub_files

@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 """The configured GRUB command line only when the files say it without running them (issue 18, item 15).
 
-``facts.kernel.static_assignments`` judges a GRUB defaults file (a shell fragment) and
+``facts.shell.static_assignments`` judges a GRUB defaults file (a shell fragment) and
 ``grub_config`` evaluates the accepted ones; ``configured_cmdline`` is null with an error naming the
 file and the line otherwise. The judgement is checked against real shells: for every
 syntactically valid file it accepts, the value it computes is the one ``bash`` and ``dash`` end with.
@@ -19,8 +19,8 @@ from hypothesis import HealthCheck, assume, given, settings, strategies as st
 from helpers.tree import write_tree
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import kernel as _kernel
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import (
-    GRUB_CMDLINE_VARS, grub_config, parse_grub_default, parse_shell_assignments, static_assignments)
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import GRUB_CMDLINE_VARS, grub_config, parse_grub_default
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.shell import parse_shell_assignments, static_assignments
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
 
 SHELLS = [name for name in ("bash", "dash") if shutil.which(name)]

@@ -1,4 +1,4 @@
-"""Parsers of the GPU measurement tools (plugins/module_utils/facts/measure.py) and the PCIe link rate
+"""Parsers of the GPU measurement tools (plugins/module_utils/measure/measure.py) and the PCIe link rate
 (facts/pci.py link_rate_gbs), on the real-format fixtures of tests/fixtures/measure/ (provenance in its
 README.md) and hostile variants: empty, garbage, truncated, non-UTF-8, NUL bytes. No parser raises; a
 bad input is a reason, never a result. About 0.3 s."""
@@ -7,7 +7,7 @@ import os
 
 import pytest
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import measure
+from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pci import ENCODING, SPEEDS, link_rate_gbs
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "fixtures", "measure")

@@ -1,4 +1,4 @@
-"""GPU measurements (issue 23, facts/measure_gpu.py): the plan (no GPU, a tool missing, the commands, the
+"""GPU measurements (issue 23, measure/measure_gpu.py): the plan (no GPU, a tool missing, the commands, the
 environment, the timeouts) on injected paths and an injected ``which``; reading each tool's recorded output
 (tests/fixtures/measure/, provenance in its README.md) with an injected runner; a non-zero exit, a hang,
 garbage, a runner or output that would raise: ``unknown`` with a one-line reason, every key of the result
@@ -9,7 +9,7 @@ import pytest
 
 from helpers.gpu_host import gpu_host
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import measure_gpu
+from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure_gpu
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "fixtures", "measure")
 ALL = list(measure_gpu.GPU_MEASUREMENTS)
@@ -311,7 +311,7 @@ def test_an_nccl_failure_names_the_failing_call():
     ("dcgmi: the diagnostic failed to start\n", "dcgmi: the diagnostic failed to start"),
 ])
 def test_failure_line(text, line):
-    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import measure  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure  # pylint: disable=import-outside-toplevel
 
     got = measure.failure_line(text)
     assert got == line and len(got) <= 200 and "\n" not in got

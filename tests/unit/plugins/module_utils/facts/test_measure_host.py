@@ -1,6 +1,6 @@
 """Measurements that need no GPU (issue 23): the parsers of stress-ng --stream, sysbench memory, mbw and
-/proc/cpuinfo (facts/measure.py) on the real outputs of tests/fixtures/host_measure/ (provenance in its
-README.md) and hostile variants; the CPU clock sampler (facts/measure_host.py) on a fake sysfs tree with
+/proc/cpuinfo (measure/measure.py) on the real outputs of tests/fixtures/host_measure/ (provenance in its
+README.md) and hostile variants; the CPU clock sampler (measure/measure_host.py) on a fake sysfs tree with
 fake workers and a fake clock, and once with real pinned workers; the memory bandwidth runner with fake
 runs (non-zero exit, garbage, a hang) and once with a real hang killed with its process group. About 3 s."""
 import json
@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import measure, measure_host
+from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure, measure_host
 
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "fixtures", "host_measure")
 

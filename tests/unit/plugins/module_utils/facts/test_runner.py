@@ -214,7 +214,7 @@ def test_a_snapshot_replays_the_bound(tmp_path):
 # -- the measurements' runner (measure_host.run_bounded) on the same bounds ------------------------
 def test_a_flooding_measurement_tool_is_cut_while_reading():
     """A flooding mbw grew the module to 23 GiB: communicate() read everything and cut afterwards."""
-    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import measure, measure_host
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure, measure_host
     began = time.monotonic()
     rc, out, reason = measure_host.run_bounded([sys.executable, "-c", FLOOD_OUT], 30)
     assert time.monotonic() - began < 5
@@ -224,7 +224,7 @@ def test_a_flooding_measurement_tool_is_cut_while_reading():
 
 def test_a_measurement_tool_whose_child_holds_the_pipe_ends_at_its_timeout(tmp_path):
     """The second communicate() without a timeout: a 3 s timeout became 25 s."""
-    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import measure_host
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure_host
     marker = tmp_path / "child.pid"
     script = "setsid sh -c 'echo $$ > %s; exec sleep 30' & sleep 30" % marker
     began = time.monotonic()

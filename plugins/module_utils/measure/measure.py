@@ -4,7 +4,7 @@
 """Parsers of the measurement tools' outputs: nvbandwidth, ``dcgmi diag -j``, ``dcgmi health -c -j``
 and nccl-tests (``all_reduce_perf`` and the other ``*_perf`` programs) for the GPUs; ``stress-ng --stream``,
 ``sysbench memory`` and ``mbw`` for memory bandwidth, and ``/proc/cpuinfo``'s ``cpu MHz`` for the CPU clock
-(run by ``facts/measure_host.py``).
+(run by ``measure/measure_host.py``).
 
 Pure functions over text (or bytes) that never raise: each returns ``(result, None)`` with plain data,
 figures in one unit (``GB/s`` for bandwidth, ``us`` for time, bytes for sizes), or ``(None, reason)``

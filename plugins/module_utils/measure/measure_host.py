@@ -13,7 +13,7 @@ NUMA node (issue 23; module ``host_measure``, docs/validation.md). Gathering onl
   ``mbw``, run once per NUMA node with CPUs under ``numactl --cpunodebind=N --membind=N`` (one unbound run
   without numactl), then once per node across the interconnect (``--membind`` the next node), each run in
   its own session and killed with its process group at its timeout (:func:`run_bounded`, which
-  ``facts/measure_gpu.py`` uses too).
+  ``measure/measure_gpu.py`` uses too).
 
 Nothing raises for a missing source, a tool's garbage, a non-zero exit or a hang: the measurement (or the
 node) is ``unknown`` with the reason. Standard library only, Python 3.8+.
@@ -26,9 +26,10 @@ import subprocess
 import sys
 import time
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import measure, runner
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.cpu import format_cpulist, parse_cpulist
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import MAX_LARGE_BYTES, read_regular
+from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure
 
 __metaclass__ = type
 

@@ -10,7 +10,7 @@ incidents (``dcgmi health -c -j``) and an NCCL all-reduce across the host's GPUs
 environment, the timeout) or why not: no NVIDIA GPU (no entry under ``/proc/driver/nvidia/gpus`` and no
 ``/dev/nvidia0``; both paths are arguments) or no tool. :func:`measure_gpu` runs each planned command with
 ``measure_host.run_bounded`` (own session, killed with its process group at its own timeout) and reads the
-output with the parsers of ``facts/measure.py``.
+output with the parsers of ``measure/measure.py``.
 
 Every result has the keys of its measurement whatever happens (:func:`empty_result`); a missing tool, a hang,
 a non-zero exit without readable output or garbage is ``status: unknown`` with a one-line ``reason`` and no
@@ -23,8 +23,8 @@ import os
 import re
 import time
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import measure, measure_host
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.nvidia import normalise_bus_id
+from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure, measure_host
 
 __metaclass__ = type
 
