@@ -12,7 +12,7 @@ from ansible.errors import AnsibleError
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.actionbase import ControllerAction
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import (
-    ARGUMENT_SPEC, ReportError, build_stored, dumps_document, failing_at_or_above, map_host_findings)
+    ARGUMENT_SPEC, HostsRead, ReportError, build_stored, dumps_document, failing_at_or_above, map_host_findings)
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report_dir import ReportDirError, write_stored
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import collection_version, load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import CatalogueError
@@ -31,29 +31,12 @@ def _with_rule_text(data, catalogue):
     return map_host_findings(data, lambda findings: expand_findings(findings, catalogue))
 
 
-class RuleTextHosts(Mapping):
-    """``hosts`` (name -> a host's results) read with the rule text put back into its findings, a
-    host when it is read: ``build_stored`` reads each twice and keeps its stored form only, so the
-    fleet's findings with their rule text are never held together (only the host being built)."""
-
-    def __init__(self, hosts, catalogue):
-        self._hosts = hosts
-        self._catalogue = catalogue
-
-    def __getitem__(self, name):
-        return _with_rule_text(self._hosts[name], self._catalogue)
-
-    def __iter__(self):
-        return iter(self._hosts)
-
-    def __len__(self):
-        return len(self._hosts)
-
-
 def with_rule_text(hosts, catalogue):
-    """``hosts`` with the rule text put back into each host's findings when it is read
-    (:class:`RuleTextHosts`); anything but a mapping as it is (build_stored rejects it with the reason)."""
-    return RuleTextHosts(hosts, catalogue) if isinstance(hosts, Mapping) else hosts
+    """``hosts`` (name -> a host's results) read with the rule text put back into its findings, a host
+    when it is read (a :class:`report.HostsRead`): ``build_stored`` reads each twice and keeps its
+    stored form only, so the fleet's findings with their rule text are never held together (only the
+    host being built). Anything but a mapping as it is (build_stored rejects it with the reason)."""
+    return HostsRead(hosts, lambda data: _with_rule_text(data, catalogue)) if isinstance(hosts, Mapping) else hosts
 
 
 #: What ``play_hosts`` reads from each host's variables (docs: option ``play_hosts`` of the module):

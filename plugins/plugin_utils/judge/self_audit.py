@@ -62,13 +62,14 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.schema impor
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import expand_findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.history import record_report
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.judge import judge_host
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import ReportError, build_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import (
+    ReportError, build_stored, dumps_document, update_hosts)
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.metrics import (
     ORIGIN_SELF_AUDIT, MetricsError, prom_escape, render_host_metrics)
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.console import escape
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.files import (
     DEFAULT_CAP, FileRefused, atomic_write, loads_json, read_bytes)
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report_dir import ReportDirError, write_reports
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report_dir import ReportDirError, write_stored
 
 __metaclass__ = type
 
@@ -304,10 +305,10 @@ def write_outputs(report, name, report_dir, textfile_dir, started, cpu_start):
     """Write report.json, then the textfile (``metrics.render_host_metrics`` and the run's CPU
     time); ``{"json": path, "prom": path}``. The run's wall time so far is the host's
     ``duration_seconds`` (``gpuhost_baseline_run_duration_seconds``)."""
-    report["hosts"][name]["duration_seconds"] = round(time.monotonic() - started, 3)
+    update_hosts(report, {name: {"duration_seconds": round(time.monotonic() - started, 3)}})
     try:
         os.makedirs(report_dir, mode=0o755, exist_ok=True)
-        paths = write_reports(report, report_dir, formats=["json"])
+        paths = write_stored(dumps_document(report), report_dir, formats=["json"])[0]
     except (IOError, OSError) as exc:
         raise SelfAuditError("cannot write report.json into %s: %s" % (report_dir, exc))
     except ReportDirError as exc:  # the message says what was refused and what to do
@@ -371,11 +372,11 @@ def run(argv):
     counters = part.pop("counters", None)
     generated = args.generated or datetime.datetime.now(datetime.timezone.utc).replace(microsecond=0)
     try:
-        report = build_report({name: part}, profile=part.get("profile"), generated=generated,
+        report = build_stored({name: part}, profile=part.get("profile"), generated=generated,
                               collection_version=collection_version())
     except ReportError as exc:  # the evaluator broke the report contract: say so in the report itself
         part = {"state": "failed", "message": "the findings break the report contract: %s" % exc}
-        report = build_report({name: part}, generated=generated, collection_version=collection_version())
+        report = build_stored({name: part}, generated=generated, collection_version=collection_version())
     success = report["hosts"][name]["state"] == "audited"
     if history_dir:
         # one record appended (pruned to history_keep), what changed since the last run into the report

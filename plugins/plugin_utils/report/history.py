@@ -35,7 +35,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalog
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.files import (
     DirectoryLock, FileRefused, atomic_write, controller_path, loads_json, read_bytes)
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.isotime import epoch
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import expand_document
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import expand_document, update_hosts
 
 __metaclass__ = type
 
@@ -722,9 +722,9 @@ def record_report(report, boot_ids, directory, keep=DEFAULT_KEEP, counters=None)
             changes = {"error": message}
         else:
             warnings.extend(problems)
-        # set again, not changed in place: a stored document may hold its hosts as text (report.StoredHosts)
-        report["hosts"][name] = dict(report["hosts"][name], changes=changes)
         by_host[name] = changes
+    # added through report.update_hosts: a stored document's host read is a copy (report.StoredHosts)
+    update_hosts(report, dict((name, {"changes": changes}) for name, changes in by_host.items()))
     summary = fleet_summary(by_host)
     summary["hosts_not_recorded"] = len(report.get("hosts", {})) - len(by_host)
     report["changes"] = summary

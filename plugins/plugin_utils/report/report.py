@@ -13,7 +13,7 @@ import datetime
 import json
 import math
 import re
-from collections.abc import Mapping, MutableMapping
+from collections.abc import Mapping
 from json.decoder import scanstring
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import (
@@ -292,24 +292,11 @@ def _document_tail(document, started, preview, remediation):
 
 
 def build_report(hosts, profile=None, generated=None, collection_version=None, started=None, preview=False):
-    """Return the report.json document for ``hosts``.
-
-    ``hosts`` maps inventory_hostname -> ``{"findings", "profile", "numa", "facts_errors",
-    "state", "message", "before", "pending"}`` (all but findings optional). ``started``: when the
-    run began (ISO 8601), stored as ``started`` for the run's duration; left out when not given or
-    not a time stamp. ``preview``: the run was ``--check``; a remediation (hosts with ``before``)
-    then stores ``preview: true``: no fix was applied, ``after`` is the state as it was. Summaries are
-    recomputed from the findings so they can never disagree with them. Raises
-    :class:`ReportError` when a finding breaks the contract (unknown status, no rule id).
-    """
-    names, default_profile = _host_names(hosts, profile)
-    out_hosts = {}
-    for name in names:
-        out_hosts[str(name)] = _normalize_host(str(name), hosts[name], default_profile)
-    document = _document(out_hosts, default_profile, generated, collection_version)
-    document["hosts"] = out_hosts
-    return _document_tail(document, started, preview,
-                          any(isinstance(h.get("before"), dict) for h in out_hosts.values()))
+    """The report.json document for ``hosts`` as its readers see it (schema 1: every finding a whole
+    mapping, rule text included): :func:`expand_document` of :func:`build_stored`, the one builder.
+    Arguments and errors as :func:`build_stored`'s."""
+    return expand_document(build_stored(hosts, profile=profile, generated=generated,
+                                        collection_version=collection_version, started=started, preview=preview))
 
 
 def _light(host):
@@ -319,15 +306,24 @@ def _light(host):
 
 
 def build_stored(hosts, profile=None, generated=None, collection_version=None, started=None, preview=False):
-    """``compact_document(build_report(...))`` of the same arguments, the same document, without
-    holding the fleet's findings with their rule text: each host is normalized twice, once to state
-    the rules (:class:`findings.RulesTable`) and count the totals, once to be stored with them, and
-    only its stored form is kept, as its text in ``report.json`` (``hosts`` a :class:`StoredHosts`:
-    a host decoded when it is read, encoded again when it is set). The report writer's way: at
-    1,000 hosts the built document as objects is the largest thing it would hold (about 100 MB on
-    the benchmark fleet; its text is 20 MB). ``hosts`` is read twice (a mapping that builds a host
-    when it is read, as ``baseline_report`` gives, builds it twice). Raises :class:`ReportError` as
-    :func:`build_report` does."""
+    """The one builder of a report: the document ``report.json`` stores (schema 3) for ``hosts``,
+    used by the controller (``baseline_report``) and the self-audit alike.
+
+    ``hosts`` maps inventory_hostname -> ``{"findings", "profile", "numa", "facts_errors", "state",
+    "message", "before", "pending", "gather_s"}`` (all but findings optional). ``started``: when the
+    run began (ISO 8601), stored as ``started`` for the run's duration; left out when not given or not
+    a time stamp. ``preview``: the run was ``--check``; a remediation (hosts with ``before``) then
+    stores ``preview: true``: no fix was applied, ``after`` is the state as it was. Summaries are
+    recomputed from the findings so they can never disagree with them. Raises :class:`ReportError`
+    when a finding breaks the contract (unknown status, no rule id).
+
+    The fleet's findings with their rule text are never held together: each host is normalized
+    twice, once to state the rules (:class:`findings.RulesTable`) and count the totals, once to be
+    stored with them, and only its stored form is kept, as its text in ``report.json`` (``hosts`` a
+    :class:`StoredHosts`: read-only, a host decoded when it is read; :func:`update_hosts` adds values
+    to hosts). At 1,000 hosts the built document as objects would be the largest thing the writer
+    holds (about 100 MB on the benchmark fleet; its text is 20 MB). ``hosts`` is read twice (a
+    mapping that builds a host when it is read, as ``baseline_report`` gives, builds it twice)."""
     names, default_profile = _host_names(hosts, profile)
     table = RulesTable()
     light = {}
@@ -342,9 +338,8 @@ def build_stored(hosts, profile=None, generated=None, collection_version=None, s
     del light
     rules = table.table()
     document["rules"] = rules
-    document["hosts"] = StoredHosts()
-    for name in names:
-        document["hosts"][str(name)] = _store_host(_normalize_host(str(name), hosts[name], default_profile), rules)
+    document["hosts"] = StoredHosts((str(name), _store_host(_normalize_host(str(name), hosts[name], default_profile), rules))
+                                    for name in names)
     document["schema"] = STORED_SCHEMA
     return _document_tail(document, started, preview, remediation)
 
@@ -631,23 +626,32 @@ def host_text(host):
                      + [_one(f) + ("," if j < len(findings) - 1 else "") for j, f in enumerate(findings)] + ["]}"])
 
 
-class StoredHosts(MutableMapping):
-    """``hosts`` of a stored document (name -> host) holding each host as its text in
-    ``report.json`` (:func:`host_text`), about a fifth of its objects: a host is encoded when it is
-    set and decoded each time it is read (a fresh copy: change a host by setting it again), and
-    :func:`dumps_document` writes the text as it is. :func:`build_stored` keeps the fleet so."""
+class StoredHost(dict):
+    """A host read from a :class:`StoredHosts`: a fresh copy, so a value set on it would be lost;
+    setting or deleting a top-level key raises :class:`TypeError` naming :func:`update_hosts`, the
+    way to change a stored host. Otherwise a plain ``dict`` (``json``, ``dict(host, ...)``)."""
 
-    def __init__(self):
-        self._text = {}
+    def _refuse(self, *args, **kwargs):
+        raise TypeError("a host of a stored report is read-only (a copy of its text): use report.update_hosts")
+
+    __setitem__ = __delitem__ = setdefault = pop = popitem = clear = update = _refuse
+
+
+class StoredHosts(Mapping):
+    """``hosts`` of a stored document (name -> host) holding each host as its text in
+    ``report.json`` (:func:`host_text`), about a fifth of its objects: a host is encoded once, when the
+    mapping is made from ``(name, host)`` pairs (read one at a time), and decoded each time it is read
+    (a :class:`StoredHost`, read-only); :func:`dumps_document` writes the text as it is. Immutable:
+    :meth:`merged` gives a new mapping with values added to some hosts (:func:`update_hosts`)."""
+
+    def __init__(self, pairs=(), texts=None):
+        self._text = dict(texts) if texts is not None else {}
+        for name, host in pairs:
+            self._text[name] = host_text(host)
 
     def __getitem__(self, name):
-        return json.loads(self._text[name])
-
-    def __setitem__(self, name, host):
-        self._text[name] = host_text(host)
-
-    def __delitem__(self, name):
-        del self._text[name]
+        host = json.loads(self._text[name])
+        return StoredHost(host) if isinstance(host, dict) else host
 
     def __iter__(self):
         return iter(self._text)
@@ -657,6 +661,28 @@ class StoredHosts(MutableMapping):
 
     def text_of(self, name):
         return self._text[name]
+
+    def merged(self, values):
+        """A new :class:`StoredHosts`: each host named in ``values`` (name -> ``{key: value}``) with
+        those values set, the others' texts shared."""
+        texts = dict(self._text)
+        for name, extra in values.items():
+            texts[name] = host_text(dict(self[name], **extra))
+        return StoredHosts(texts=texts)
+
+
+def update_hosts(document, values):
+    """Set ``values`` (name -> ``{key: value}``) on the hosts of ``document`` (any shape: built,
+    stored, read back), replacing ``document["hosts"]`` with a mapping of the same kind; a name that
+    is no host of the document is ignored. The one way to add a value to a host after the build (the
+    drift history's ``changes``, the self-audit's ``duration_seconds``): a stored host read is a copy."""
+    hosts = document["hosts"]
+    values = dict((name, extra) for name, extra in values.items() if name in hosts)
+    if isinstance(hosts, StoredHosts):
+        document["hosts"] = hosts.merged(values)
+    else:
+        document["hosts"] = dict((name, dict(host, **values[name]) if name in values else host)
+                                 for name, host in hosts.items())
 
 
 def dumps_document(stored):

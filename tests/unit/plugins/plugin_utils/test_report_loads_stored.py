@@ -80,22 +80,32 @@ def test_any_json_object_reads_as_json_loads_reads_it(top, hosts, indent, ascii_
 
 
 def test_stored_hosts_hold_each_host_as_its_report_json_text():
-    """report.StoredHosts (build_stored's hosts): a host encoded when it is set, decoded (a fresh copy)
-    when it is read; report.json's text the same as of the same hosts in a dict."""
-    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import StoredHosts, dumps_document, host_text
-    held = StoredHosts()
-    for name, host in DOC["hosts"].items():
-        held[name] = host
+    """report.StoredHosts (build_stored's hosts): a host encoded once, decoded (a fresh, read-only
+    copy) when it is read; report.json's text the same as of the same hosts in a dict; values are
+    added through update_hosts only."""
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import (
+        StoredHosts, dumps_document, host_text, update_hosts)
+    held = StoredHosts(DOC["hosts"].items())
     assert list(held) == list(DOC["hosts"]) and len(held) == 3 and dict(held.items()) == DOC["hosts"]
     assert held.text_of("a") == host_text(DOC["hosts"]["a"]) and json.loads(held.text_of("c")) == DOC["hosts"]["c"]
     copy = held["a"]
-    copy["changes"] = {"new": 1}
-    assert "changes" not in held["a"]  # read is a copy: set it again to change it
-    held["a"] = copy
-    assert held["a"]["changes"] == {"new": 1}
-    assert dumps_document(dict(DOC, hosts=held)) == dumps_document(dict(DOC, hosts=dict(held.items())))
-    del held["a"]
-    assert list(held) == ["b \"quoted\" \u00e9", "c"]
+    assert isinstance(copy, dict) and json.loads(json.dumps(copy)) == DOC["hosts"]["a"]
+    with pytest.raises(TypeError, match="update_hosts"):
+        copy["changes"] = {"new": 1}  # a change to a copy would be lost: refused, not silent
+    with pytest.raises(TypeError, match="update_hosts"):
+        copy.pop("state")
+    with pytest.raises(TypeError):
+        held["a"] = {}  # the mapping itself is immutable
+    assert dict(copy, x=1)["x"] == 1  # a new mapping from it is a plain dict
+    document = dict(DOC, hosts=held)
+    update_hosts(document, {"a": {"changes": {"new": 1}}, "not a host": {"x": 1}})
+    assert document["hosts"] is not held and isinstance(document["hosts"], StoredHosts)
+    assert document["hosts"]["a"]["changes"] == {"new": 1} and "changes" not in held["a"]
+    assert document["hosts"].text_of("c") == held.text_of("c") and "not a host" not in document["hosts"]
+    assert dumps_document(document) == dumps_document(dict(DOC, hosts=dict(document["hosts"].items())))
+    plain = dict(DOC, hosts=dict(DOC["hosts"]))
+    update_hosts(plain, {"c": {"changes": {}}})
+    assert plain["hosts"]["c"]["changes"] == {} and "changes" not in DOC["hosts"]["c"]
     assert dumps_document(dict(DOC, hosts=StoredHosts())) == dumps_document(dict(DOC, hosts={}))
     # a host's text is one line of fields, a line per finding, then "]}"
     assert host_text(DOC["hosts"]["a"]).splitlines() == [
@@ -104,7 +114,7 @@ def test_stored_hosts_hold_each_host_as_its_report_json_text():
 
 
 def test_history_changes_go_into_hosts_held_as_text(tmp_path):
-    """record_report sets a host again with its changes (a host held as text is a copy when read)."""
+    """record_report adds each host's changes through update_hosts (a host held as text is a copy when read)."""
     from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import history
     from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import StoredHosts, build_stored
     hosts = {"gpu01": {"findings": [{"id": "CPU-001", "status": "fail", "severity": "high", "message": "m"}]},
