@@ -82,7 +82,8 @@ NAME_RE = re.compile(r"\A[a-z0-9_]+(?:\.[a-z0-9_-]+){1,5}\Z")
 #: the most sysctls beyond :data:`SYSCTLS` one gather reads (each is one file read)
 MAX_REQUESTED = 64
 #: a sysctl a rule expression reads by name: ``kernel.sysctl."<name>"`` or ``kernel.sysctl_persisted."<name>"``
-REFERENCE_RE = re.compile(r'kernel\.sysctl(?:_persisted)?\s*\.\s*"([^"\\]{0,200})"')
+#: (groups ``fact``, the facts key, and ``name``); the catalogue collects them, the sources name their file
+REFERENCE_RE = re.compile(r'(?P<fact>kernel\.sysctl(?:_persisted)?)\s*\.\s*"(?P<name>[^"\\]{0,200})"')
 #: the longest value text kept for a sysctl that is not one integer (``net.ipv4.tcp_rmem``: three)
 MAX_VALUE_CHARS = 4096
 

@@ -383,7 +383,7 @@ class Expr:
         self.text = text
         self.params = sorted(set(_PARAM_IN_EXPR_RE.findall(text)))
         #: sysctls read by their dotted name (``kernel.sysctl."vm.dirty_ratio"``): the gather reads them too
-        self.sysctls = sorted(set(_SYSCTL_IN_EXPR_RE.findall(text)))
+        self.sysctls = sorted(set(m.group("name") for m in _SYSCTL_IN_EXPR_RE.finditer(text)))
         problem = sysctl_name_problem(self.sysctls)
         if problem:
             raise CatalogueError("%s: %s" % (where, problem))

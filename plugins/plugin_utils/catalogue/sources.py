@@ -30,7 +30,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.lxc import 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.numa import NODE_DIR
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.nvidia import VERSION_PATH
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pci import DEVICES_DIR
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.sysctls import SYSCTLS, proc_path
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.sysctls import REFERENCE_RE, SYSCTLS, proc_path
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.persist import (
     CPU_SCRIPT_PATH, CPU_UNIT_PATH, PCIE_SCRIPT_PATH, PCIE_UNIT_PATH,
 )
@@ -246,8 +246,11 @@ def _plain(text):
     return text if _PATH_RE.match(text) else None
 
 
-#: a sysctl a rule reads by its dotted name (``kernel.sysctl."vm.dirty_ratio"``, docs/architecture.md)
-_SYSCTL_BY_NAME_RE = re.compile(r'\A(kernel\.sysctl(?:_persisted)?)\s*\.\s*"([^"\\]+)"\Z')
+def _sysctl_by_name(text):
+    """The match of ``text`` when it is one sysctl a rule reads by its dotted name
+    (``kernel.sysctl."vm.dirty_ratio"``, docs/architecture.md; ``facts.sysctls.REFERENCE_RE``), else None."""
+    match = REFERENCE_RE.fullmatch(text.strip()) if isinstance(text, str) else None
+    return match if match and match.group("name") else None
 
 
 def fact_key(query, subjects=None):
@@ -255,7 +258,7 @@ def fact_key(query, subjects=None):
     ``<query>``, ``<subjects>[].<query>``, or ``<subjects>[]`` when ``query`` is ``None`` or an
     expression rather than a path (then the element's sources stand for it); ``None`` for a
     host-wide expression."""
-    if subjects is None and isinstance(query, str) and _SYSCTL_BY_NAME_RE.match(query.strip()):
+    if subjects is None and _sysctl_by_name(query):
         return query.strip()
     query = _plain(query)
     if subjects is None:
@@ -270,9 +273,9 @@ def lookup(key):
     """The sources of ``key``, else of the elements of the list ``key`` names (``key[]``), else of
     its longest dotted prefix with an entry; ``()`` when none. A sysctl read by its dotted name comes from
     its /proc/sys file (``kernel.sysctl."vm.dirty_ratio"``) or the sysctl.d files (``kernel.sysctl_persisted``)."""
-    by_name = _SYSCTL_BY_NAME_RE.match(key or "")
+    by_name = _sysctl_by_name(key)
     if by_name:
-        return (proc_path(by_name.group(2)),) if by_name.group(1) == "kernel.sysctl" else lookup(by_name.group(1))
+        return (proc_path(by_name.group("name")),) if by_name.group("fact") == "kernel.sysctl" else lookup(by_name.group("fact"))
     while key:
         for candidate in (key, key + "[]"):
             if candidate in SOURCES:
