@@ -62,7 +62,7 @@ class ActionModule(ActionBase):
                 if args["failure"]:
                     part["message"] = "%s; then %s" % (args["failure"], part["message"])
                 if args["before"] is not None:  # the report still shows where the host stood
-                    part["before"] = {"findings": compact_findings(args["before"])}
+                    part["before"] = {"findings": compact_findings(args["before"], catalogue)}
                 if not args["return_findings"]:
                     gathered["host_report"] = pack_findings(part)
                 result.update(gathered)

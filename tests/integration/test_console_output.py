@@ -76,7 +76,7 @@ def test_one_summary_line_per_demo_host(audited):
     healthy = [line for line in summary if line.split()[0] == "gpu-healthy"][0]
     assert " fail 0, unknown " in healthy  # the clean host is listed too
     incident = [line for line in summary if line.split()[0] == "gpu-incident"][0]
-    assert "fail 59 (critical 1, high 29, medium 26, low 3)" in incident
+    assert "fail 59 (critical 2, high 28, medium 26, low 3)" in incident
     assert lines[-2] == "exit code 2: failing findings at or above high: cpu-intel, gpu-incident, hostile"
     assert lines[-1].startswith("reports: ") and lines[-1].endswith("reports")
     assert not any(line.startswith("gpu-healthy: ") for line in lines)

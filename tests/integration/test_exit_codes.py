@@ -70,8 +70,10 @@ def test_audit_findings_at_or_above_fail_on_exit_2_and_fail_only_the_drifted_hos
 
 
 def test_audit_findings_below_fail_on_exit_0(snapshot_trees, tmp_path):
-    # the incident's one critical finding (LXC-001) waived: high ones are left, below the threshold
-    waivers = [{"rule": "LXC-001", "reason": "container limits reviewed", "expires": "2099-01-01"}]
+    # the incident's critical findings (LXC-001, and HEALTH-001 graded critical by its Xid 48) waived:
+    # high ones are left, below the threshold
+    waivers = [{"rule": "LXC-001", "reason": "container limits reviewed", "expires": "2099-01-01"},
+               {"rule": "HEALTH-001", "reason": "GPU reset scheduled", "expires": "2099-01-01"}]
     runner, report = run(tmp_path, "audit.yml", {"demo-incident": snapshot_host(snapshot_trees["incident"])},
                          "critical", cmdline="--check", gpuhost_waivers=waivers)
     assert runner.rc == CLEAN, stdout_of(runner)

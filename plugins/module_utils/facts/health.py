@@ -97,6 +97,10 @@ _XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{1,8}):([0-9A-Fa-f]{1,2}
 # finds the first mark that reads, as search() does.
 _XID_EVENT_RE = re.compile(r"(?:\s*\[\s*(\d{1,12}\.\d{1,9})\])?.*?" + _XID_RE.pattern)
 _PID_NAME_RE = re.compile(r"^(?:pid=[^,]*,\s*)?(?:name=[^,]*,\s*)?")
+# The NVLink 5 Xids (144-150) state the driver's fatal/non-fatal word after the unit, before the
+# cross-containment field: "149, NETIR_LINK_EVT Fatal XC0 i0 Link 00 (0x...)", "145, RLW_RXPIPE
+# Nonfatal XC0 ..." (NVIDIA's Xid catalogue, WORKFLOW_NVLINK5_ERR; the driver pads the word with spaces)
+_XID_STATED_RE = re.compile(r"^\S{1,64}\s+(Fatal|Nonfatal)\s+XC\d", re.IGNORECASE)
 
 _NVLINK_GPU_RE = re.compile(r"^GPU (\d+): (.*?)(?: \(UUID: ([^)]*)\))?(?:\s+(NVML:.*))?\s*$")
 _NVLINK_LINK_RE = re.compile(r"^Link (\d+): (.*?)\s*$")
@@ -219,10 +223,15 @@ class _Log:
             return
         self.events += 1
         seconds, domain, bus, dev, func, code, rest = match.groups()
-        entry = self.entry(self.by_gpu, _address((domain, bus, dev, func)), str(int(code)), _seconds(seconds),
-                           _PID_NAME_RE.sub("", (rest or "").strip()))
+        rest = _PID_NAME_RE.sub("", (rest or "").strip())
+        entry = self.entry(self.by_gpu, _address((domain, bus, dev, func)), str(int(code)), _seconds(seconds), rest)
         if entry is not None:
             _count(entry, _seconds(seconds))
+            stated = _XID_STATED_RE.match(rest)
+            if stated:
+                # any line of the code saying Fatal makes the entry fatal (as for SXids)
+                word = "fatal" if stated.group(1).lower() == "fatal" else "non-fatal"
+                entry["stated"] = "fatal" if entry.get("stated") == "fatal" else word
 
     def sxid(self, line):
         match = _SXID_RE.match(line)
@@ -300,7 +309,8 @@ def parse_kernel_log(text):
     "unparsed", "unparsed_example", "dropped", "skipped"}``: ``lines`` the kernel messages read
     (non-empty lines; from the header of a stored capture), ``by_gpu`` maps the PCI address of the
     NVRM Xid line (``0000:41:00.0``; the line names no function, so ``.0``) to ``{code (str):
-    {"count", "first_s", "last_s", "message"}}`` (seconds since boot, the text after the code
+    {"count", "first_s", "last_s", "message"}}`` (plus ``stated``, ``"fatal"`` or ``"non-fatal"``, when
+    its lines state the driver's word, as the NVLink 5 Xids 144-150 do; seconds since boot, the text after the code
     without ``pid=``/``name=``, at most 200 characters). ``faults`` maps a GPU's PCI address to
     ``{"fallen_off_bus"|"init_failed": {"count", "first_s", "last_s", "message"}}`` for the faults
     the driver logs without an Xid number (one RmInitAdapter/rm_init_adapter pair is one failure);

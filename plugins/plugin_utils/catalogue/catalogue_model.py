@@ -510,6 +510,10 @@ class Rule:
         self.query = expr("query")
         self.unknown_reason = expr("unknown_reason")
         self.pending_when = expr("pending_when")
+        # a failing finding's severity from its graded events (the worst of a text or list of severities);
+        # a profile's ``rules.severity`` caps it (:meth:`Catalogue.for_profile`)
+        self.severity_from = expr("severity_from")
+        self.severity_cap = None
         self.label = raw.get("label") or self.title
         self.unit = raw.get("unit") or ""
         # a site rule that takes the place of a rule of an earlier layer with the same id
@@ -526,7 +530,8 @@ class Rule:
 
     def _expressions(self):
         return [e for e in (self.applies_when, self.subjects, self.subject, self.detail, self.query,
-                            self.unknown_reason, self.pending_when, self.operand.query) if e is not None]
+                            self.unknown_reason, self.pending_when, self.severity_from, self.operand.query)
+                if e is not None]
 
     def param_refs(self):
         """Parameters this rule reads: operand references and ``params.X`` in expressions."""
@@ -603,7 +608,7 @@ class Catalogue:
             for rule in self.rules:
                 if rule.id in changed:
                     rule = copy.copy(rule)
-                    rule.severity = changed[rule.id]
+                    rule.severity = rule.severity_cap = changed[rule.id]
                 rules.append(rule)
             self._views[key] = Catalogue(rules, self.profiles, self.base_dir, self.site_dirs, self.waiver_files,
                                          self.waiver_items, self.prechecked)

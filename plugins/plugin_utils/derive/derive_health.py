@@ -63,7 +63,8 @@ def _grade(severity, action, past=False, detail=""):
 
 
 def _xid_text(code, entry, past=False):
-    info = describe(code)
+    """``(class, text, severity)`` of one Xid code's events (``entry`` of ``kernel_log.by_gpu``)."""
+    info = describe(code, entry.get("stated"))
     count = _int(entry.get("count")) or 0
     when = entry.get("first_s")
     text = "Xid %s x%d%s: %s %s" % (
@@ -72,27 +73,33 @@ def _xid_text(code, entry, past=False):
     message = entry.get("message")
     if isinstance(message, str) and message:
         text += "; log: %s" % message[:160]
-    return info["class"], text
+    return info["class"], text, info["severity"]
 
 
-def _xids(kernel_log, address, past=False):
-    """``(hardware, other, reason)`` lists of one GPU's Xid events (``past``: of the previous boot, :func:`_grade`)."""
+def _xids(kernel_log, address, past=False, severities=None):
+    """``(hardware, other, reason)`` lists of one GPU's Xid events (``past``: of the previous boot, :func:`_grade`);
+    ``severities`` (a dict), when given, gets ``hardware`` and ``other``: the severity of each event of the list."""
     if not isinstance(kernel_log, dict):
         return None, None, "the kernel log was not read (no NVIDIA driver or GPU seen when the facts were gathered)"
     if kernel_log.get("error") or not isinstance(kernel_log.get("by_gpu"), dict):
         return None, None, kernel_log.get("error") or "the kernel log holds no readable Xid summary"
     events = kernel_log["by_gpu"].get(address)
-    hardware, other = [], []
+    lists = {"hardware": ([], []), "other": ([], [])}
     if isinstance(events, dict):
         for code in sorted(events, key=lambda c: int(c) if str(c).isdigit() else 1 << 30):
             if not isinstance(events[code], dict):
                 continue
-            klass, text = _xid_text(code, events[code], past)
-            (hardware if klass == "hardware" else other).append(text)
+            klass, text, severity = _xid_text(code, events[code], past)
+            texts, graded = lists["hardware" if klass == "hardware" else "other"]
+            texts.append(text)
+            graded.append(severity)
+    hardware, other = lists["hardware"][0], lists["other"][0]
     if kernel_log.get("truncated"):
         note = "only the newest %s kernel messages of this boot were read" % kernel_log.get("lines")
         hardware = [h + " (%s)" % note for h in hardware]
         other = [o + " (%s)" % note for o in other]
+    if severities is not None:
+        severities.update(hardware=lists["hardware"][1], other=lists["other"][1])
     return hardware, other, None
 
 
@@ -146,11 +153,12 @@ def _truncated_note(kernel_log):
 
 # -- NVSwitch SXid ------------------------------------------------------------------------------
 
-def _sxid_texts(kernel_log, switch, past=False):
+def _sxid_texts(kernel_log, switch, past=False, severities=None):
     """``(fatal, nonfatal, minor)`` texts of one NVSwitch's SXid events (``switch`` its entry of
     ``kernel_log.nvswitch``), sorted by the severity of :func:`xid_catalogue.describe_sxid`:
     fatal (critical), non-fatal with an impact (high, medium), non-fatal without (low)."""
     fatal, nonfatal, minor = [], [], []
+    graded = []
     codes = switch.get("codes") if isinstance(switch.get("codes"), dict) else {}
     for code in sorted(codes, key=lambda c: int(c) if str(c).isdigit() else 1 << 30):
         entry = codes[code]
@@ -167,13 +175,18 @@ def _sxid_texts(kernel_log, switch, past=False):
                 else "not in this collection's SXid table")))
         bucket = fatal if info["fatal"] else minor if info["severity"] == "low" else nonfatal
         bucket.append(text + _truncated_note(kernel_log))
+        if bucket is nonfatal:
+            graded.append(info["severity"])
+    if severities is not None:
+        severities["nonfatal"] = graded
     return fatal, nonfatal, minor
 
 
 def _nvswitches(facts, kernel_log):
     """``derived.health.nvswitches``: the NVSwitches on the bus or in the kernel log, with their
     SXid events split by severity (:func:`_sxid_texts`): ``sxid_fatal`` (HEALTH-014),
-    ``sxid_nonfatal`` (HEALTH-015), ``sxid_minor`` (HEALTH-017)."""
+    ``sxid_nonfatal`` (HEALTH-015, with ``sxid_nonfatal_severities``, each event's severity), ``sxid_minor``
+    (HEALTH-017)."""
     on_bus = _get(facts, "health", "fabric_manager", "nvswitches")
     on_bus = [a for a in on_bus if isinstance(a, str)] if isinstance(on_bus, list) else []
     logged = kernel_log.get("nvswitch") if isinstance(kernel_log, dict) else None
@@ -185,14 +198,18 @@ def _nvswitches(facts, kernel_log):
         item = {"address": address, "name": name,
                 "label": "NVSwitch%s%s" % (" " + name if name else "", "" if address in on_bus
                                            else " (in the kernel log only, not on the PCI bus now)"),
-                "sxid_fatal": None, "sxid_nonfatal": None, "sxid_minor": None, "reason": None}
+                "sxid_fatal": None, "sxid_nonfatal": None, "sxid_nonfatal_severities": None, "sxid_minor": None,
+                "reason": None}
         if not isinstance(kernel_log, dict):
             item["reason"] = "the kernel log was not read (no NVIDIA driver or GPU seen when the facts were gathered)"
         elif kernel_log.get("error") or not isinstance(kernel_log.get("nvswitch"), dict):
             item["reason"] = kernel_log.get("error") or \
                 "the kernel log summary has no SXid list (facts gathered by an older collection)"
         else:
-            item["sxid_fatal"], item["sxid_nonfatal"], item["sxid_minor"] = _sxid_texts(kernel_log, switch)
+            severities = {}
+            item["sxid_fatal"], item["sxid_nonfatal"], item["sxid_minor"] = _sxid_texts(
+                kernel_log, switch, severities=severities)
+            item["sxid_nonfatal_severities"] = severities["nonfatal"]  # HEALTH-015 takes the worst
         result.append(item)
     return result
 
@@ -565,15 +582,21 @@ def _gpu(dgpu, smi, kernel_log, nvlink, nvlink_gpus, facts, rdma_names):
     index = dgpu.get("index")
     not_listed = dgpu.get("reason") or "nvidia-smi does not list this GPU"
     item = {"bus_id": address, "index": index, "label": dgpu.get("label"),
-            "xid_hardware": None, "xid_other": None, "xid_reason": None, "faults": None, "faults_reason": None,
+            "xid_hardware": None, "xid_other": None, "xid_reason": None,
+            "xid_hardware_severities": None, "xid_other_severities": None, "faults": None, "faults_reason": None,
             "memory_pending": None, "memory_failures": None, "memory_reason": None,
             "nvlink_active": None, "nvlink_problems": None, "nvlink_reason": None,
             "nccl_nic": None, "nccl_link": None, "nccl_problems": None, "nccl_reason": None}
     if address == "unknown GPU":
         item["xid_hardware"] = item["xid_other"] = []
+        item["xid_hardware_severities"] = item["xid_other_severities"] = []
         item["faults"], item["faults_reason"] = _faults(kernel_log, None)
     else:
-        item["xid_hardware"], item["xid_other"], item["xid_reason"] = _xids(kernel_log, address)
+        severities = {}
+        item["xid_hardware"], item["xid_other"], item["xid_reason"] = _xids(kernel_log, address, severities=severities)
+        # each event's severity, in the order of its text: HEALTH-001/002 take the worst (severity_from)
+        item["xid_hardware_severities"] = severities.get("hardware")
+        item["xid_other_severities"] = severities.get("other")
         item["faults"], item["faults_reason"] = _faults(kernel_log, address)
     if smi is None:
         item["memory_reason"] = item["nvlink_reason"] = item["nccl_reason"] = not_listed

@@ -27,6 +27,12 @@ SOURCE = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
 #: the guide the catalogue belongs to (descriptions of each code, causes)
 GUIDE = "https://docs.nvidia.com/deploy/xid-errors/index.html"
 
+#: the action of the NVLink 5 Xids 144-150 (B100, B200, GB200 and later)
+_NVLINK5 = ("the NVLink 5 unit named in the line reported an error; NVIDIA's action depends on its registers "
+            "(the catalogue's 'XID 144-150 Decode' sheet, WORKFLOW_NVLINK5_ERR): drain the GPU and reset it, check "
+            "the link's error counters (nvidia-smi nvlink -e) and its peer (NVSwitch tray, cable), and report it if "
+            "it repeats")
+
 #: code -> (class, severity, meaning, action)
 XID_CATALOGUE = {
     8: ("application", "low", "GPU stopped processing (channel idle timeout)",
@@ -76,14 +82,46 @@ XID_CATALOGUE = {
           "drain and reset the GPU or reboot the node; update the driver if it repeats"),
     120: ("hardware", "high", "GSP error (the GPU System Processor reported an error)",
           "drain and reset the GPU or reboot the node; update the driver if it repeats"),
+    140: ("hardware", "critical", "unrecovered ECC error (an uncorrectable memory error escaped containment)",
+          "drain and reset the GPU; the data of the applications on it cannot be trusted"),
+    141: ("application", "low", "CUDA fast path error", "no action (NVIDIA: ignore); restart the application if it failed"),
+    142: ("application", "low", "video encoder (NVENC3) error",
+          "restart the application; report it to NVIDIA support if it repeats"),
+    143: ("hardware", "high", "GPU initialization error",
+          "reset the GPU or reboot the node; check the driver and firmware versions, service the GPU if it repeats"),
+    144: ("hardware", "high", "NVLink SAW (NVLink 5 switch-adapter) error", _NVLINK5),
+    145: ("hardware", "high", "NVLink RLW (NVLink 5 receive/link wrapper) error", _NVLINK5),
+    146: ("hardware", "high", "NVLink TLW (NVLink 5 transmit/link wrapper) error", _NVLINK5),
+    147: ("hardware", "high", "NVLink TREX error", _NVLINK5),
+    148: ("hardware", "high", "NVLink NVLPW_CTRL error", _NVLINK5),
+    149: ("hardware", "high", "NVLink NETIR error (link or peer device)", _NVLINK5),
+    150: ("hardware", "high", "NVLink MSE (NVLink firmware) error", _NVLINK5),
+    151: ("application", "low", "key rotation error (confidential computing)", "restart the virtual machine"),
     154: ("hardware", "high", "GPU recovery action changed",
           "do the recovery the message names (GPU reset, node reboot, drain peer-to-peer)"),
+    155: ("application", "medium", "NVLink taken down on purpose (a software-defined link down, sleep included)",
+          "reset the GPU to bring its links back when the link was not meant to stay down"),
+    156: ("hardware", "medium", "resource retirement event (a failing GPU resource was retired)",
+          "reset the GPU when it is drained to apply the retirement"),
+    157: ("hardware", "high", "resource retirement failure (no spare left to retire a failing resource)",
+          "no action at once (NVIDIA: ignore); watch the GPU's memory errors and remapped rows and plan its service"),
+    158: ("hardware", "high", "GPU fatal timeout", "drain and reset the GPU; reboot the node if the reset fails"),
+    159: ("hardware", "medium", "CHI non-data error on the chip-to-chip (C2C) link",
+          "usually a consequence of another fault: follow the Xid logged with it; check the UVM driver's messages"),
+    160: ("application", "low", "channel retirement event", "no action (NVIDIA: ignore)"),
+    161: ("application", "low", "channel retirement failure", "no action (NVIDIA: ignore)"),
 }
+
+#: the NVLink 5 Xids, whose line states the driver's fatal/non-fatal word (:func:`describe`)
+NVLINK5_CODES = frozenset(range(144, 151))
+#: severity of an NVLink 5 Xid by the word its line states
+NVLINK5_STATED = {"fatal": "critical", "non-fatal": "medium"}
 
 #: the version of NVIDIA's catalogue the table above follows (the date it was read and the newest
 #: code it lists). To update: compare :data:`XID_CATALOGUE` with :data:`SOURCE` (its spreadsheet
 #: download), add or change entries, move this date and code, and regenerate docs/rules.md.
-CATALOGUE_VERSION = "NVIDIA Xid catalogue as read 2026-12-04 (codes up to 154)"
+CATALOGUE_VERSION = ("NVIDIA Xid catalogue (Analyzing Xid Errors with the Xid Catalog, undated edition with R575 "
+                     "entries) as read 2026-12-06 (codes up to 161)")
 
 #: NVSwitch SXid events. NVIDIA's Fabric Manager user guide (:data:`SXID_SOURCE`, appendix "NVSwitch
 #: SXid errors": non-fatal, fatal, always fatal and other notable SXids) sorts each code in a
@@ -180,14 +218,21 @@ UNLISTED = ("application", "low", "not in this collection's table",
             "look the code up in NVIDIA's Xid catalogue (%s)" % SOURCE)
 
 
-def describe(code):
-    """``{"code", "class", "severity", "meaning", "action", "listed"}`` for an Xid code (int or text)."""
+def describe(code, stated=None):
+    """``{"code", "class", "severity", "meaning", "action", "listed"}`` for an Xid code (int or text).
+    ``stated``: the driver's word on the code's lines (``"fatal"``, ``"non-fatal"`` or ``None``,
+    ``facts.health``): an NVLink 5 Xid (144-150) is graded by it, critical when a line said Fatal and
+    medium when all said Nonfatal (NVIDIA's own action comes from the line's registers, which this
+    collection does not decode: the meaning says so); other codes ignore it."""
     try:
         number = int(code)
     except (TypeError, ValueError):
         number = None
     entry = XID_CATALOGUE.get(number)
     klass, severity, meaning, action = entry or UNLISTED
+    if number in NVLINK5_CODES and stated in NVLINK5_STATED:
+        severity = NVLINK5_STATED[stated]
+        meaning = "%s, logged %s" % (meaning, stated)
     return {"code": number, "class": klass, "severity": severity, "meaning": meaning, "action": action,
             "listed": entry is not None}
 

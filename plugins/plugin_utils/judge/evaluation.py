@@ -26,7 +26,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive imp
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive_nvidia import PASSTHROUGH_DRIVERS
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import sources
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import (
-    STATUS_WORST_FIRST, compact_findings, summarize)
+    SEVERITY_RANK, STATUS_WORST_FIRST, compact_findings, summarize)
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import compare_kernel_release
 
 __metaclass__ = type
@@ -271,6 +271,8 @@ def _evaluate_one(rule, doc, scope, params, subject, detail, budget):
                         message + (" (%s)" % where if where else "") + suffix)
     status = "pass" if passed else "fail"
     finding = _finding(rule, status, subject, expected, observed, message + suffix)
+    if not passed and rule.severity_from is not None:
+        finding["severity"] = graded_severity(rule, scope, budget)
     if not passed and rule.pending_when is not None:
         try:
             pending = rule.pending_when.search(scope, budget)
@@ -282,6 +284,23 @@ def _evaluate_one(rule, doc, scope, params, subject, detail, budget):
                 _fmt(pending) if isinstance(pending, list) else "configured, takes effect after a reboot"
             finding["message"] += "; pending: %s" % note
     return finding
+
+
+def graded_severity(rule, scope, budget=None):
+    """The severity of a failing finding of ``rule``: the worst of the severities its ``severity_from``
+    gives on ``scope`` (a severity or a list; anything else ignored), capped by a profile's
+    ``rules.severity``; the rule's severity when it gives none."""
+    try:
+        graded = rule.severity_from.search(scope, budget)
+    except EvaluationError:
+        graded = None
+    graded = [graded] if isinstance(graded, str) else graded if isinstance(graded, list) else []
+    graded = [g for g in graded if isinstance(g, str) and g in SEVERITY_RANK]
+    if not graded:
+        return rule.severity
+    worst = max(graded, key=SEVERITY_RANK.get)
+    cap = rule.severity_cap
+    return cap if cap is not None and SEVERITY_RANK[worst] > SEVERITY_RANK.get(cap, 0) else worst
 
 
 def _evaluate_rule(rule, doc, params, budget=None):
@@ -486,8 +505,10 @@ def pending_items(findings, catalogue=None, applied=None):
     return items
 
 
-def host_report(facts, outcome, before=None, note=None, failure=None):
+def host_report(facts, outcome, before=None, note=None, failure=None, catalogue=None):
     """This host's part of the report (the input of ``baseline_report``) from its facts and evaluation.
+    ``catalogue``: the one the findings were judged with; a finding whose severity is not its rule's
+    there (graded by ``severity_from``) keeps it (:func:`findings.compact_findings`).
 
     ``failure`` (why work on the host did not complete) makes its state ``failed`` with that
     message, findings kept."""
@@ -496,7 +517,7 @@ def host_report(facts, outcome, before=None, note=None, failure=None):
     part = {
         "state": "audited",
         "hostname": facts.get("hostname"),
-        "findings": compact_findings(outcome["findings"]),
+        "findings": compact_findings(outcome["findings"], catalogue),
         "profile": outcome["profile"],
         "numa": numa.get("nodes") or [],
         "facts_errors": len(errors) if isinstance(errors, list) else 0,
@@ -505,7 +526,7 @@ def host_report(facts, outcome, before=None, note=None, failure=None):
         # what each facts reader cost on the host (STYLE 17): report.json and metrics.prom name the slow one
         part["gather_s"] = facts["durations_s"]
     if before is not None:
-        part["before"] = {"findings": compact_findings(before)}
+        part["before"] = {"findings": compact_findings(before, catalogue)}
         part["pending"] = outcome["pending_items"]
     if note:
         part["message"] = note

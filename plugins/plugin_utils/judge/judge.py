@@ -84,7 +84,8 @@ def keep_rule_text(part, catalogue, bundled=None):
                 differs[rule_id] = dict((k, own.get(k)) for k in RULE_TEXT_FIELDS) \
                     if any(own.get(k) != restored.get(k) for k in RULE_TEXT_FIELDS) else None
             if differs[rule_id]:
-                finding.update(differs[rule_id])
+                # a field the finding kept (a severity graded by its events) stays its own
+                finding.update((k, v) for k, v in differs[rule_id].items() if k not in finding)
     return part
 
 
@@ -116,7 +117,8 @@ def judge_host(facts, catalogue, host_vars, history=None, history_name=None, bun
     except CatalogueError as exc:
         message = "baseline evaluation of %s: %s" % (host, exc)
         return Judgement(None, {"state": "failed", "message": message}, warnings)
-    part = host_report(facts, outcome, before=options["before"], note=options["note"], failure=options["failure"])
+    part = host_report(facts, outcome, before=options["before"], note=options["note"], failure=options["failure"],
+                       catalogue=catalogue)
     keep_rule_text(part, catalogue, bundled)
     # the boot this audit saw: the report writer keeps it in the history (same boot or across a reboot)
     part["boot_id"] = boot_id_of(facts)

@@ -95,10 +95,19 @@ def rule_text(rule):
     return dict((field, getattr(rule, _RULE_ATTRIBUTES.get(field, field), None)) for field in RULE_TEXT_FIELDS)
 
 
-def compact_findings(findings):
-    """``findings`` without the fields copied from their rule (:data:`RULE_TEXT_FIELDS`)."""
-    return [dict((k, v) for k, v in f.items() if k not in RULE_TEXT_FIELDS) if isinstance(f, dict) else f
-            for f in findings or []]
+def compact_findings(findings, catalogue=None):
+    """``findings`` without the fields copied from their rule (:data:`RULE_TEXT_FIELDS`); with the
+    ``catalogue`` they were judged with, a ``severity`` that is not the rule's there (graded by the
+    rule's ``severity_from``) is kept."""
+    rules = getattr(catalogue, "by_id", None) or {}
+
+    def kept(finding, key):
+        if key not in RULE_TEXT_FIELDS:
+            return True
+        rule = rules.get(finding.get("id")) if key == "severity" else None
+        return rule is not None and finding.get("severity") != rule.severity
+
+    return [dict((k, v) for k, v in f.items() if kept(f, k)) if isinstance(f, dict) else f for f in findings or []]
 
 
 #: Key of a host_report (and of its ``before``) that holds its findings as one JSON text instead of

@@ -109,6 +109,66 @@ def test_xid_79_message_names_meaning_and_action():
     assert [g["status"] for g in _of(result, "HEALTH-002")] == ["pass", "pass"]
 
 
+def test_a_finding_is_as_severe_as_its_worst_graded_event():
+    """HEALTH-001 (rule severity high) takes its worst event's severity: a critical Xid 79 makes it
+    critical; the NVLink 5 Xids by the word their lines state (real lines: tests/fixtures/health)."""
+    import os
+
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.health import parse_kernel_log
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(here, "fixtures", "health", "nvrm-xid-nvlink5.txt"), encoding="utf-8") as handle:
+        logged = parse_kernel_log(handle.read())["by_gpu"]
+
+    def mutate(facts):
+        facts["health"]["kernel_log"]["by_gpu"] = dict(logged, **{GPU0: {"79": dict(XID_79)}})
+    findings = dict((f["subject"], f) for f in _of(_run({}, mutate), "HEALTH-001"))
+    assert (findings[GPU0]["status"], findings[GPU0]["severity"]) == ("fail", "critical")
+    assert findings[GPU1]["severity"] == "high"  # a passing finding keeps the rule's
+    assert findings["0019:01:00.0"]["severity"] == "critical"  # 149 logged Fatal
+    assert "NVLink NETIR error (link or peer device), logged fatal [critical]" in findings["0019:01:00.0"]["message"]
+    assert findings["0018:01:00.0"]["severity"] == "medium"  # 145 logged Nonfatal
+    assert findings["0000:01:00.0"]["severity"] == "medium"  # 144 logged Nonfatal
+    # the Xid 45 "caused by previous Xid 149" is HEALTH-002's (application), at its own grade
+    other = dict((f["subject"], f) for f in _of(_run({}, mutate), "HEALTH-002"))
+    assert (other["0000:dc:00.0"]["status"], other["0000:dc:00.0"]["severity"]) == ("fail", "low")
+
+
+def test_a_profile_caps_a_graded_severity_and_the_report_keeps_it(catalogue):
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.judge import judge_host
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import expand_findings
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import build_report
+
+    def mutate(facts):
+        facts["health"]["kernel_log"]["by_gpu"][GPU0] = {"79": dict(XID_79), "63": dict(XID_79)}
+    facts = _facts(mutate)
+    rule = catalogue.by_id["HEALTH-001"]
+    assert evaluation.graded_severity(rule, {"xid_hardware_severities": ["medium", "critical"]}) == "critical"
+    assert evaluation.graded_severity(rule, {"xid_hardware_severities": ["bogus", 3]}) == "high"
+    assert evaluation.graded_severity(rule, {"xid_hardware_severities": "low"}) == "low"
+    # a profile whose rules.severity sets HEALTH-001 medium caps the graded severity (never raises it)
+    import types
+    capped = catalogue.for_profile(types.SimpleNamespace(severity={"HEALTH-001": "medium"}))
+    view = capped.by_id["HEALTH-001"]
+    assert (view.severity, view.severity_cap, rule.severity_cap) == ("medium", "medium", None)
+    assert evaluation.graded_severity(view, {"xid_hardware_severities": ["critical"]}) == "medium"
+    assert evaluation.graded_severity(view, {"xid_hardware_severities": ["low"]}) == "low"
+    outcome = evaluation.evaluate(facts, profile="amd-epyc-nvidia", host="gpu01", today=TODAY, catalogue=capped)
+    assert [f["severity"] for f in outcome["findings"] if f["id"] == "HEALTH-001"] == ["medium", "medium"]
+    # through the host part and the report: the graded severity survives compaction and expansion
+    judged = judge_host(facts, catalogue, {"host": "gpu01", "profile": "amd-epyc-nvidia", "today": TODAY})
+    part = judged.part
+    (kept,) = [f for f in part["findings"] if f["id"] == "HEALTH-001" and f.get("subject") == GPU0]
+    assert kept["severity"] == "critical" and "title" not in kept
+    (other,) = [f for f in part["findings"] if f["id"] == "HEALTH-001" and f.get("subject") == GPU1]
+    assert "severity" not in other
+    part["findings"] = expand_findings(part["findings"], catalogue)
+    report = build_report({"gpu01": part})
+    severities = dict((f.get("subject"), f["severity"]) for f in report["hosts"]["gpu01"]["findings"]
+                      if f["id"] == "HEALTH-001")
+    assert severities == {GPU0: "critical", GPU1: "high"}
+    assert report["totals"]["fail_by_severity"]["critical"] >= 1
+
+
 def test_row_remapping_messages():
     pending = [f for f in _of(_run({}, HEALTH_CASES["HEALTH-003"][1][1]), "HEALTH-003") if f["status"] == "fail"]
     assert [f["subject"] for f in pending] == [GPU0]

@@ -54,6 +54,28 @@ def test_journal_xids_counted_per_gpu_and_code():
     assert by_gpu["0000:01:00.0"]["32"]["message"] == "Channel ID 00000009 intr 00800000"
 
 
+def test_nvlink5_xids_keep_the_fatal_or_nonfatal_word_the_driver_logged():
+    """Real NVLink 5 Xid lines (tests/fixtures/health/README.md): the word after the unit is kept per code
+    (any Fatal line makes the code fatal), an ordinary Xid line gets no such key."""
+    parsed = parse_kernel_log(fixture("nvrm-xid-nvlink5.txt"))
+    assert parsed["events"] == 6 and parsed["unparsed"] == 0
+    by_gpu = parsed["by_gpu"]
+    assert by_gpu["0019:01:00.0"]["149"]["stated"] == "fatal"
+    assert by_gpu["0019:01:00.0"]["149"]["message"].startswith("NETIR Fatal XC0 i0 Link -1 (0x000fe406")
+    assert (by_gpu["0000:00:00.0"]["149"]["count"], by_gpu["0000:00:00.0"]["149"]["stated"]) == (2, "fatal")
+    assert by_gpu["0018:01:00.0"]["145"]["stated"] == "non-fatal"
+    assert by_gpu["0000:01:00.0"]["144"]["stated"] == "non-fatal"
+    assert "stated" not in by_gpu["0000:dc:00.0"]["45"]
+    assert by_gpu["0000:dc:00.0"]["45"]["message"] == "Ch 00000001 caused by previous Xid 149"
+    # a Nonfatal line after a Fatal one of the same code leaves it fatal; padding spaces are read
+    later = parse_kernel_log("NVRM: Xid (PCI:0000:41:00): 149, NETIR_LINK_EVT  Fatal   XC0 i0 Link 01 (0x0)\n"
+                             "NVRM: Xid (PCI:0000:41:00): 149, NETIR_LINK_EVT Nonfatal XC0 i0 Link 01 (0x0)\n")
+    assert later["by_gpu"]["0000:41:00.0"]["149"]["stated"] == "fatal"
+    # the word without the XC field after it is no stated word (an ordinary message)
+    plain = parse_kernel_log("NVRM: Xid (PCI:0000:41:00): 79, pid=1, name=x, Fatal error on the bus\n")
+    assert "stated" not in plain["by_gpu"]["0000:41:00.0"]["79"]
+
+
 def test_dmesg_format():
     parsed = parse_kernel_log(fixture("dmesg-xid-79.txt"))
     assert parsed["lines"] == 3
