@@ -71,11 +71,20 @@ MAX_XID_LINES = KERNEL_LOG_LINES
 _PIECE = 1 << 20
 
 _XID_MARK = "NVRM: Xid"
+#: GPU firmware (GSP) faults and reset-required states the driver logs without an Xid number on the
+#: line (the format strings of NVIDIA/open-gpu-kernel-modules, kernel_gsp.c and vgpu/rpc.c): the words
+#: of a line -> its kind, the first that matches winning (a "GSP RPC timeout ... GPU marked for reset"
+#: assertion is a reset required)
+_GSP_MARKS = (
+    (("NV_ERR_RESET_REQUIRED", "GPU marked for reset", "needs to be reset", "need to be reset"), "reset_required"),
+    (("GSP RPC timeout", "rpcRecvPoll timedout", "eartbeat timed out"), "gsp_timeout"),
+    (("GspRmAlloc failed", "GspRmControl failed", "GspRmFree failed"), "gsp_rpc_failed"),
+)
 #: what makes a kernel log line one the audit keeps (and a snapshot stores): Xid and SXid events,
-#: a GPU fallen off the bus or failing to initialise, and the first line of the multi-line
-#: "The NVIDIA GPU <address> ... fallen off the bus" message
+#: a GPU fallen off the bus or failing to initialise, the first line of the multi-line
+#: "The NVIDIA GPU <address> ... fallen off the bus" message, and the GSP and reset lines above
 _MARKS = (_XID_MARK, "SXid (", "fallen off the bus", "RmInitAdapter failed", "rm_init_adapter failed",
-          "NVRM: The NVIDIA GPU")
+          "NVRM: The NVIDIA GPU") + tuple(mark for marks, unused_kind in _GSP_MARKS for mark in marks)
 _MARK_RE = re.compile("|".join(re.escape(m) for m in _MARKS))
 _ADDR = r"([0-9A-Fa-f]{1,8}):([0-9A-Fa-f]{1,2}):([0-9A-Fa-f]{1,2})(?:\.([0-7]))?"
 _STAMP = r"(?:\s*\[\s*(\d{1,12}\.\d{1,9})\])?"
@@ -88,7 +97,9 @@ _SXID_RE = re.compile(_STAMP + r".*?(?:(nvidia-nvswitch\d{0,4}): )?SXid \((?:PCI
                       r"\):\s*(\d{1,6})\s*(?:,\s*(.*))?$")
 _SXID_SEVERITY_RE = re.compile(r"^(Fatal|Non-fatal|Nonfatal)\b,?\s*", re.I)
 #: kinds of GPU faults without an Xid number: key -> what the entry's message starts with
-FAULT_KINDS = ("fallen_off_bus", "init_failed")
+FAULT_KINDS = ("fallen_off_bus", "init_failed") + tuple(kind for unused_marks, kind in _GSP_MARKS)
+# "... for GPU at PCI:0000:07:00 ...": the address of a GSP line that names its GPU inside the message
+_GPU_AT_RE = re.compile(r"\bGPU at PCI:" + _ADDR + r"\b")
 # NVRM: Xid (PCI:0000:41:00): 79, pid=1234, name=python3, GPU has fallen off the bus.
 _XID_RE = re.compile(r"NVRM: Xid \((?:PCI:)?([0-9A-Fa-f]{1,8}):([0-9A-Fa-f]{1,2}):([0-9A-Fa-f]{1,2})(?:\.([0-7]))?\):"
                      r"\s*(\d{1,5})\s*(?:,\s*(.*))?$")
@@ -286,7 +297,12 @@ class _Log:
         elif "RmInitAdapter failed" in line or "rm_init_adapter failed" in line:
             kind = "init_failed"
         else:
-            return  # the first line of a multi-line message: its continuation says what happened
+            kind = _gsp_kind(line)
+            if kind is None:
+                return  # the first line of a multi-line message: its continuation says what happened
+            at = _GPU_AT_RE.search(line) if address is None else None
+            if at is not None:
+                address = _address(at.group(1, 2, 3, 4))
         self.events += 1
         table, key = (self.faults, address) if address else (self.faults_no_address, "no address")
         if kind == "init_failed":
@@ -301,6 +317,14 @@ class _Log:
             _count(entry, seconds)
 
 
+def _gsp_kind(line):
+    """The kind of a GSP fault or reset-required line (:data:`_GSP_MARKS`), else None."""
+    for marks, kind in _GSP_MARKS:
+        if any(mark in line for mark in marks):
+            return kind
+    return None
+
+
 def parse_kernel_log(text):
     """GPU and NVSwitch events of a kernel log (``journalctl -k -b -o short-monotonic`` or
     ``dmesg`` text, whole or as :func:`reduce_kernel_log` stored it).
@@ -312,7 +336,10 @@ def parse_kernel_log(text):
     {"count", "first_s", "last_s", "message"}}`` (plus ``stated``, ``"fatal"`` or ``"non-fatal"``, when
     its lines state the driver's word, as the NVLink 5 Xids 144-150 do; seconds since boot, the text after the code
     without ``pid=``/``name=``, at most 200 characters). ``faults`` maps a GPU's PCI address to
-    ``{"fallen_off_bus"|"init_failed": {"count", "first_s", "last_s", "message"}}`` for the faults
+    ``{kind: {"count", "first_s", "last_s", "message"}}`` (kinds :data:`FAULT_KINDS`: ``fallen_off_bus``,
+    ``init_failed``, and the GSP lines without an Xid, ``reset_required``, ``gsp_timeout``,
+    ``gsp_rpc_failed``; a GSP line names its GPU by a PCI address, ``GPU at PCI:...``, or by the
+    driver's index only, ``GPU0``, and then counts under ``faults_no_address``) for the faults
     the driver logs without an Xid number (one RmInitAdapter/rm_init_adapter pair is one failure);
     ``faults_no_address`` holds those of lines naming no GPU under the key ``"no address"``.
     ``nvswitch`` maps an NVSwitch's PCI address to ``{"name": "nvidia-nvswitch3", "codes": {code:

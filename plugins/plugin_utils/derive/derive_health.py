@@ -103,37 +103,48 @@ def _xids(kernel_log, address, past=False, severities=None):
     return hardware, other, None
 
 
-#: GPU faults the driver logs without an Xid number: kind -> (what happened, action)
+#: GPU faults the driver logs without an Xid number: kind -> (what happened, severity, action)
 FAULTS = {
-    "fallen_off_bus": ("GPU has fallen off the bus (no longer answers on PCIe)",
+    "fallen_off_bus": ("GPU has fallen off the bus (no longer answers on PCIe)", "critical",
                        "drain and reboot the node; check the slot, riser, power, cooling and the AER errors of its "
                        "PCIe path"),
-    "init_failed": ("the driver failed to initialise the GPU (RmInitAdapter): it is on the bus but unusable",
+    "init_failed": ("the driver failed to initialise the GPU (RmInitAdapter): it is on the bus but unusable", "critical",
                     "check the kernel log around the failure, the driver and firmware versions and the GPU's power; "
                     "reboot, then reseat or service the GPU if it repeats"),
+    "reset_required": ("the driver marked the GPU for reset (NV_ERR_RESET_REQUIRED: its firmware stopped answering, "
+                       "every further request to it fails)", "high",
+                       "drain the GPU and reset it (nvidia-smi -r) or reboot the node; update the driver if it repeats"),
+    "gsp_timeout": ("the GPU System Processor (GSP) firmware stopped answering the driver (RPC or heartbeat timeout)",
+                    "high", "drain and reset the GPU or reboot the node; update the driver if it repeats"),
+    "gsp_rpc_failed": ("a request of the driver to the GPU System Processor (GSP) failed (GspRm...)", "medium",
+                       "look for a GSP timeout or Xid 119/120 around it; reset the GPU if requests keep failing"),
 }
 
 
-def _fault_texts(kinds, note, past=False):
+def _fault_texts(kinds, note, past=False, severities=None):
+    """The texts of one GPU's faults without an Xid number; ``severities`` (a list), when given, gets each one's."""
     texts = []
     for kind in sorted(kinds):
         entry = kinds[kind]
         if not isinstance(entry, dict):
             continue
-        meaning, action = FAULTS.get(kind, (kind, "see the kernel log"))
+        meaning, severity, action = FAULTS.get(kind, (kind, "critical", "see the kernel log"))
         when = entry.get("first_s")
         text = "%s x%d%s %s" % (
             meaning, _int(entry.get("count")) or 0,
-            " (first %.0f s after boot)" % when if isinstance(when, (int, float)) else "", _grade("critical", action, past))
+            " (first %.0f s after boot)" % when if isinstance(when, (int, float)) else "", _grade(severity, action, past))
         if isinstance(entry.get("message"), str) and entry["message"]:
             text += "; log: %s" % entry["message"][:160]
         texts.append(text + note)
+        if severities is not None:
+            severities.append(severity)
     return texts
 
 
-def _faults(kernel_log, address):
+def _faults(kernel_log, address, severities=None):
     """``(faults, reason)``: the texts of one GPU's faults without an Xid number (fallen off the
-    bus, failed to initialise); ``address`` ``None`` for those of lines naming no GPU."""
+    bus, failed to initialise, GSP faults, reset required); ``address`` ``None`` for those of lines
+    naming no GPU; ``severities`` (a list) gets each one's severity."""
     if not isinstance(kernel_log, dict):
         return None, "the kernel log was not read (no NVIDIA driver or GPU seen when the facts were gathered)"
     if kernel_log.get("error"):
@@ -142,7 +153,8 @@ def _faults(kernel_log, address):
     if not isinstance(table, dict):
         return None, "the kernel log summary has no fault list (facts gathered by an older collection)"
     kinds = table.get(address or "no address")
-    return _fault_texts(kinds if isinstance(kinds, dict) else {}, _truncated_note(kernel_log)), None
+    return _fault_texts(kinds if isinstance(kinds, dict) else {}, _truncated_note(kernel_log),
+                        severities=severities), None
 
 
 def _truncated_note(kernel_log):
@@ -584,20 +596,23 @@ def _gpu(dgpu, smi, kernel_log, nvlink, nvlink_gpus, facts, rdma_names):
     item = {"bus_id": address, "index": index, "label": dgpu.get("label"),
             "xid_hardware": None, "xid_other": None, "xid_reason": None,
             "xid_hardware_severities": None, "xid_other_severities": None, "faults": None, "faults_reason": None,
+            "faults_severities": None,
             "memory_pending": None, "memory_failures": None, "memory_reason": None,
             "nvlink_active": None, "nvlink_problems": None, "nvlink_reason": None,
             "nccl_nic": None, "nccl_link": None, "nccl_problems": None, "nccl_reason": None}
     if address == "unknown GPU":
         item["xid_hardware"] = item["xid_other"] = []
         item["xid_hardware_severities"] = item["xid_other_severities"] = []
-        item["faults"], item["faults_reason"] = _faults(kernel_log, None)
+        item["faults_severities"] = []
+        item["faults"], item["faults_reason"] = _faults(kernel_log, None, item["faults_severities"])
     else:
         severities = {}
         item["xid_hardware"], item["xid_other"], item["xid_reason"] = _xids(kernel_log, address, severities=severities)
         # each event's severity, in the order of its text: HEALTH-001/002 take the worst (severity_from)
         item["xid_hardware_severities"] = severities.get("hardware")
         item["xid_other_severities"] = severities.get("other")
-        item["faults"], item["faults_reason"] = _faults(kernel_log, address)
+        item["faults_severities"] = []
+        item["faults"], item["faults_reason"] = _faults(kernel_log, address, item["faults_severities"])
     if smi is None:
         item["memory_reason"] = item["nvlink_reason"] = item["nccl_reason"] = not_listed
         return item

@@ -356,6 +356,30 @@ def test_fallen_off_the_bus_without_xid_fails_health_013_for_the_gpu_named_criti
     assert "fallen off the bus" in findings[1]["message"] and "reboot" in findings[1]["message"]
 
 
+def test_gsp_faults_fail_health_013_at_their_own_severity():
+    """A GPU the driver marked for reset (a GSP line without an Xid, real lines: tests/fixtures/health)
+    fails HEALTH-013 for the GPU the line names, graded high (the rule's critical is for a GPU lost);
+    a line naming the GPU by the driver's index only is the "unknown GPU" subject's."""
+    import os
+
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.health import parse_kernel_log
+    here = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    with open(os.path.join(here, "fixtures", "health", "nvrm-gsp-reset.txt"), encoding="utf-8") as handle:
+        parsed = parse_kernel_log(handle.read())
+
+    def mutate(facts):
+        facts["health"]["kernel_log"]["faults"] = {GPU0: parsed["faults"]["0000:07:00.0"]}
+        facts["health"]["kernel_log"]["faults_no_address"] = parsed["faults_no_address"]
+    findings = dict((f["subject"], f) for f in _of(_run({}, mutate), "HEALTH-013"))
+    assert (findings[GPU0]["status"], findings[GPU0]["severity"]) == ("fail", "high")
+    assert "the driver marked the GPU for reset" in findings[GPU0]["message"]
+    assert findings[GPU1]["status"] == "pass" and findings[GPU1]["severity"] == "critical"
+    unknown = findings["unknown GPU"]
+    assert unknown["status"] == "fail" and unknown["severity"] == "high"
+    assert "GSP) firmware stopped answering the driver (RPC or heartbeat timeout) x4" in unknown["message"]
+    assert "failed (GspRm...) x1" in unknown["message"] and "[medium]" in unknown["message"]
+
+
 def test_a_fault_line_naming_no_gpu_is_a_subject_of_its_own():
     def old(facts):
         facts["health"]["kernel_log"]["faults_no_address"] = {"no address": {"init_failed": {

@@ -76,6 +76,29 @@ def test_nvlink5_xids_keep_the_fatal_or_nonfatal_word_the_driver_logged():
     assert "stated" not in plain["by_gpu"]["0000:41:00.0"]["79"]
 
 
+def test_gsp_faults_and_reset_required_lines_are_faults_of_their_gpu_or_of_no_address():
+    """Real GSP lines without an Xid number (tests/fixtures/health/README.md): by kind, under the PCI
+    address the line names (``GPU at PCI:...``) or under no address (``GPU0``, the driver's index,
+    names no PCI function); the RPC buffer dump and the Xid 119 banner are none of them."""
+    parsed = parse_kernel_log(fixture("nvrm-gsp-reset.txt"))
+    assert parsed["by_gpu"] == {} and parsed["unparsed"] == 0
+    assert parsed["faults"] == {"0000:07:00.0": {"reset_required": {
+        "count": 1, "first_s": 349525.895155, "last_s": 349525.895155,
+        "message": "Rate limiting GSP RPC error prints for GPU at PCI:0000:07:00 (printing 1 of every 30).  "
+                   "The GPU likely needs to be reset."}}}
+    kinds = parsed["faults_no_address"]["no address"]
+    assert sorted(kinds) == ["gsp_rpc_failed", "gsp_timeout", "reset_required"]
+    assert kinds["gsp_timeout"]["count"] == 4  # rpcRecvPoll timedout, GSP RM, Heartbeat, LibOS heartbeat
+    assert kinds["reset_required"]["count"] == 2  # "GPU marked for reset", "may need to be reset"
+    assert kinds["reset_required"]["message"].startswith("nvAssertFailedNoLog: Assertion failed: Back to back")
+    assert kinds["gsp_rpc_failed"]["message"].startswith("GPU0 rpcRmApiFree_GSP: GspRmFree failed")
+    assert parsed["events"] == 8
+    # the lines a snapshot keeps: the eight, not the dump or the banner
+    kept = reduce_kernel_log(fixture("nvrm-gsp-reset.txt"), "journal")
+    assert "GspRmFree failed" in kept and "rpcRecvPoll timedout" in kept
+    assert "GSP RPC buffer contains" not in kept and "_kgspLogXid119" not in kept
+
+
 def test_dmesg_format():
     parsed = parse_kernel_log(fixture("dmesg-xid-79.txt"))
     assert parsed["lines"] == 3
