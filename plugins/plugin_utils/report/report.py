@@ -9,6 +9,7 @@ contract and assembles the document; ``views.py`` and ``views_machine.py`` rende
 
 from __future__ import absolute_import, division, print_function
 
+import copy
 import datetime
 import json
 import math
@@ -635,6 +636,16 @@ class StoredHost(dict):
         raise TypeError("a host of a stored report is read-only (a copy of its text): use report.update_hosts")
 
     __setitem__ = __delitem__ = setdefault = pop = popitem = clear = update = _refuse
+
+    # a copy (copy, deepcopy, pickle) is a plain dict: the caller's own, free to change
+    def __copy__(self):
+        return dict(self)
+
+    def __deepcopy__(self, memo):
+        return copy.deepcopy(dict(self), memo)
+
+    def __reduce__(self):
+        return (dict, (dict(self),))
 
 
 class StoredHosts(Mapping):

@@ -97,6 +97,11 @@ def test_stored_hosts_hold_each_host_as_its_report_json_text():
     with pytest.raises(TypeError):
         held["a"] = {}  # the mapping itself is immutable
     assert dict(copy, x=1)["x"] == 1  # a new mapping from it is a plain dict
+    import copy as copying
+    import pickle
+    for made in (copying.copy(copy), copying.deepcopy(copy), pickle.loads(pickle.dumps(copy))):
+        assert type(made) is dict and made == DOC["hosts"]["a"]
+        made["changes"] = 1  # the caller's own copy
     document = dict(DOC, hosts=held)
     update_hosts(document, {"a": {"changes": {"new": 1}}, "not a host": {"x": 1}})
     assert document["hosts"] is not held and isinstance(document["hosts"], StoredHosts)
