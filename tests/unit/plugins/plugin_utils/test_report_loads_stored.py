@@ -84,7 +84,7 @@ def test_stored_hosts_hold_each_host_as_its_report_json_text():
     copy) when it is read; report.json's text the same as of the same hosts in a dict; values are
     added through update_hosts only."""
     from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import (
-        StoredHosts, dumps_document, host_text, update_hosts)
+        StoredHost, StoredHosts, dumps_document, host_text, update_hosts)
     held = StoredHosts(DOC["hosts"].items())
     assert list(held) == list(DOC["hosts"]) and len(held) == 3 and dict(held.items()) == DOC["hosts"]
     assert held.text_of("a") == host_text(DOC["hosts"]["a"]) and json.loads(held.text_of("c")) == DOC["hosts"]["c"]
@@ -100,7 +100,7 @@ def test_stored_hosts_hold_each_host_as_its_report_json_text():
     import copy as copying
     import pickle
     for made in (copying.copy(copy), copying.deepcopy(copy), pickle.loads(pickle.dumps(copy))):
-        assert type(made) is dict and made == DOC["hosts"]["a"]
+        assert isinstance(made, dict) and not isinstance(made, StoredHost) and made == DOC["hosts"]["a"]
         made["changes"] = 1  # the caller's own copy
     document = dict(DOC, hosts=held)
     update_hosts(document, {"a": {"changes": {"new": 1}}, "not a host": {"x": 1}})
