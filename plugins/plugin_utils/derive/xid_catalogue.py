@@ -112,8 +112,9 @@ XID_CATALOGUE = {
     161: ("application", "low", "channel retirement failure", "no action (NVIDIA: ignore)"),
 }
 
-#: the NVLink 5 Xids, whose line states the driver's fatal/non-fatal word (:func:`describe`)
-NVLINK5_CODES = frozenset(range(144, 151))
+#: the NVLink 5 Xids, whose line states the driver's fatal/non-fatal word (:func:`describe`): the
+#: entries above with the NVLink 5 action
+NVLINK5_CODES = frozenset(code for code, entry in XID_CATALOGUE.items() if entry[3] is _NVLINK5)
 #: severity of an NVLink 5 Xid by the word its line states
 NVLINK5_STATED = {"fatal": "critical", "non-fatal": "medium"}
 

@@ -133,6 +133,13 @@ def test_a_finding_is_as_severe_as_its_worst_graded_event():
     assert (other["0000:dc:00.0"]["status"], other["0000:dc:00.0"]["severity"]) == ("fail", "low")
 
 
+def test_every_fault_kind_the_parser_knows_has_its_words_and_severity():
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.health import FAULT_KINDS
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive_health import FAULTS
+    assert sorted(FAULTS) == sorted(FAULT_KINDS)
+    assert xid_catalogue.NVLINK5_CODES == frozenset(range(144, 151))
+
+
 def test_a_profile_caps_a_graded_severity_and_the_report_keeps_it(catalogue):
     from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.judge import judge_host
     from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import expand_findings
