@@ -29,7 +29,7 @@ from common import REPO, import_collection, large_host
 import_collection()
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts  # noqa: E402
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root  # noqa: E402
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root  # noqa: E402
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import self_audit  # noqa: E402
 
 

@@ -66,7 +66,7 @@ options:
   command_timeouts:
     description:
       - Seconds each command of a tool may run (the basename of its binary, for example C(nvidia-smi)), over the
-        defaults of the collection's command runner (C(TIMEOUTS) in C(plugins/module_utils/facts/runner.py);
+        defaults of the collection's command runner (C(TIMEOUTS) in C(plugins/module_utils/host/runner.py);
         60 s for a tool not listed). A command past its bound is killed with its process group and its facts are
         unknown with the reason; a tool that timed out is not run again in the same gather.
       - Set from the variable C(gpuhost_command_timeouts) by the audit.
@@ -158,9 +158,9 @@ import os
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host import runner
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS, gather_facts, module_options
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 
 
 def main():

@@ -318,7 +318,7 @@ import time
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host import runner
 from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure_gpu, measure_host
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.cpu import format_cpulist
 

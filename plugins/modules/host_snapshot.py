@@ -139,10 +139,10 @@ import tempfile
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import lxc
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host import runner
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS, gather_facts, module_options
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import (Recorder, Root, _canonical,
-                                                                                  write_snapshot)
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import (Recorder, Root, _canonical,
+                                                                                 write_snapshot)
 
 SNAPSHOT_FORMAT = 1
 #: Mode of the tarball: it holds container configurations and GPU serial numbers.

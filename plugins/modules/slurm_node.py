@@ -170,7 +170,7 @@ from shlex import quote
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host import runner
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.slurm import (
     drain_reason, drained_by_us, kept_rule_ids, missing_evidence, parse_show_node)
 

@@ -17,7 +17,7 @@ import pytest
 
 from helpers import bounded
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import MAX_FILE_BYTES
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import MAX_FILE_BYTES
 
 KIND = "GRUB default file"
 #: the reader's cap: the largest file the parser is ever given
@@ -25,7 +25,7 @@ SIZE = MAX_FILE_BYTES
 
 GATHER = bounded.case("""
     from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import kernel
-    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
     root = Root(ARGS[0])
     facts = kernel.gather(root)
     json.dumps(facts)

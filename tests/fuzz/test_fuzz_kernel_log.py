@@ -19,7 +19,7 @@ import pytest
 from helpers import bounded
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import health
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import MAX_LARGE_BYTES
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import MAX_LARGE_BYTES
 
 KIND = "kernel log"
 CAP = MAX_LARGE_BYTES
@@ -29,7 +29,7 @@ HEADER = b"# gpuhost.baseline kernel log: %d lines read from journalctl -k -b, %
 
 GATHER = bounded.case("""
     from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import health
-    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
     root = Root(ARGS[0])
     facts = health.gather(root)
     size = len(json.dumps(facts))

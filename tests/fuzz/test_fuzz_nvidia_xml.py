@@ -17,7 +17,7 @@ import pytest
 from helpers import bounded
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import nvidia
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import MAX_LARGE_BYTES
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import MAX_LARGE_BYTES
 
 KIND = "nvidia-smi XML"
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -29,7 +29,7 @@ CAP = MAX_LARGE_BYTES
 
 GATHER = bounded.case("""
     from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import nvidia
-    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
     root = Root(ARGS[0])
     facts = nvidia.gather(root)
     size = len(json.dumps(facts))

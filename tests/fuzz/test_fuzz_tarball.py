@@ -323,7 +323,7 @@ def test_snapshot_json_nested_too_deeply(tmp_path):
     outcome = bounded.run_case(KIND, bounded.case("""
         from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.snapshot import import_snapshot
         from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
-        from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+        from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
         import_snapshot(ARGS[0], ARGS[1])
         facts = gather_facts(Root(ARGS[1]))
         report({"errors": [e for e in facts["errors"] if e["path"] == "/snapshot.json"]})

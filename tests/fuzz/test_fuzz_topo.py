@@ -17,7 +17,7 @@ import pytest
 
 from helpers import bounded
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import MAX_LARGE_BYTES
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import MAX_LARGE_BYTES
 
 KIND = "topo text"
 HERE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -28,7 +28,7 @@ DEVICES = ["GPU%d" % i for i in range(8)] + ["NIC0", "NIC1"]
 
 GATHER = bounded.case("""
     from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import nvidia
-    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
     root = Root(ARGS[0])
     facts = nvidia.gather(root)
     size = len(json.dumps(facts))

@@ -44,7 +44,7 @@ class FakeModule:
 
     def run_bounded(self, argv):
         """What fix.base.run_host_command asks a stand-in module instead of the command runner."""
-        from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.runner import Result
+        from ansible_collections.gpuhost.baseline.plugins.module_utils.host.runner import Result
         answer = self.run_command(argv)
         if isinstance(answer, Result):
             return answer

@@ -7,7 +7,7 @@ import io
 import os
 import tarfile
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root, write_snapshot
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root, write_snapshot
 
 
 def write_tree(base, files):

@@ -25,7 +25,7 @@ from helpers.fixhost import copy_tree, tree_state
 from helpers.runner import run_playbook, stdout_of
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 from helpers.report_file import load_report
 
 SECRET = "DECOY-SECRET-CONTENT-7f3a"

@@ -16,7 +16,7 @@ import pytest
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.evaluation import evaluate
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.history import earlier_in_boot, make_record
 

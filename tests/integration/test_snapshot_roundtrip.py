@@ -7,7 +7,7 @@ import stat
 import tarfile
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Recorder, Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Recorder, Root
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot import gathering
 
 from helpers.runner import VENV_BIN, run_playbook, stdout_of

@@ -12,7 +12,7 @@ import pytest
 from test_hostile_snapshot import build
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.evaluation import evaluate
 
 #: a file the readers read (an absolute path under a system tree) or a command they run

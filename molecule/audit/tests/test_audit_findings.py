@@ -12,7 +12,7 @@ import pytest
 
 import vmverify as vm
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 from helpers import lspci
 
 HOST = "gpuhost-audit"

@@ -8,7 +8,7 @@ of docs/facts.md; GPU ECC corrected counts come with the GPUs (``nvidia.gpus[].e
 A counter's absolute value says little (it counts since boot); the rules judge its increase over
 a window of the audit history (``plugins/plugin_utils/derive/derive_counters.py``). Here only reading:
 the parsers are pure functions over text that never raise, :func:`gather` reads through a
-:class:`facts.root.Root`. Formats (real outputs quoted in tests/fixtures/counters/README.md):
+:class:`host.root.Root`. Formats (real outputs quoted in tests/fixtures/counters/README.md):
 
 * ``/sys/class/infiniband/<dev>/ports/<n>/counters/{link_downed,symbol_error,port_rcv_errors,
   link_error_recovery}``: one decimal number each

@@ -10,7 +10,7 @@ Reads are kept to what the summary needs: idle state descriptions are read once 
 
 Pure parsers (:func:`parse_cpuinfo`, :func:`parse_cpulist`, :func:`format_cpulist`,
 :func:`count_values`, :func:`boost_state`) never raise; :func:`gather` reads through a
-:class:`facts.root.Root`.
+:class:`host.root.Root`.
 """
 
 from __future__ import absolute_import, division, print_function
@@ -18,7 +18,7 @@ from __future__ import absolute_import, division, print_function
 import re
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import tuned
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import as_text
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import as_text
 
 __metaclass__ = type
 
@@ -247,7 +247,7 @@ def _cpuidle(root, cpu_dirs):
 
 
 def gather(root):
-    """The ``cpu`` section of docs/facts.md for ``root`` (a :class:`facts.root.Root`)."""
+    """The ``cpu`` section of docs/facts.md for ``root`` (a :class:`host.root.Root`)."""
     info = parse_cpuinfo(root.read_text("/proc/cpuinfo", SUBSYSTEM))
     if info["vendor"] is None and root.exists("/proc/cpuinfo"):
         root.error(SUBSYSTEM, "/proc/cpuinfo", "no vendor_id line: not an x86 CPU, or the file is truncated or "

@@ -4,7 +4,7 @@
 """GPU and fabric health: Xid events, NVLink, Fabric Manager, RDMA ports, GPUDirect, EDAC.
 
 Passive and cheap: nothing here loads the GPUs or the network. The parsers are pure functions
-over text that never raise; :func:`gather` reads through a :class:`facts.root.Root` and builds
+over text that never raise; :func:`gather` reads through a :class:`host.root.Root` and builds
 the ``health`` section of docs/facts.md. Judging (which Xid codes matter, what a link or a port
 should look like) is the controller's (``plugins/plugin_utils/derive/derive_health.py``).
 
@@ -40,7 +40,7 @@ import posixpath
 import re
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.counters import gather as gather_counters
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import COMMAND_ARGV
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import COMMAND_ARGV
 
 __metaclass__ = type
 

@@ -4,7 +4,7 @@
 """IOMMU facts: on or off, AMD-Vi or Intel DMAR, default domain type per group, cmdline switches.
 
 Pure helpers (:func:`iommu_type`, :func:`cmdline_switches`, :func:`passthrough`) never raise;
-:func:`gather` reads through a :class:`facts.root.Root` (docs/facts.md, section ``iommu``). The
+:func:`gather` reads through a :class:`host.root.Root` (docs/facts.md, section ``iommu``). The
 running command line is shared with the kernel gatherer so ``/proc/cmdline`` is read once.
 """
 
@@ -59,7 +59,7 @@ def passthrough(domain_types):
 
 
 def gather(root):
-    """The ``iommu`` section of docs/facts.md for ``root`` (a :class:`facts.root.Root`)."""
+    """The ``iommu`` section of docs/facts.md for ``root`` (a :class:`host.root.Root`)."""
     groups = [name for name in root.listdir(GROUPS_DIR) if name.isdigit()]
     groups.sort(key=int)
     types = []

@@ -11,7 +11,7 @@ The module has two layers (docs/facts.md, section ``kernel``):
   :func:`parse_bracketed`, :func:`parse_os_release`, :func:`parse_sysctl_conf`,
   :func:`merge_sysctl`, :func:`preempt_build`, :func:`preempt_model`,
   :func:`compare_kernel_release`, :func:`kernel_release_at_least`, :func:`detect_bootloader`;
-* :func:`gather`, which reads through a :class:`facts.root.Root` and records every unreadable
+* :func:`gather`, which reads through a :class:`host.root.Root` and records every unreadable
   value in ``root.errors``.
 """
 
@@ -23,7 +23,7 @@ import io
 import re
 import zlib
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import as_text
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import as_text
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.shell import (
     parse_shell_assignments, read_word, static_scan)
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.sysctls import SYSCTLS, name_problem, proc_path, sysctl_value
@@ -668,7 +668,7 @@ def _installed(root):
 
 
 def gather(root, sysctls=None):
-    """The ``kernel`` section of docs/facts.md for ``root`` (a :class:`facts.root.Root`).
+    """The ``kernel`` section of docs/facts.md for ``root`` (a :class:`host.root.Root`).
 
     ``sysctls``: dotted names of sysctls the catalogue's rules read beyond :data:`sysctls.SYSCTLS`
     (``kernel.sysctl."vm.dirty_ratio"``): each is read too, under its dotted name, in ``sysctl`` (the running

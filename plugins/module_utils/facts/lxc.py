@@ -6,7 +6,7 @@ Proxmox VE host) how every container in ``/etc/pve/lxc/<id>.conf`` is configured
 
 Container detection reads files only (``systemd-detect-virt`` would be a command, and
 commands only come from captures). The parsers are pure functions over text and never
-raise; :func:`gather` does the reads through a :class:`facts.root.Root` and builds the
+raise; :func:`gather` does the reads through a :class:`host.root.Root` and builds the
 ``lxc`` section of docs/facts.md.
 """
 

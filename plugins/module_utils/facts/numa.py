@@ -5,7 +5,7 @@
 
 Pure parsers (:func:`parse_node_meminfo`, :func:`parse_distance`, :func:`parse_numa_maps`,
 :func:`node_entry`, :func:`summarize`, :func:`top_processes`) never raise; :func:`gather` reads
-through a :class:`facts.root.Root` (docs/facts.md, section ``numa``).
+through a :class:`host.root.Root` (docs/facts.md, section ``numa``).
 
 Process placement comes from ``/proc/PID/numa_maps`` of the live host only: a snapshot does
 not capture processes (they come and go between capture and audit, and their maps are large),
@@ -15,7 +15,7 @@ so on a snapshot ``processes`` is ``[]``.
 from __future__ import absolute_import, division, print_function
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.cpu import parse_cpulist
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root, as_text
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root, as_text
 
 __metaclass__ = type
 
@@ -199,7 +199,7 @@ def _processes(root):
 
 
 def gather(root):
-    """The ``numa`` section of docs/facts.md for ``root`` (a :class:`facts.root.Root`)."""
+    """The ``numa`` section of docs/facts.md for ``root`` (a :class:`host.root.Root`)."""
     node_ids = []
     for name in root.listdir(NODE_DIR, SUBSYSTEM, pattern="node*"):
         if name[4:].isdigit():

@@ -5,7 +5,7 @@
 
 The parsers are pure functions over text and never raise: bad input gives ``None``
 or a partial result carrying an ``error``. :func:`gather` does the reads through a
-:class:`facts.root.Root` and builds the ``nvidia`` section of docs/facts.md.
+:class:`host.root.Root` and builds the ``nvidia`` section of docs/facts.md.
 
 GPU index: the position of the ``<gpu>`` element in the XML. nvidia-smi lists GPUs in
 its own enumeration order (PCI bus order), which is the order ``nvidia-smi -i N`` and

@@ -323,5 +323,5 @@ def _gather_cpu_power(root):
 
 
 def gather(root):
-    """The ``persistence`` section of docs/facts.md for ``root`` (a :class:`facts.root.Root`)."""
+    """The ``persistence`` section of docs/facts.md for ``root`` (a :class:`host.root.Root`)."""
     return {"pcie": _gather_pcie(root), "cpu_power": _gather_cpu_power(root)}

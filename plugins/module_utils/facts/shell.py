@@ -23,7 +23,7 @@ from __future__ import absolute_import, division, print_function
 import bisect
 import re
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import as_text
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import as_text
 
 __metaclass__ = type
 

@@ -28,7 +28,7 @@ import re
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.persist import (
     CPU_SETTINGS_MARK, WANTS_DIR, checked_cpu_settings, cpu_script_settings)
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import as_text
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import as_text
 
 __metaclass__ = type
 
@@ -164,7 +164,7 @@ def _profile(root, name):
 
 
 def gather(root):
-    """The ``cpu.tuned`` section of docs/facts.md for ``root`` (a :class:`facts.root.Root`)."""
+    """The ``cpu.tuned`` section of docs/facts.md for ``root`` (a :class:`host.root.Root`)."""
     active_text = root.read_text(ACTIVE_PROFILE_PATH, SUBSYSTEM, optional=True)
     profiles = parse_active_profile(active_text)
     if active_text is not None and profiles is None:

@@ -27,8 +27,8 @@ import os
 import shlex
 import tempfile
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import (
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host import runner
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import (
     MAX_FILE_BYTES, OutsideRoot, Refused, Root, read_regular)
 
 __metaclass__ = type
@@ -69,7 +69,7 @@ UDEV_RELOAD = ("udevadm", "control", "--reload")
 
 
 def run_host_command(module, argv):
-    """``argv`` run by the one command runner (module_utils/facts/runner.py), as text: a
+    """``argv`` run by the one command runner (module_utils/host/runner.py), as text: a
     :class:`runner.Result` (unpacks as ``rc, stdout, stderr``). A stand-in module of the tests answers
     through its own ``run_bounded``; AnsibleModule has none, so on a host it is always the runner."""
     stand_in = getattr(module, "run_bounded", None)

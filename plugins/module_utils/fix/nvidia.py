@@ -20,7 +20,7 @@ import re
 from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.base import (
     FixError, command_line, printable, run_host_command, to_bytes)
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.nvidia import normalise_bus_id, parse_smi_xml
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import COMMAND_CAPTURES
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import COMMAND_CAPTURES
 
 __metaclass__ = type
 

@@ -31,8 +31,7 @@ import struct
 from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.base import (
     UDEV_RELOAD, FixError, errno_hint, file_diff, printable, to_bytes, to_text)
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pci import (
-    DEVICES_DIR, EXP_DEVCTL, ROOT_HINT, SIZES, devctl_with, gather, parse_config)
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pcie_paths import peer_bridges, port_type
+    DEVICES_DIR, EXP_DEVCTL, ROOT_HINT, SIZES, devctl_with, gather, parse_config, peer_bridges, port_type)
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.persist import (
     ACSCTL_REG, DEVCTL_REG, PCIE_SCRIPT_MARKER as SCRIPT_MARKER, PCIE_SCRIPT_PATH as SCRIPT_PATH,
     PCIE_UDEV_PATH as UDEV_PATH, PCIE_UNIT_LINK as UNIT_LINK, PCIE_UNIT_NAME as UNIT_NAME,
@@ -221,7 +220,7 @@ def plan_acs(address, data, parsed, explicit):
 def auto_acs_bridges(devices):
     """Bridges whose ACS redirect sends GPU-GPU / GPU-NIC peer traffic up to the root complex.
 
-    The same set rule PCI-006 reports (``derived.pcie.acs_bridges``, both from ``facts/pcie_paths.py``): switch
+    The same set rule PCI-006 reports (``derived.pcie.acs_bridges``, both from ``facts/pci.py``): switch
     downstream ports on the path between two peers, below the point where the paths split.
     Root ports and switch upstream ports are not in it (peer traffic through a root port goes
     through the root complex anyway).

@@ -26,9 +26,9 @@ import subprocess
 import sys
 import time
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host import runner
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.cpu import format_cpulist, parse_cpulist
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import MAX_LARGE_BYTES, read_regular
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import MAX_LARGE_BYTES, read_regular
 from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure
 
 __metaclass__ = type

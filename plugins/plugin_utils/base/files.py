@@ -9,7 +9,7 @@ The tool runs as root on the controller and on every host, over inputs it does n
 * :func:`read_bytes` / :func:`read_text`: regular files only, opened without following a last
   link and without blocking (a FIFO never hangs a run, a link to ``/dev/zero`` is refused), at
   most ``cap`` bytes (refused above it, never read past it). The facts layer's
-  :func:`~ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root.read_regular` does
+  :func:`~ansible_collections.gpuhost.baseline.plugins.module_utils.host.root.read_regular` does
   the reading, so host and controller have one bounded reader.
 * :func:`atomic_write`: a temporary file created exclusively in the same directory, renamed over
   the target. A link at the target is replaced, never followed.
@@ -33,7 +33,7 @@ import re
 import stat
 import tempfile
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Refused, open_regular, read_regular
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Refused, open_regular, read_regular
 
 #: What a message quotes of a name or a value at most (characters).
 MESSAGE_CHARS = 300

@@ -34,7 +34,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.sysctls imp
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.persist import (
     CPU_SCRIPT_PATH, CPU_UNIT_PATH, PCIE_SCRIPT_PATH, PCIE_UNIT_PATH,
 )
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import COMMAND_ARGV, COMMAND_CAPTURES
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import COMMAND_ARGV, COMMAND_CAPTURES
 
 __metaclass__ = type
 
@@ -42,7 +42,7 @@ __metaclass__ = type
 SMI_Q = "nvidia-smi -q -x"
 SMI_TOPO = "nvidia-smi topo -m"
 KERNEL_LOG = "journalctl -k -b"
-#: command as shown -> its capture (facts/root.py): a reader's error names the command line it ran,
+#: command as shown -> its capture (host/root.py): a reader's error names the command line it ran,
 #: its program, or the capture file of a snapshot
 _CAPTURES = {
     SMI_Q: "nvidia-smi-q",

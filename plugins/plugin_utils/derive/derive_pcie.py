@@ -10,8 +10,7 @@ from __future__ import absolute_import, division, print_function
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import cmdline_value
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.nvidia import IDLE_PSTATE_MIN, pstate_number
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pci import VENDOR_NAMES
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pcie_paths import peer_bridges
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pci import VENDOR_NAMES, peer_bridges
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive_common import _int, _unit_state
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.docpath import get as _get
 
@@ -245,7 +244,7 @@ def _pcie(facts, params):
     for dev in peers:
         dev.update(_pcie_boot(dev, boot, params.get("max_read_request_bytes_%s" % dev.get("kind")), facts))
 
-    # ACS: bridges traversed between every GPU pair and every GPU-NIC pair (facts/pcie_paths.py)
+    # ACS: bridges traversed between every GPU pair and every GPU-NIC pair (facts/pci.py)
     bridges, unresolved = peer_bridges(gpus, nics, by_addr)
     acs = []
     for addr in sorted(bridges):

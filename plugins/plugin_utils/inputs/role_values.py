@@ -30,7 +30,7 @@ __metaclass__ = type
 import math
 import re
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.runner import checked_timeouts
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.runner import checked_timeouts
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.files import clip
 
 #: (least, most) of each integer role option; documented in the roles' argument specs

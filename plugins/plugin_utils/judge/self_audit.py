@@ -50,10 +50,10 @@ import socket
 import sys
 import time
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host import runner
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import SUBSYSTEMS, gather_facts
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.health import MAX_KERNEL_LOG_BOOTS
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import (
     COMPILED_NAME, collection_version, load_catalogue, load_compiled,
 )
@@ -198,7 +198,7 @@ def command_timeouts(config):
 
 def command_runner(timeouts=None, every=None):
     """``run(argv) -> Result`` (unpacks as ``(rc, stdout, stderr)``) for :class:`Root`: the one command
-    runner (module_utils/facts/runner.py): C locale, no stdin, output bounded while read, the process
+    runner (module_utils/host/runner.py): C locale, no stdin, output bounded while read, the process
     group killed at the tool's time bound: ``timeouts`` (tool name -> seconds, the config's
     ``command_timeouts``), then ``every`` (the deprecated ``command_timeout``) when given, then the
     runner's own per-tool defaults (``runner.TIMEOUTS``): the bounds of the audit's ``host_facts``."""

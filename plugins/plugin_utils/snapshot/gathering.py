@@ -14,9 +14,9 @@ import os
 
 from ansible.errors import AnsibleConnectionFailure
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host import runner
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 
 __metaclass__ = type
 
@@ -54,7 +54,7 @@ def gather_snapshot(root, gather=None, kernel_log_boots=None, sysctls=None):
     """``host_facts`` of the snapshot at ``root``, gathered in this process: what the module returns
     for it (``{"facts": dict}``, the facts as its JSON return gives them back) without starting a
     Python process and loading the module's code for each host, or ``{"failed": True, "msg"}`` with
-    the module's message. A snapshot is only read (nothing is run: ``facts.root.Root``), so this is
+    the module's message. A snapshot is only read (nothing is run: ``host.root.Root``), so this is
     the module's path less its process: the same readers, parsers and containment."""
     if not os.path.isdir(root):
         msg = "snapshot root %s is not a directory: capture one with the gpuhost.baseline.snapshot playbook" % root
@@ -70,7 +70,7 @@ def gather_snapshot(root, gather=None, kernel_log_boots=None, sysctls=None):
 
 def command_timeouts(task_vars):
     """``gpuhost_command_timeouts`` of the host (tool name -> seconds, numbers or numeric strings from 1
-    to a day; module_utils/facts/runner.py TIMEOUTS has the defaults) checked by
+    to a day; module_utils/host/runner.py TIMEOUTS has the defaults) checked by
     ``runner.checked_timeouts``, or ``{}`` when unset. Raises :class:`ValueError` with one line naming the
     first bad entry: a bound the user set is never dropped in silence."""
     value = (task_vars or {}).get("gpuhost_command_timeouts")

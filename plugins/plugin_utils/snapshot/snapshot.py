@@ -40,7 +40,7 @@ import tarfile
 import tempfile
 from zlib import adler32
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import OutsideRoot, resolve_in_root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import OutsideRoot, resolve_in_root
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.files import MESSAGE_CHARS, clip
 
 __metaclass__ = type
@@ -236,8 +236,8 @@ def check_tree(path, allow_absolute_links=False):
     Walks ``path`` without following links and refuses device nodes, FIFOs and sockets,
     set-user-ID, set-group-ID and sticky bits, world-writable files and directories, and symbolic
     links whose target is absolute or resolves outside ``path`` (resolved inside it, through the
-    links that exist, by ``facts.root.resolve_in_root``, as the readers do). With ``allow_absolute_links`` an absolute target is read as the
-    snapshot readers read it, from ``path`` (``facts.root.resolve_in_root``), and accepted.
+    links that exist, by ``host.root.resolve_in_root``, as the readers do). With ``allow_absolute_links`` an absolute target is read as the
+    snapshot readers read it, from ``path`` (``host.root.resolve_in_root``), and accepted.
     Nothing is changed.
     """
     problems = []

@@ -10,7 +10,8 @@ controller's libraries: PyYAML, jmespath, jsonschema). The zip holds ``__main__.
 (bundle_main.py beside this file) and, under ``ansible_collections/gpuhost/baseline/``, what a
 host needs to audit itself with Python 3.8+ and its standard library alone:
 
-- the facts readers (plugins/module_utils/facts) and the judge and report code (plugins/plugin_utils);
+- the host reader and command runner (plugins/module_utils/host), the facts readers
+  (plugins/module_utils/facts) and the judge and report code (plugins/plugin_utils);
 - ``catalogue.json``: the rule catalogue compiled here (``catalogue_load.compile_catalogue``): the bundled
   rules and profiles with the site's catalogue directories (``--catalogue-dir``, the role passes
   ``gpuhost_catalogue_dirs``) layered over them and their waiver files read, all checked against
@@ -39,6 +40,7 @@ PREFIX = "ansible_collections/gpuhost/baseline/"
 #: (directory under the collection root, file name suffixes taken from it); not recursive
 TREES = (
     ("plugins/module_utils", (".py",)),
+    ("plugins/module_utils/host", (".py",)),
     ("plugins/module_utils/facts", (".py",)),
     ("plugins/plugin_utils", (".py",)),
     # the packages the judge needs on a host; not snapshot/ or inputs/ (controller only), nor actionbase/

@@ -1,10 +1,12 @@
 """Imports under plugins/ flow one way (docs/architecture.md).
 
-Host side: ``module_utils/facts`` (readers and parsers) imports only itself;
-``module_utils/fix`` and ``module_utils/measure`` (the measurements of host_measure) may use the
-facts readers; modules (which run on managed hosts) may use all three but never controller code. Controller side: ``plugin_utils`` may use both host-side
-packages; action plugins may use everything. Host-side code imports nothing outside the
-standard library and ``ansible.module_utils``.
+Host side: ``module_utils/host`` (the root-relative reader and the one command runner) imports only
+itself; ``module_utils/facts`` (the parsers and gatherers) may use it; ``module_utils/fix`` and
+``module_utils/measure`` (the measurements of host_measure) may use both; modules (which run on managed
+hosts) may use all four but never controller code. Controller side: ``plugin_utils`` may use the host
+reader, the facts and the fixes; action plugins may use everything. Host-side code imports nothing outside
+the standard library and ``ansible.module_utils``. No folder of ``module_utils`` holds more than
+:data:`MAX_FLAT` modules either.
 
 ``plugin_utils`` is a set of packages by layer (:data:`PACKAGES`, each package's docstring says the
 same in its "May import:" sentence, checked here): ``base`` < ``derive`` < ``catalogue`` < ``report`` <
@@ -26,19 +28,23 @@ PU = PACKAGE + "plugin_utils"  # the samples of the plugin_utils sub-layers
 
 #: layer of a file (by its path under plugins/) -> layers it may import
 ALLOWED = {
-    "facts": {"facts"},
-    "fix": {"facts", "fix"},
+    # how a host is read: files under a root, commands through the one runner
+    "host": {"host"},
+    "facts": {"host", "facts"},
+    "fix": {"host", "facts", "fix"},
     # the measurements (host_measure): they load the host, so they are no facts reader's business
-    "measure": {"facts", "measure"},
-    "module": {"facts", "fix", "measure"},
-    "controller": {"facts", "fix", "controller"},
+    "measure": {"host", "facts", "measure"},
+    "module": {"host", "facts", "fix", "measure"},
+    "controller": {"host", "facts", "fix", "controller"},
     # an action plugin may import the argument spec of its documentation module (plugins/modules/),
     # where validate-modules holds it to DOCUMENTATION: the options are written once
-    "action": {"facts", "fix", "controller", "module"},
+    "action": {"host", "facts", "fix", "controller", "module"},
     "doc_fragment": set(),
-    "other": {"facts", "fix", "controller"},
+    "other": {"host", "facts", "fix", "controller"},
 }
-HOST_LAYERS = ("facts", "fix", "measure", "module")
+HOST_LAYERS = ("host", "facts", "fix", "measure", "module")
+#: the folders of module_utils, one layer each
+MODULE_UTILS = ("host", "facts", "fix", "measure")
 
 # -- plugin_utils packages ------------------------------------------------------------------------
 #: package of plugin_utils -> packages its modules may import (itself included)
@@ -69,7 +75,7 @@ def layer_of_path(rel):
     """Layer of a file given its path relative to plugins/."""
     parts = rel.replace(os.sep, "/").split("/")
     if parts[0] == "module_utils":
-        return {"facts": "facts", "fix": "fix", "measure": "measure"}.get(parts[1], "unplaced")
+        return parts[1] if parts[1] in MODULE_UTILS else "unplaced"
     return {"plugin_utils": "controller", "modules": "module", "action": "action",
             "doc_fragments": "doc_fragment"}.get(parts[0], "other")
 
@@ -80,7 +86,7 @@ def layer_of_module(name):
     imported from it is checked by name)."""
     parts = name[len(PACKAGE):].split(".")
     if parts[0] == "module_utils":
-        return None if len(parts) == 1 else {"facts": "facts", "fix": "fix", "measure": "measure"}.get(parts[1], "unplaced")
+        return None if len(parts) == 1 else (parts[1] if parts[1] in MODULE_UTILS else "unplaced")
     return layer_of_path("/".join(parts[:1] + ["x.py"]))
 
 
@@ -169,7 +175,7 @@ def violations(rel, source):
     layer = layer_of_path(rel)
     out = []
     if layer == "unplaced":
-        return ["plugins/%s: module_utils code belongs in module_utils/facts, module_utils/fix or module_utils/measure" % rel]
+        return ["plugins/%s: module_utils code belongs in one of module_utils/%s" % (rel, ", ".join(MODULE_UTILS))]
     for name in imported_names(source, rel):
         if name == "<relative import>":
             out.append("plugins/%s: relative import (use the collection namespace)" % rel)
@@ -217,6 +223,8 @@ def test_every_plugin_file_imports_along_the_direction():
     ("module_utils/facts/cpu.py", "from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure"),
     ("module_utils/measure/measure_gpu.py", "from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.base import Host"),
     ("plugin_utils/derive/derive_validation.py", "from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure"),
+    ("module_utils/host/root.py", "from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.sysctls import SYSCTLS"),
+    ("module_utils/host/runner.py", "from ansible_collections.gpuhost.baseline.plugins.module_utils.fix import base"),
     # plugin_utils packages
     ("plugin_utils/catalogue/catalogue_load.py", "from " + PU + ".judge.evaluation import evaluate"),
     ("plugin_utils/catalogue/catalogue_model.py", "def f():\n    from " + PU + ".judge import judge"),
@@ -246,6 +254,8 @@ def test_an_import_against_the_direction_is_caught(rel, source):
     ("plugin_utils/derive/derive.py", "from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import x"),
     ("action/baseline_report.py", "import yaml\nfrom ansible_collections.gpuhost.baseline.plugins.plugin_utils import report"),
     ("modules/kernel_sysctl.py", "from ansible.module_utils.basic import AnsibleModule\nimport os, re, json"),
+    ("module_utils/facts/cpu.py", "from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import as_text"),
+    ("module_utils/fix/base.py", "from ansible_collections.gpuhost.baseline.plugins.module_utils.host import runner"),
     ("plugin_utils/report/findings.py",
      "import json\ndef f():\n    from " + PU + ".catalogue.catalogue_load import load_catalogue"),
     ("plugin_utils/report/findings.py",
@@ -298,3 +308,16 @@ def test_the_self_audit_bundle_takes_the_judge_and_what_it_may_import():
     taken = {rel.split("/")[2] for rel, _suffixes in make_bundle.TREES
              if rel.startswith("plugins/plugin_utils/")}
     assert taken == BUNDLED
+
+
+@pytest.mark.parametrize("folder", MODULE_UTILS)
+def test_no_module_utils_folder_holds_more_than_max_flat_modules(folder):
+    path = os.path.join(REPO, "plugins", "module_utils", folder)
+    modules = [n for n in os.listdir(path) if n.endswith(".py") and n != "__init__.py"]
+    assert modules and len(modules) <= MAX_FLAT, "%s holds %d modules flat" % (path, len(modules))
+
+
+def test_module_utils_folders_are_the_layers():
+    base = os.path.join(REPO, "plugins", "module_utils")
+    assert sorted(d for d in os.listdir(base) if os.path.isdir(os.path.join(base, d)) and d != "__pycache__") == \
+        sorted(MODULE_UTILS)

@@ -22,7 +22,7 @@ except ImportError:  # ansible-core before 2.19 templates every string
     def trust_as_template(text):
         return text
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import root, runner
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host import root, runner
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 

@@ -334,7 +334,7 @@ def snapshots(tmp_path_factory):
 
 def _snapshot_result(snapshots, name):
     from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
-    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
     facts = gather_facts(Root(str(snapshots / name)))
     return evaluation.evaluate(facts, profile="auto", host=name, today=TODAY)
 

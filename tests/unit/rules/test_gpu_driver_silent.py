@@ -13,7 +13,7 @@ import shutil
 import pytest
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.evaluation import evaluate
 
 TODAY = "2026-06-01"

@@ -18,7 +18,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.snapgen.
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.snapgen.tree import Tree, replace_tree
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 
 DEVICES = "sys/bus/pci/devices"
 

@@ -17,7 +17,7 @@ import pytest
 from ansible_collections.gpuhost.baseline.plugins.modules import host_snapshot
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import lxc
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Recorder, Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Recorder, Root
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.snapshot import check_tree, import_snapshot
 
 SECRET = b"wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"

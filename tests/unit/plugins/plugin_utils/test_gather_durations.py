@@ -8,7 +8,7 @@ import pytest
 from helpers.prom import parse_metrics
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import gather
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import metrics
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import build_report
 

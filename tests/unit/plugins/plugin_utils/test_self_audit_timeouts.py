@@ -12,7 +12,7 @@ import pytest
 import yaml
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host import runner
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inputs import role_values
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import self_audit
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inputs.inventory_vars import role_argument_spec

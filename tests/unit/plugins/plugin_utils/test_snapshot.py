@@ -260,7 +260,7 @@ def test_check_tree_of_a_directory(tmp_path):
         "proc/open": "mode 0666 is world-writable",
         "sys": "symbolic link to '../../outside' leaves the snapshot",
     }
-    # the readers resolve an absolute target inside the snapshot (facts/root.py): it can be allowed
+    # the readers resolve an absolute target inside the snapshot (host/root.py): it can be allowed
     assert "etc/systemd/system/multi-user.target.wants/gpuhost-pcie.service" not in \
         dict(check_tree(str(tree), allow_absolute_links=True))
     assert check_tree(str(tmp_path / "missing"))[0][0] == "."
@@ -377,7 +377,7 @@ def test_fifo_as_tarball_is_refused_without_blocking(tmp_path):
 
 
 def test_snapshot_json_nested_too_deeply_is_an_error_of_the_snapshot(tmp_path):
-    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
     src = tmp_path / "t.tar.gz"
     with tarfile.open(src, "w:gz") as tar:
         info, data = member("snapshot.json", data=b"[" * 100000)

@@ -15,7 +15,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.counters im
     gather, parse_aer_correctable, parse_count, parse_nvlink_errors,
 )
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.nvidia import _ecc_corrected, parse_smi_xml
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 
 TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 FIXTURES = os.path.join(TESTS, "fixtures", "counters")

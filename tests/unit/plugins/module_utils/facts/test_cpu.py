@@ -19,7 +19,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.cpu import 
     parse_cpuinfo,
     parse_cpulist,
 )
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 
 FUZZ = settings(max_examples=200, deadline=None)
 CPU = "/sys/devices/system/cpu"

@@ -18,7 +18,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.health impo
     gather, parse_ib_rate, parse_ib_state, parse_kernel_log, parse_nvlink_status, parse_systemctl_show,
     reduce_kernel_log,
 )
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import (
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import (
     COMMAND_ARGV, COMMAND_CAPTURES, Recorder, Root,
 )
 

@@ -13,7 +13,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import iomm
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import kernel as _kernel
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.iommu import cmdline_switches, iommu_type, passthrough
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import parse_cmdline
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 
 
 @pytest.mark.parametrize("names, expected", [

@@ -31,7 +31,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel impo
     split_cmdline,
     sysctl_file_order,
 )
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 
 FUZZ = settings(max_examples=200, deadline=None)
 
@@ -683,7 +683,7 @@ def test_live_and_its_snapshot_agree_for_kernel_cpu_numa_iommu(tmp_path):
     from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import cpu as _cpu
     from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import iommu as _iommu
     from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import numa as _numa
-    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Recorder
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Recorder
 
     modules = (_kernel, _cpu, _numa, _iommu)
     recorder = Recorder()

@@ -25,7 +25,7 @@ from helpers.tree import write_tree
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import kernel
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import GRUB_CMDLINE_VARS, grub_config, parse_grub_default
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.shell import join_continuations, static_assignments
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.base import FixError
 from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.cmdline import edit_grub_files
 

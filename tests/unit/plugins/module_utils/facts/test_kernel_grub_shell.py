@@ -21,7 +21,7 @@ from helpers.tree import write_tree
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import kernel as _kernel
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import GRUB_CMDLINE_VARS, grub_config, parse_grub_default
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.shell import parse_shell_assignments, static_assignments
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 
 SHELLS = [name for name in ("bash", "dash") if shutil.which(name)]
 

@@ -18,8 +18,8 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.lxc import 
     parse_proc_devices,
     parse_pve_lxc_conf,
 )
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import root as _sysfs
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host import root as _sysfs
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 
 TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 FIXTURES = os.path.join(TESTS, "fixtures", "lxc")

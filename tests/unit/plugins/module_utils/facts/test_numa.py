@@ -20,7 +20,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.numa import
     summarize,
     top_processes,
 )
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 
 FUZZ = settings(max_examples=200, deadline=None)
 NODE = "/sys/devices/system/node"

@@ -19,7 +19,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.nvidia impo
     TopoError,
     parse_topo,
 )
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 
 TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 REAL = os.path.join(TESTS, "fixtures", "realdata", "nvidia-smi")

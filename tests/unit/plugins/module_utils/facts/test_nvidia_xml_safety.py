@@ -16,7 +16,7 @@ import pytest
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import nvidia
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.nvidia import gather, parse_smi_xml
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 
 TESTS = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 REAL = os.path.join(TESTS, "fixtures", "realdata", "nvidia-smi")

@@ -13,7 +13,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import pci 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pci import (
     devctl_with, gather, kind, parse_aer_counters, parse_config, upstream_from_path,
 )
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 from helpers.lspci import compare, lspci_crosscheck, parse_dump, parse_verbose, run_lspci
 
 REALDATA = os.path.join(os.path.dirname(__file__), "..", "..", "..", "..", "fixtures", "realdata", "pci")

@@ -19,7 +19,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import pers
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive import derive
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import load_catalogue
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 
 PARAMS = dict(load_catalogue().profile("amd-epyc-nvidia").params)
 A, B, BRIDGE = "0000:43:00.0", "0000:49:00.0", "0000:42:00.0"

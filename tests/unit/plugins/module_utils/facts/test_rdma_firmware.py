@@ -11,7 +11,7 @@ import pytest
 from helpers.tree import write_tree
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.health import gather, parse_ib_identity
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 
 NIC_DEV = "/sys/devices/pci0000:40/0000:40:03.1/0000:45:00.0"
 IB = NIC_DEV + "/infiniband/mlx5_0"

@@ -11,7 +11,7 @@ import yaml
 from helpers.tree import write_tree
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import kernel, sysctls
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 from ansible_collections.gpuhost.baseline.plugins.module_utils.fix import sysctl as fix_sysctl
 from ansible_collections.gpuhost.baseline.plugins.modules import kernel_sysctl
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import sources

@@ -8,7 +8,7 @@ from helpers.tree import write_tree
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import kernel, sysctls
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import sources
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import CatalogueError, Expr
 

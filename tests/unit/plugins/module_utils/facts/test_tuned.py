@@ -6,7 +6,7 @@ import pytest
 from helpers.tuned_tree import copy_with_tuned, fixture
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import tuned
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 
 
 def test_active_profile():

@@ -15,7 +15,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.pcie import (
     normalize_address, normalize_vendor, parse_script, plan_acs, plan_devctl, render_script, render_udev,
     render_unit, select_devices)
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.pci import gather, parse_config
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
 
 GPU = "0000:43:00.0"
 GPU_CONFIG = "sys/bus/pci/devices/%s/config" % GPU

@@ -32,7 +32,7 @@ import stat
 
 __metaclass__ = type
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.runner import OUTPUT_CAP, TIMEOUT
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.runner import OUTPUT_CAP, TIMEOUT
 
 #: Snapshot-relative names of captured command outputs (contract: docs/snapshot-format.md).
 COMMAND_CAPTURES = {

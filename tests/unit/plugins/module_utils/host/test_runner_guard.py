@@ -18,7 +18,7 @@ import pytest
 
 from helpers.fake_tool import alive
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host import runner
 
 COLLECTIONS = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(
     os.path.dirname(os.path.abspath(__file__))))))), "build", "collections")
@@ -32,7 +32,7 @@ exec sleep 300
 CALLER = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host import runner
 if sys.argv[3] == "off":
     runner._GUARD["failed"] = True
 pids = sys.argv[2]

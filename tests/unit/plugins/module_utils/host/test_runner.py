@@ -1,4 +1,4 @@
-"""The one command runner (plugins/module_utils/facts/runner.py) with real child processes.
+"""The one command runner (plugins/module_utils/host/runner.py) with real child processes.
 
 Each hostile tool must end within its bound and say which bound ended it: one that hangs, one that
 floods stdout, one that floods stderr, one that leaves a child in a session of its own holding the
@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host import runner
 from helpers.bounded import case, run_case
 
 FLOOD_OUT = "import os\nwhile True: os.write(1, b'y' * 65536)"
@@ -88,7 +88,7 @@ def test_a_flood_of_the_default_cap_stays_within_memory_bounds(code):
     interpreter, never at what the tool wrote (communicate() held it all: 3 s of yes were 3.1 GiB)."""
     outcome = run_case("command flood", case("""
         import sys, time
-        from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import runner
+        from ansible_collections.gpuhost.baseline.plugins.module_utils.host import runner
         began = time.monotonic()
         result = runner.run([sys.executable, "-c", ARGS[0]], timeout=8)
         report({"bound": result.bound, "out": len(result.stdout), "err": len(result.stderr),
@@ -165,7 +165,7 @@ def test_no_process_is_left_behind():
 
 # -- the facts reader: a command a bound ended --------------------------------------------------
 def _hung_smi_root(tmp_path, recorder=None):
-    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
     calls = []
 
     def run(argv):
@@ -180,7 +180,7 @@ def _hung_smi_root(tmp_path, recorder=None):
 
 def test_a_timed_out_nvidia_smi_is_unknown_with_the_reason_and_run_once(tmp_path):
     from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import nvidia
-    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Recorder
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Recorder
     recorder = Recorder()
     root, calls = _hung_smi_root(tmp_path, recorder)
     facts = nvidia.gather(root)
@@ -199,7 +199,7 @@ def test_a_timed_out_nvidia_smi_is_unknown_with_the_reason_and_run_once(tmp_path
 def test_a_snapshot_replays_the_bound(tmp_path):
     import json
     from ansible_collections.gpuhost.baseline.plugins.module_utils.facts import nvidia
-    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Root
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Root
     reason = "nvidia-smi -q -x did not answer within 45 s: killed with its process group"
     (tmp_path / "snapshot.json").write_text(json.dumps({"commands": {"nvidia-smi-q": {
         "error": reason, "where": "nvidia-smi -q -x", "bound": "timeout"}}}))

@@ -2,7 +2,7 @@
 import json
 import os
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Recorder, Root, _canonical
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Recorder, Root, _canonical
 from helpers.tree import replay_recording
 
 
@@ -97,7 +97,7 @@ def test_snapshot_keeps_the_execute_bit_and_nothing_else(tmp_path):
     import io
     import tarfile
 
-    from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import Recorder, Root, write_snapshot
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Recorder, Root, write_snapshot
     (tmp_path / "usr" / "local" / "sbin").mkdir(parents=True)
     script = tmp_path / "usr" / "local" / "sbin" / "gpuhost-pcie-apply"
     script.write_text("#!/bin/sh\n")

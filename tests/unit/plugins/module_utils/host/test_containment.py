@@ -1,5 +1,5 @@
 """Paths under a snapshot root resolve inside it; reads take regular files of bounded size;
-writes never follow a link (issue 10, items 1, 2, 6). facts/root.py and fix/base.py."""
+writes never follow a link (issue 10, items 1, 2, 6). host/root.py and fix/base.py."""
 import os
 import stat
 import time
@@ -8,7 +8,7 @@ import pytest
 
 from helpers.fixhost import FakeModule
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.root import (
+from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import (
     OutsideRoot, Refused, Root, read_regular, resolve_in_root)
 from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.base import FixError, Host
 from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.sysctl import apply as sysctl_apply
