@@ -381,11 +381,41 @@ def _diag_messages(result):
     out = []
     for key in ("warnings", "errors"):
         items = result.get(key)
-        for item in items if isinstance(items, list) else []:
+        # DCGM 3.0-3.2 write one string, 3.3 and 4 a list of strings or of {"warning", "error_id", ...}
+        for item in [items] if isinstance(items, str) else items if isinstance(items, list) else []:
             if isinstance(item, dict):
                 item = item.get("warning") or item.get("error") or item.get("message")
             if isinstance(item, str) and item.strip():
                 out.append(item.strip()[:500])
+    return out
+
+
+#: a GPU of ``gpu_ids``: ``0`` or ``gpu0`` (nvvs's own form, JsonResult.hpp)
+_DIAG_GPU_RE = re.compile(r"^(?:gpu)?([0-9]{1,4})$", re.IGNORECASE)
+
+
+def _diag_entities(result):
+    """The entities a ``dcgmi diag -j`` result is about (``["GPU 0"]``), ``[]`` for the whole host.
+
+    DCGM 4 names one entity (``entity_group`` and ``entity_id``); 3.3 one GPU (``gpu_id``, a string, or an
+    integer on a deployment error); 3.0-3.2 one GPU in ``gpu_ids`` (``"0"``: the key's name is older than
+    its one value); nvvs's own JSON a comma-separated list in ``gpu_ids`` (``"0,1,2,3"``, ``"gpu0,gpu1"``).
+    An id that is not a GPU index is kept as written (clipped), so the result still names it."""
+    if "entity_id" in result:
+        return ["%s %s" % (_str(result.get("entity_group")) or "GPU", _str(result.get("entity_id")))]
+    key = "gpu_id" if "gpu_id" in result else "gpu_ids" if "gpu_ids" in result else None
+    if key is None:
+        return []  # a result of the whole host (DCGM 2/3 deployment tests)
+    value = result.get(key)
+    if value is None:
+        return []
+    parts = value if isinstance(value, list) else str(value).split(",") if isinstance(value, (str, int)) else [value]
+    out = []
+    for part in parts[:MAX_GPUS]:
+        match = _DIAG_GPU_RE.match(str(part).strip()) if isinstance(part, (str, int)) else None
+        entity = "GPU %d" % int(match.group(1)) if match else "GPU %s" % _str(part)
+        if entity not in out:
+            out.append(entity)
     return out
 
 
@@ -394,7 +424,8 @@ def parse_dcgm_diag(data):
 
     ``result``: ``dcgm_format`` (3 or 4), ``overall`` (the worst of ``fail``, ``warn``, ``unknown``,
     ``pass``, ``skip``), ``tests`` ``[{"category", "name", "status", "results": [{"entity", "status",
-    "messages"}]}]`` (``entity`` is ``GPU 0``), ``entities`` ``{"GPU 0": worst status}`` and ``failed``
+    "messages"}]}]`` (``entity`` is ``GPU 0``, ``None`` for the whole host; a result naming several GPUs is one
+    entry per GPU; :func:`_diag_entities` reads each layout's key), ``entities`` ``{"GPU 0": worst status}`` and ``failed``
     (``"<test> on GPU 0: <message>"`` for each fail or warn). A ``runtime_error`` (the diagnostic could not
     run) is a reason, not a result.
     """
@@ -427,18 +458,14 @@ def parse_dcgm_diag(data):
                 if not isinstance(result, dict):
                     continue
                 status = _DIAG_STATUSES.get(str(result.get("status", "")).strip().lower(), "unknown")
-                if "gpu_id" in result:
-                    entity = "GPU %s" % _str(result.get("gpu_id"))
-                elif "entity_id" in result:
-                    entity = "%s %s" % (_str(result.get("entity_group")) or "GPU", _str(result.get("entity_id")))
-                else:
-                    entity = None  # a result of the whole host (DCGM 2/3 software tests)
+                named = _diag_entities(result)
                 messages = _diag_messages(result)
-                results.append({"entity": entity, "status": status, "messages": messages})
-                if entity is not None:
-                    entities[entity] = _worst({entities.get(entity), status})
+                for entity in named or [None]:
+                    results.append({"entity": entity, "status": status, "messages": messages})
+                    if entity is not None:
+                        entities[entity] = _worst({entities.get(entity), status})
                 if status in ("fail", "warn"):
-                    failed.append("%s%s: %s" % (test["name"][:80], " on %s" % entity if entity else "",
+                    failed.append("%s%s: %s" % (test["name"][:80], " on %s" % ", ".join(named) if named else "",
                                                 "; ".join(messages) or status))
             summary = test.get("test_summary")
             summary_status = _DIAG_STATUSES.get(str(summary.get("status", "")).strip().lower(), "unknown") \

@@ -319,3 +319,36 @@ def test_no_run_is_unknown_with_the_reason():
     facts["measure"]["nccl"] = {"status": "unknown", "reason": "all_reduce_perf not found: build nccl-tests"}
     (finding,) = _of(_judge(facts), "VAL-010")
     assert finding["status"] == "unknown" and "all_reduce_perf not found" in finding["message"]
+
+
+# -- VAL-007 on DCGM 3.0-3.2 output: the GPU of a result is under "gpu_ids" (issue 36 item 7) -----------
+
+def _dcgm_run(text, rc=0):
+    """measure.dcgm_diag as host_measure writes it for dcgmi printing ``text`` and exiting ``rc``."""
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure_gpu  # pylint: disable=import-outside-toplevel
+
+    entry = {"status": "ok", "argv": ["/usr/bin/dcgmi", "diag", "-r", "3", "-j"], "command": "dcgmi diag -r 3 -j",
+             "timeout_s": 60, "level": 3}
+    return measure_gpu.measure_one("dcgm_diag", entry, run=lambda argv, timeout_s, env=None: (rc, text, None))
+
+
+def _fixture_text(name):
+    import os  # pylint: disable=import-outside-toplevel
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "fixtures", "measure", name)
+    with open(path) as handle:
+        return handle.read()
+
+
+def test_dcgm_3_1_output_passes_and_a_failed_gpu_is_named():
+    facts = healthy_facts()
+    facts["measure"]["dcgm_diag"] = _dcgm_run(_fixture_text("dcgm-diag-v3.1-r3-gpu-ids.json"))
+    (diag,) = _of(_judge(facts), "VAL-007")
+    assert diag["status"] == "pass"
+    # the same real output with its GPU's memory test failed (only that status and its warning changed here)
+    import json  # pylint: disable=import-outside-toplevel
+    obj = json.loads(_fixture_text("dcgm-diag-v3.1-r3-gpu-ids.json"))
+    memory = [t for c in obj["DCGM GPU Diagnostic"]["test_categories"] for t in c["tests"] if t["name"] == "GPU Memory"][0]
+    memory["results"][0].update(status="Fail", warnings="Error using CUDA API cudaMalloc")
+    facts["measure"]["dcgm_diag"] = _dcgm_run(json.dumps(obj), rc=226)
+    (diag,) = _of(_judge(facts), "VAL-007")
+    assert diag["status"] == "fail" and "GPU Memory on GPU 0: Error using CUDA API cudaMalloc" in diag["message"]

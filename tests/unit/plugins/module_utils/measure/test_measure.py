@@ -116,6 +116,54 @@ def test_dcgm_diag_v3_fail_and_warn_of_the_host():
     assert result["failed"] == ["Persistence Mode: fail", "Environment Variables: warn"]
 
 
+def test_dcgm_diag_v3_gpu_ids_name_the_gpu():
+    # DCGM 3.0-3.2 write the one GPU of a result under the plural key, as a string
+    for name, count in (("dcgm-diag-v3.1-r2-gpu-ids.json", 11), ("dcgm-diag-v3.1-r3-gpu-ids.json", 16)):
+        result, error = measure.parse_dcgm_diag(fixture(name))
+        assert error is None and result["dcgm_format"] == 3 and result["overall"] == "pass"
+        assert result["entities"] == {"GPU 0": "pass"} and len(result["tests"]) == count
+        pcie = [t for t in result["tests"] if t["name"] == "PCIe"][0]
+        assert [r["entity"] for r in pcie["results"]] == ["GPU 0"]
+        deployment = [t for t in result["tests"] if t["category"] == "Deployment"][0]
+        assert [r["entity"] for r in deployment["results"]] == [None]  # the host's own result
+
+
+def test_dcgm_diag_v3_gpu_ids_failure_names_its_gpu():
+    # the real r3 output with its GPU's memory test failed (the status changed here, nothing else)
+    obj = json.loads(fixture("dcgm-diag-v3.1-r3-gpu-ids.json"))
+    memory = [t for c in obj["DCGM GPU Diagnostic"]["test_categories"] for t in c["tests"] if t["name"] == "GPU Memory"][0]
+    memory["results"][0].update(status="Fail", warnings="Error using CUDA API cudaMalloc")
+    result, error = measure.parse_dcgm_diag(json.dumps(obj))
+    assert error is None and result["overall"] == "fail" and result["entities"] == {"GPU 0": "fail"}
+    assert result["failed"] == ["GPU Memory on GPU 0: Error using CUDA API cudaMalloc"]
+
+
+def test_nvvs_gpu_ids_list_of_several_gpus():
+    # nvvs's own JSON: one deployment result for all GPUs ("0,1,...,7"), integer ids, null holes, a stray line first
+    result, error = measure.parse_dcgm_diag(fixture("nvvs-v3.1-8gpu-gpu-ids-csv.json"))
+    assert error is None and result["overall"] == "pass"
+    assert result["entities"] == dict(("GPU %d" % i, "pass") for i in range(8))
+    denylist = [t for t in result["tests"] if t["name"] == "Denylist"][0]
+    assert [r["entity"] for r in denylist["results"]] == ["GPU %d" % i for i in range(8)]
+
+
+@pytest.mark.parametrize("ids, entities", [
+    ("0,1, 3", ["GPU 0", "GPU 1", "GPU 3"]),
+    ("gpu0,gpu2", ["GPU 0", "GPU 2"]),
+    (5, ["GPU 5"]),
+    ([0, "1"], ["GPU 0", "GPU 1"]),
+    ("0,0", ["GPU 0"]),
+    ("nvswitch", ["GPU nvswitch"]),  # not an index: kept as written, so the result still names it
+    (None, []),  # null: the host's own result
+])
+def test_dcgm_diag_gpu_ids_forms(ids, entities):
+    text = json.dumps({"DCGM GPU Diagnostic": {"test_categories": [{"category": "c", "tests": [
+        {"name": "t", "results": [{"gpu_ids": ids, "status": "Warn", "warnings": "w"}]}]}]}})
+    result, error = measure.parse_dcgm_diag(text)
+    assert error is None and sorted(result["entities"]) == sorted(entities)
+    assert result["failed"] == ["t%s: w" % (" on " + ", ".join(entities) if entities else "")]
+
+
 def test_dcgm_diag_v4_per_gpu_with_message():
     result, error = measure.parse_dcgm_diag(fixture("dcgm-diag-v4-r2-memory-fail.json"))
     assert error is None and result["dcgm_format"] == 4 and result["overall"] == "fail"
@@ -151,6 +199,11 @@ def test_dcgm_diag_unknown_status_is_unknown_not_pass():
 
 
 # -- dcgmi health ---------------------------------------------------------------------------------
+def test_dcgm_health_real_healthy_host():
+    result, error = measure.parse_dcgm_health(fixture("dcgm-health-healthy-real.json"))
+    assert error is None and result["overall"] == "healthy" and result["entities"] == {}
+
+
 def test_dcgm_health_healthy_and_warning():
     result, error = measure.parse_dcgm_health(fixture("dcgm-health-healthy.json"))
     assert error is None and result == {"overall": "healthy", "entities": {}}

@@ -177,7 +177,8 @@ def test_dcgm_diag_that_failed_a_test_exits_non_zero_and_is_still_read():
 
 
 @pytest.mark.parametrize("name, overall", [("dcgm-diag-v3-r3-t400-skip.json", "skip"),
-                                           ("dcgm-diag-v3-r1-fail.json", "fail")])
+                                           ("dcgm-diag-v3-r1-fail.json", "fail"),
+                                           ("dcgm-diag-v3.1-r3-gpu-ids.json", "pass")])
 def test_dcgm_diag_v3_layouts(name, overall):
     result = measure_gpu.measure_one("dcgm_diag", planned("dcgm_diag"), run=run_with(0, fixture(name)))
     assert result["status"] == "ok" and result["overall"] == overall and result["reason"] is None
