@@ -193,11 +193,19 @@ def _clock_reasons(gpu):
 
 
 #: ``<temperature>`` children -> keys of ``nvidia.gpus[].temperature`` (degrees C; nvidia-smi writes
-#: ``"27 C"``, or ``N/A`` where the GPU has no such sensor or threshold)
+#: ``"27 C"``, or ``N/A`` where the GPU has no such sensor or threshold). Ada and later GPUs under newer
+#: drivers (the v12 and v13 DTDs: 555, 590, 595 seen) report T.Limit values instead of the absolute
+#: thresholds: ``gpu_temp_tlimit`` is the margin left to the GPU's T.Limit (NVML's "thermal margin
+#: temperature"), and each threshold is relative to T.Limit (slowdown ``-2 C``, shutdown ``-5 C``/``-7 C``,
+#: max operating ``0 C``); the absolute elements are then missing from the file.
 _TEMPERATURES = (("gpu_temp", "gpu_c"), ("gpu_temp_slow_threshold", "slowdown_c"),
                  ("gpu_temp_max_threshold", "shutdown_c"), ("gpu_temp_max_gpu_threshold", "max_operating_c"),
                  ("gpu_target_temperature", "target_c"), ("memory_temp", "memory_c"),
-                 ("gpu_temp_max_mem_threshold", "memory_max_c"))
+                 ("gpu_temp_max_mem_threshold", "memory_max_c"),
+                 ("gpu_temp_tlimit", "tlimit_margin_c"), ("gpu_temp_slow_tlimit_threshold", "slowdown_tlimit_c"),
+                 ("gpu_temp_max_tlimit_threshold", "shutdown_tlimit_c"),
+                 ("gpu_temp_max_gpu_tlimit_threshold", "max_operating_tlimit_c"),
+                 ("gpu_temp_max_mem_tlimit_threshold", "memory_max_tlimit_c"))
 
 
 def _temperature(gpu):

@@ -117,19 +117,37 @@ def _unreported_reason(facts, nvidia, device, reported, on_bus):
 def _temperature(gpu):
     """NVIDIA-011's values: the GPU's temperature, its own slowdown threshold (nvidia-smi's
     ``gpu_temp_slow_threshold``, where the GPU starts to lower its clocks) and the headroom between
-    them; ``temp_reason`` says why the headroom is unknown."""
+    them; ``temp_reason`` says why the headroom is unknown.
+
+    Where nvidia-smi gives T.Limit values instead (Ada and later under newer drivers: no absolute
+    thresholds), the headroom is the T.Limit margin (``gpu_temp_tlimit``) less the slowdown threshold
+    relative to T.Limit (``gpu_temp_slow_tlimit_threshold``, e.g. ``-2 C``): a margin of 49 C with slowdown
+    at -2 C is 51 C of headroom. ``temp_tlimit_c`` and ``temp_slowdown_tlimit_c`` then carry the two; the
+    absolute slowdown temperature is not given, so ``temp_slowdown_c`` stays null."""
     temps = gpu.get("temperature") if isinstance(gpu.get("temperature"), dict) else None
     current = _int(temps.get("gpu_c")) if temps else None
     slowdown = _int(temps.get("slowdown_c")) if temps else None
-    reason = None
+    margin = _int(temps.get("tlimit_margin_c")) if temps else None
+    slow_tlimit = _int(temps.get("slowdown_tlimit_c")) if temps else None
+    reason = headroom = None
     if temps is None:
         reason = "nvidia-smi -q -x gives no <temperature> section for this GPU"
-    elif current is None:
+    elif current is not None and slowdown is not None:
+        headroom = slowdown - current
+    elif margin is not None and slow_tlimit is not None:
+        headroom = margin - slow_tlimit
+    elif current is None and margin is None:
         reason = "nvidia-smi -q -x gives no GPU temperature (<gpu_temp>) for this GPU"
-    elif slowdown is None:
+    elif margin is None:
         reason = "nvidia-smi -q -x gives no slowdown threshold (<gpu_temp_slow_threshold>) for this GPU"
-    return {"temperature_c": current, "temp_slowdown_c": slowdown,
-            "temp_headroom_c": slowdown - current if reason is None else None, "temp_reason": reason}
+    else:
+        reason = ("nvidia-smi -q -x gives a T.Limit margin (<gpu_temp_tlimit>) but no slowdown threshold, "
+                  "absolute (<gpu_temp_slow_threshold>) or relative to T.Limit (<gpu_temp_slow_tlimit_threshold>), "
+                  "for this GPU")
+    tlimit = headroom is not None and (current is None or slowdown is None)
+    return {"temperature_c": current, "temp_slowdown_c": slowdown, "temp_headroom_c": headroom,
+            "temp_tlimit_c": margin if tlimit else None, "temp_slowdown_tlimit_c": slow_tlimit if tlimit else None,
+            "temp_reason": reason}
 
 
 def _nvidia(facts, params, by_addr, pci_known):
@@ -217,7 +235,8 @@ def _nvidia(facts, params, by_addr, pci_known):
                 "driver_min": minimums.get(generation or "default", minimums.get("default")),
                 "persistence": None, "ecc_current": None, "ecc_pending": None, "ecc_pending_matches": None,
                 "power_limit_w": None, "power_target_w": None, "throttle_active": None,
-                "temperature_c": None, "temp_slowdown_c": None, "temp_headroom_c": None, "temp_reason": None,
+                "temperature_c": None, "temp_slowdown_c": None, "temp_headroom_c": None, "temp_tlimit_c": None,
+                "temp_slowdown_tlimit_c": None, "temp_reason": None,
                 "width_current": None, "width_max": None,
                 "numa_node": node if isinstance(node, int) and not isinstance(node, bool) and node >= 0 else None,
                 "reported": False,
