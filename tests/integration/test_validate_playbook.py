@@ -84,7 +84,7 @@ def test_localhost_is_measured_and_judged_with_its_figures(runs):
     assert memory and all(f["status"] == "pass" and f["observed"] > 0 for f in memory)
     assert all("MB/s with mbw" in f["message"] for f in memory)
     # no GPU here: asked for, not run, and the GPU rules do not apply
-    for rule in ("VAL-005", "VAL-006", "VAL-007", "VAL-008", "VAL-009", "VAL-010"):
+    for rule in ("VAL-005", "VAL-006", "VAL-007", "VAL-008", "VAL-009", "VAL-010", "VAL-011"):
         assert [f["status"] for f in _val(part, rule)] == ["not_applicable"], rule
 
 

@@ -25,7 +25,12 @@ Formats (real outputs and where they come from: tests/fixtures/measure/README.md
 
 * nvbandwidth (https://github.com/NVIDIA/nvbandwidth, ``output.cpp`` and ``json_output.cpp``): text with
   ``Running <testcase>.``, a description line ``memcpy CE CPU(row) -> GPU(column) bandwidth (GB/s)``, a
-  header of column indices, one row per source, ``SUM <testcase> <value>``; or with ``-j`` a JSON
+  header of column indices, one row per source, ``SUM <testcase> <value>`` (from v0.9 then
+  ``COEFFICIENT_OF_VARIATION <testcase> <value>``; v0.10 prints no ``Device N:`` lines, and its bidirectional
+  device-to-device testcases print three matrices, ``<testcase>_read1``/``_read2``/``_total`` or
+  ``_write1``/``_write2``/``_total``, each with its own SUM line); on a failed data check it prints
+  ``Invalid value when checking the pattern at 0x...`` and aborts with ``ASSERT in expression ...``, a CUDA
+  error as ``[CUDA_ERROR_X] ... in expression ...``; or with ``-j`` a JSON
   document ``{"nvbandwidth": {"testcases": [{"name", "status", "bandwidth_description",
   "bandwidth_matrix": [["12.3", "N/A", ...]], "sum"}], ...}}``.
 * ``dcgmi diag -r N -j`` (https://github.com/NVIDIA/DCGM): ``{"DCGM GPU Diagnostic": {"test_categories":
@@ -67,6 +72,8 @@ MAX_CELLS = 4 * MAX_GPUS * MAX_GPUS
 #: a line longer than this is not read: the longest a tool prints is a matrix row of :data:`MAX_GPUS`
 #: figures (an nvbandwidth row of 256 GPUs is about 2.6 KiB)
 MAX_LINE = 8192
+#: matrices one nvbandwidth testcase may print (v0.10's bidirectional testcases print 3)
+MAX_MATRICES = 8
 #: bound on the tokens of an nccl-tests header line (13 in every nccl-tests version)
 MAX_NCCL_COLUMNS = 64
 
@@ -182,6 +189,15 @@ _NVB_RUNNING_RE = re.compile(r"^(Running|Waived|Not Found|Error)\s+([A-Za-z0-9_]
 _NVB_STATUS_RE = re.compile(r"^(Waived|Error|ERROR|Not Found)\s*:\s*(.*)$")
 _NVB_UNIT_RE = re.compile(r"\(([^()]{1,16})\)\s*$")
 _NVB_SUM_RE = re.compile(r"^SUM\s+([A-Za-z0-9_]+)\s+(\S+)\s*$")
+_NVB_COV_RE = re.compile(r"^COEFFICIENT_OF_VARIATION\s+([A-Za-z0-9_]+)\s+(\S+)\s*$")
+#: nvbandwidth's own words when a copy's data check failed or the tool aborted (``testcase.cpp``,
+#: ``memcpy.cpp``, ``error_handling.h``): kind -> the line's pattern
+_NVB_FAILURES = (
+    ("data_check", re.compile(r"Invalid value when checking the pattern")),
+    ("assert", re.compile(r"^ASSERT in expression ")),
+    ("cuda_error", re.compile(r"^\[(?:CUDA_ERROR_[A-Z_]+|cuda[A-Z][A-Za-z]+)\]")),
+    ("sanity_check", re.compile(r"^CUDA runtime sanity check failed")),
+)
 _NVB_VERSION_RE = re.compile(r"^nvbandwidth Version:\s*(\S+)")
 _NVB_DRIVER_RE = re.compile(r"^Driver Version:\s*(\S+)")
 _NVB_RUNTIME_RE = re.compile(r"^CUDA Runtime Version:\s*(\S+)")
@@ -201,8 +217,29 @@ def _nvb_shape(description):
     return rows_are, None
 
 
+def _nvb_pick_total(case):
+    """A testcase that printed several matrices (v0.10's bidirectional ones: ``_read1``, ``_read2``,
+    ``_total``): ``matrices`` lists each (``{key: {"description", "sum", "cov"}}``) and the case's own figures
+    are its ``_total`` matrix's; several without a total are refused by name (``error``)."""
+    extra = case.pop("_extra", None)
+    if not extra:
+        return
+    every = [dict((k, case.get(k)) for k in ("description", "unit", "_header", "_rows", "key", "sum", "cov"))] + extra
+    case["matrices"] = dict((m["key"] or "matrix %d" % (i + 1), {"description": m["description"], "sum": m["sum"],
+                                                                 "cov": m["cov"]}) for i, m in enumerate(every))
+    total = [m for m in every if (m["key"] or "").endswith("_total")]
+    if len(total) != 1:
+        case.update(_rows=[], _header=None, status="error" if case["status"] == "passed" else case["status"],
+                    error=case.get("error") or "%d matrices (%s) and not one total: not read" % (
+                        len(every), ", ".join(sorted(case["matrices"]))))
+        return
+    case.update((k, total[0][k]) for k in ("description", "unit", "_header", "_rows", "key", "sum", "cov"))
+
+
 def _nvb_finish(case):
     """Per GPU (CPU rows) or per pair (GPU rows) figures of a complete matrix; an error otherwise."""
+    _nvb_pick_total(case)
+    case.pop("key", None)
     matrix = case.pop("_rows", None)
     header = case.pop("_header", None)
     if case["status"] != "passed":
@@ -257,7 +294,9 @@ def _nvb_text(text):
         match = _NVB_RUNNING_RE.match(line)
         if match:
             case = {"name": match.group(2), "status": _NVB_STATUSES[match.group(1).lower()],
-                    "description": None, "unit": None, "sum": None, "error": None, "_rows": [], "_header": None}
+                    "description": None, "unit": None, "sum": None, "cov": None, "key": None, "error": None,
+                    "_rows": [], "_header": None, "_extra": []}
+            matrix = case
             cases.append(case)
             continue
         if case is None:
@@ -269,17 +308,28 @@ def _nvb_text(text):
             continue
         match = _NVB_SUM_RE.match(line)
         if match:
-            case["sum"] = _number(match.group(2))
+            matrix["key"], matrix["sum"] = match.group(1)[:100], _number(match.group(2))
+            continue
+        match = _NVB_COV_RE.match(line)
+        if match:
+            matrix["cov"] = _number(match.group(2))
             continue
         tokens = line.split()
-        if case["description"] is None and ("bandwidth" in line or "latency" in line):
-            case["description"] = line[:200]
+        is_description = "bandwidth" in line or "latency" in line
+        if is_description and matrix["description"] is not None and matrix["_header"] is not None \
+                and len(case["_extra"]) < MAX_MATRICES:
+            # the next matrix of a testcase that prints several (v0.10: Read1, Read2, Total)
+            matrix = {"description": None, "unit": None, "_header": None, "_rows": [], "key": None, "sum": None,
+                      "cov": None}
+            case["_extra"].append(matrix)
+        if matrix["description"] is None and is_description:
+            matrix["description"] = line[:200]
             unit = _NVB_UNIT_RE.search(line)
-            case["unit"] = unit.group(1) if unit else None
-        elif case["_header"] is None and len(tokens) <= MAX_GPUS and all(_index(token) is not None for token in tokens):
-            case["_header"] = tokens
-        elif case["_header"] is not None and _index(tokens[0]) is not None and len(case["_rows"]) < MAX_GPUS:
-            case["_rows"].append(tokens)
+            matrix["unit"] = unit.group(1) if unit else None
+        elif matrix["_header"] is None and len(tokens) <= MAX_GPUS and all(_index(token) is not None for token in tokens):
+            matrix["_header"] = tokens
+        elif matrix["_header"] is not None and _index(tokens[0]) is not None and len(matrix["_rows"]) < MAX_GPUS:
+            matrix["_rows"].append(tokens)
     return info, cases
 
 
@@ -310,7 +360,7 @@ def _nvb_json(obj):
             error, rows = "a bandwidth matrix of more than %d GPUs: not read" % MAX_GPUS, []
             width = 0
         case = {"name": item["name"][:100], "status": status, "description": description,
-                "unit": unit.group(1) if unit else None, "sum": _number(item.get("sum")),
+                "unit": unit.group(1) if unit else None, "sum": _number(item.get("sum")), "cov": None,
                 "error": error,
                 "_header": [str(column) for column in range(width)] if rows else None,
                 "_rows": [[str(index)] + [_cell(value) for value in row] for index, row in enumerate(rows)]}
@@ -353,16 +403,46 @@ def parse_nvbandwidth(data):
         info, cases = _nvb_text(text)
     budget = MAX_CELLS
     for case in cases:
-        cells = sum(len(row) for row in case["_rows"])
+        cells = sum(len(row) for m in [case] + case.get("_extra", []) for row in m["_rows"])
         if cells > budget:
-            case.update(_rows=[], _header=None, error=case["error"] or
+            case.update(_rows=[], _header=None, _extra=[], error=case["error"] or
                         "more than %d figures in nvbandwidth's matrices: not read" % MAX_CELLS)
         budget -= min(cells, budget)
     if not cases:
         first = text.strip().splitlines()[0][:120]
         return None, "not nvbandwidth output: no testcase ran (first line: %r)" % first
     info["testcases"] = dict((case["name"], _nvb_finish(case)) for case in cases)
+    info["failure"] = nvbandwidth_failure(text)
+    if info["failure"] is not None and cases[-1]["status"] in ("passed", "error"):
+        info["failure"]["testcase"] = cases[-1]["name"]
     return info, None
+
+
+def nvbandwidth_failure(data):
+    """``{"kind", "line", "lines", "testcase"}`` when nvbandwidth's output says a copy's data check failed or
+    the tool aborted, else ``None``. ``kind``: ``data_check`` (``Invalid value when checking the pattern``: a
+    copy returned wrong data), ``assert``, ``cuda_error`` or ``sanity_check``; the worst found wins (a data
+    check before the ASSERT it causes). ``line`` is that line, ``lines`` up to three such lines as printed
+    (white space made single), ``testcase`` the testcase it ran in (set by :func:`parse_nvbandwidth`)."""
+    text, error = _text(data)
+    if error:
+        return None
+    found, lines = None, []
+    order = [kind for kind, dummy in _NVB_FAILURES]
+    for number, raw in enumerate(_lines(text)):
+        if number >= FAILURE_LINES_MAX:
+            break
+        line = " ".join(raw.split())
+        for kind, regex in _NVB_FAILURES:
+            if regex.search(line):
+                if len(lines) < 3:
+                    lines.append(line[:300])
+                if found is None or order.index(kind) < order.index(found[0]):
+                    found = (kind, line[:300])
+                break
+    if found is None:
+        return None
+    return {"kind": found[0], "line": found[1], "lines": lines, "testcase": None}
 
 
 # -- dcgmi diag -j --------------------------------------------------------------------------------

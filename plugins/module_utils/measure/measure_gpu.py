@@ -75,7 +75,8 @@ def empty_result(name):
     """The keys of measurement ``name``'s result, before anything is known (``status: unknown``)."""
     result = {"status": "unknown", "reason": None, "command": None, "seconds": None}
     if name == "gpu_bw":
-        result.update(tool="nvbandwidth", version=None, gpus={}, pairs=[], testcases={})
+        # failure: nvbandwidth's own data check failed or it aborted (measure.nvbandwidth_failure; VAL-011)
+        result.update(tool="nvbandwidth", version=None, gpus={}, pairs=[], testcases={}, failure=None)
     elif name == "dcgm_diag":
         result.update(level=None, overall=None, failed=[], entities={})
     elif name == "dcgm_health":
@@ -154,9 +155,13 @@ def read_gpu_bw(result, out):
     # nvbandwidth -j: a line on stderr may come first; [ \t]*, not \s*, which runs over the newlines of every
     # line after each line start (quadratic on a run of blank lines)
     start = _JSON_START_RE.search(out or "")
+    # a data check that failed or an abort, also where nothing else could be read (the sanity check before any
+    # testcase); the parser names the testcase it happened in
+    result["failure"] = measure.nvbandwidth_failure(out)
     parsed, error = measure.parse_nvbandwidth(out[start.start():] if start else out)
     if error:
         return error
+    result["failure"] = parsed.get("failure") or result["failure"]
     result["version"] = parsed.get("version")
     cases = parsed.get("testcases") or {}
     result["testcases"] = dict((name, {"status": case.get("status"), "error": case.get("error")})

@@ -23,7 +23,10 @@ not applicable (``measured`` false). Per measurement:
 * ``dcgm_diag`` / ``dcgm_health`` (VAL-007/008) and ``nccl`` (all_reduce bus bandwidth against the
   slowest GPU link, VAL-009; ``unknown`` when all_reduce_perf ran on fewer GPUs than nvidia-smi lists);
   ``nccl_check``: whether the all-reduce's results were correct by the tool's own check (``#wrong``, the
-  out-of-bounds line, its exit status; VAL-010).
+  out-of-bounds line, its exit status; VAL-010); ``gpu_bw_check``: whether nvbandwidth's copies were correct
+  by its own pattern check and it did not abort (VAL-011). Where nvbandwidth (v0.10) prints no bus ids, its
+  GPUs are matched to nvidia-smi's by PCI order (the runner sets ``CUDA_DEVICE_ORDER=PCI_BUS_ID``), and
+  each such element says so.
 
 A measurement that did not run or could not be read becomes one element (or a null observation)
 with the module's reason, so its rule is ``unknown`` saying why, never a pass. Pure, no I/O, never
@@ -188,15 +191,20 @@ def _gpus(facts, measure):
                 [{"pair": "all", "gbs": None, "link_gbs": None, "fraction": None, "detail": "peer-to-peer copies",
                   "reason": reason}], links)
     seen = {}  # id() of an nvidia-smi GPU -> the nvbandwidth index that measured it
+    by_order, order_note = _pci_order(smi, measured)
     for key in sorted(measured, key=_order):
         entry = _dict(measured[key])
         bus = _norm_bus(entry.get("bus_id"))
-        gpu = by_bus.get(bus) or (by_index.get(str(key)) if bus is None else None) or {}
+        if by_order is not None:
+            gpu = by_order.get(str(key)) or {}
+        else:
+            gpu = by_bus.get(bus) or (by_index.get(str(key)) if bus is None else None) or {}
         if gpu:
             seen.setdefault(id(gpu), str(key))
         bus = bus or _norm_bus(gpu.get("bus_id"))
         rate, label, reason = _link_of(gpu, devices.get(bus)) if gpu else (
-            None, None, "GPU %s (%s) is not among nvidia-smi's GPUs: no link to compare with" % (key, bus))
+            None, None, order_note or "GPU %s (%s) is not among nvidia-smi's GPUs: no link to compare with" % (
+                key, bus))
         links[str(key)] = rate
         h2d, d2h = _num(entry.get("h2d_gbs")), _num(entry.get("d2h_gbs"))
         figures = [value for value in (h2d, d2h) if value is not None]
@@ -206,7 +214,8 @@ def _gpus(facts, measure):
         # reason is None here only when both the figure and the link rate are known
         gpus_out.append({"gpu": "GPU%s %s" % (key, bus or ""), "h2d_gbs": h2d, "d2h_gbs": d2h, "link_gbs": rate,
                          "link": label, "fraction": _ratio(worst, rate), "reason": reason,
-                         "detail": "H2D %s, D2H %s GB/s of %s GB/s per direction (%s)" % (h2d, d2h, rate, label)})
+                         "detail": "H2D %s, D2H %s GB/s of %s GB/s per direction (%s)%s" % (
+                             h2d, d2h, rate, label, "; " + order_note if by_order is not None and gpu else "")})
     # every GPU of the host is judged: one nvbandwidth did not report (a GPU it could not open, a run cut
     # down to some GPUs) is unknown naming the tool, never left out
     missing = []
@@ -244,6 +253,22 @@ def _gpus(facts, measure):
     else:
         pairs_out.extend(_unpaired(smi, seen, measured, section.get("pairs") or []))
     return gpus_out, pairs_out, links
+
+
+def _pci_order(smi, measured):
+    """nvbandwidth v0.10 prints no ``Device N: ... (bus id)`` lines: its GPUs are CUDA's indices, which the
+    collection's runner orders by PCI bus id (``CUDA_DEVICE_ORDER=PCI_BUS_ID``), so index ``k`` is the ``k``-th
+    of nvidia-smi's GPUs sorted by bus id. ``(None, None)`` when nvbandwidth named a bus id (they are used);
+    ``({index: gpu}, note)`` when the counts agree; ``({}, reason)`` when they do not (no GPU is matched: the
+    order of a host that lost a GPU says nothing of which one)."""
+    if not measured or any(_norm_bus(_dict(entry).get("bus_id")) for entry in measured.values()):
+        return None, None
+    ordered = sorted((g for g in smi if _norm_bus(g.get("bus_id"))), key=lambda g: _norm_bus(g.get("bus_id")))
+    if len(ordered) != len(measured) or not all(str(k).isdigit() and int(k) < len(ordered) for k in measured):
+        return {}, ("nvbandwidth printed no bus ids and measured %d GPUs where nvidia-smi lists %d: its GPUs "
+                    "cannot be matched by PCI order" % (len(measured), len(ordered)))
+    return (dict((str(k), ordered[int(k)]) for k in measured),
+            "bus id by PCI order (nvbandwidth printed none; CUDA_DEVICE_ORDER=PCI_BUS_ID)")
 
 
 def _unpaired(smi, seen, measured, pairs):
@@ -344,6 +369,36 @@ def _nccl_check(measure):
             "detail": "; ".join(problems) if problems else "every #wrong figure 0, out of bounds values 0 OK"}
 
 
+#: what each kind of nvbandwidth failure means (measure.nvbandwidth_failure) and its severity for VAL-011
+NVB_FAILURES = {
+    "data_check": ("a copy returned wrong data (nvbandwidth's pattern check failed)", "critical"),
+    "assert": ("nvbandwidth aborted on a failed check", "high"),
+    "cuda_error": ("nvbandwidth aborted on a CUDA error", "high"),
+    "sanity_check": ("nvbandwidth's CUDA sanity check failed before any copy", "high"),
+}
+
+
+def _gpu_bw_check(measure):
+    """Whether nvbandwidth's copies were correct and it ran to its end (VAL-011): ``problems`` names the
+    testcase and quotes the line that says what failed (the data check's ``Invalid value when checking the
+    pattern``, the ``ASSERT`` or CUDA error it aborted on); ``severities`` grades it (a data check that
+    failed is critical: wrong data); ``reason`` says why it is unknown (nvbandwidth did not run)."""
+    section = _dict(measure.get("gpu_bw"))
+    name = section.get("command") or "nvbandwidth"
+    failure = _dict(section.get("failure"))
+    meaning, severity = NVB_FAILURES.get(failure.get("kind"), (None, None))
+    if meaning:
+        where = " in %s" % failure["testcase"] if failure.get("testcase") else ""
+        lines = [str(line) for line in failure.get("lines") or [] if line != failure.get("line")]
+        problem = "%s%s: %s%s" % (meaning, where, failure.get("line"), " (then: %s)" % "; ".join(lines) if lines else "")
+        return {"name": name, "problems": [problem], "severities": [severity], "reason": None, "detail": problem}
+    if section.get("status") != "ok":
+        return {"name": name, "problems": None, "severities": [], "detail": None,
+                "reason": _not_run(section, "nvbandwidth's check of its copies")}
+    return {"name": name, "problems": [], "severities": [], "reason": None,
+            "detail": "no data check failed and nvbandwidth ran every testcase to its end"}
+
+
 def derive_validation(facts, params=None):
     """``derived.validation`` of ``facts`` (see the module docstring); ``params`` is unused, the rules
     compare with the parameters themselves. ``measured`` is false without a ``measure`` key."""
@@ -351,7 +406,7 @@ def derive_validation(facts, params=None):
     measure = facts.get("measure") if isinstance(facts, dict) else None
     if not isinstance(measure, dict):
         return {"measured": False, "cpus": [], "nodes": [], "cross": [], "gpus": [], "pairs": [],
-                "dcgm_diag": {}, "dcgm_health": {}, "nccl": {}, "nccl_check": {}}
+                "dcgm_diag": {}, "dcgm_health": {}, "nccl": {}, "nccl_check": {}, "gpu_bw_check": {}}
     nodes, local = _nodes(measure)
     gpus, pairs, links = _gpus(facts, measure)
     return {"measured": True, "cpus": _cpus(measure), "nodes": nodes, "cross": _cross(measure, local),
@@ -360,4 +415,4 @@ def derive_validation(facts, params=None):
             "dcgm_health": _tool(measure, "dcgm_health", "dcgmi health"),
             "nccl": _nccl(measure, links, len([g for g in (_get(facts, "nvidia", "gpus") or [])
                                                if isinstance(g, dict)])),
-            "nccl_check": _nccl_check(measure)}
+            "nccl_check": _nccl_check(measure), "gpu_bw_check": _gpu_bw_check(measure)}

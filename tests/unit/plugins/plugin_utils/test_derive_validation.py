@@ -28,7 +28,7 @@ def test_an_audit_measures_nothing_so_no_val_rule_applies():
     del facts["measure"]
     assert derive_validation(facts)["measured"] is False
     findings = _judge(facts)
-    assert {f["id"] for f in findings} == {"VAL-%03d" % n for n in range(1, 11)}
+    assert {f["id"] for f in findings} == {"VAL-%03d" % n for n in range(1, 12)}
     assert {f["status"] for f in findings} == {"not_applicable"}
 
 
@@ -352,3 +352,88 @@ def test_dcgm_3_1_output_passes_and_a_failed_gpu_is_named():
     facts["measure"]["dcgm_diag"] = _dcgm_run(json.dumps(obj), rc=226)
     (diag,) = _of(_judge(facts), "VAL-007")
     assert diag["status"] == "fail" and "GPU Memory on GPU 0: Error using CUDA API cudaMalloc" in diag["message"]
+
+
+# -- VAL-011: nvbandwidth's own check of its copies; v0.10 output without bus ids (issue 36 item 5) -----
+
+def _gpu_bw_run(fixture_name, rc=0):
+    """measure.gpu_bw as host_measure writes it for nvbandwidth printing ``fixture_name`` and exiting ``rc``."""
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure_gpu  # pylint: disable=import-outside-toplevel
+
+    entry = {"status": "ok", "argv": ["/opt/bin/nvbandwidth", "-j"], "command": "nvbandwidth -j", "timeout_s": 7,
+             "env": dict(measure_gpu.CUDA_ENV)}
+    return measure_gpu.measure_one("gpu_bw", entry,
+                                   run=lambda argv, timeout_s, env=None: (rc, _fixture_text(fixture_name), None))
+
+
+def _val(facts, rule_id):
+    (finding,) = _of(_judge(facts), rule_id)
+    return finding
+
+
+def test_a_data_check_that_failed_fails_val011_critical_quoting_the_line():
+    facts = healthy_facts()
+    facts["measure"]["gpu_bw"] = _gpu_bw_run("nvbandwidth-v0.7-8xa100-pattern-assert.txt", rc=1)
+    assert facts["measure"]["gpu_bw"]["status"] == "unknown"  # no figure: VAL-005 and VAL-006 are unknown
+    finding = _val(facts, "VAL-011")
+    assert finding["status"] == "fail" and finding["severity"] == "critical"
+    assert ("a copy returned wrong data (nvbandwidth's pattern check failed) in device_to_device_memcpy_read_ce: "
+            "Invalid value when checking the pattern at 0x70a640000000 (then: ASSERT in expression h_errorFlag == 0"
+            in finding["message"])
+
+
+def test_an_abort_on_a_cuda_error_fails_val011_high():
+    facts = healthy_facts()
+    facts["measure"]["gpu_bw"] = dict(facts["measure"]["gpu_bw"], failure={
+        "kind": "cuda_error", "line": "[CUDA_ERROR_ILLEGAL_ADDRESS] an illegal memory access was encountered",
+        "lines": ["[CUDA_ERROR_ILLEGAL_ADDRESS] an illegal memory access was encountered"],
+        "testcase": "device_to_device_memcpy_read_ce"})
+    finding = _val(facts, "VAL-011")
+    assert finding["status"] == "fail" and finding["severity"] == "high"
+    assert "aborted on a CUDA error in device_to_device_memcpy_read_ce: [CUDA_ERROR_ILLEGAL_ADDRESS]" in finding["message"]
+
+
+def test_val011_passes_on_a_clean_run_and_is_unknown_without_one():
+    facts = healthy_facts()
+    assert _val(facts, "VAL-011")["status"] == "pass"
+    facts["measure"]["gpu_bw"] = {"status": "unknown", "reason": "nvbandwidth not found in PATH (x)"}
+    finding = _val(facts, "VAL-011")
+    assert finding["status"] == "unknown" and "nvbandwidth not found in PATH" in finding["message"]
+
+
+def _v010_measure(count):
+    """measure.gpu_bw of nvbandwidth v0.10 (no Device lines) host-to-device on ``count`` GPUs, as host_measure reads it."""
+    text = _fixture_text("nvbandwidth-v0.10-8xh100-h2d-ce.txt")
+    if count == 2:  # the same run cut to its first two GPUs (the columns of the one row)
+        text = text.replace("           0         1         2         3         4         5         6         7",
+                            "           0         1").replace(
+            " 0     55.37     55.36     55.37     55.36     55.36     55.36     55.36     55.33", " 0     55.37     55.36")
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure_gpu  # pylint: disable=import-outside-toplevel
+    result = measure_gpu.empty_result("gpu_bw")
+    assert measure_gpu.read_gpu_bw(result, text) is None
+    result["status"] = "ok"
+    return result
+
+
+def test_gpus_without_bus_ids_are_matched_by_pci_order_and_say_so():
+    facts = healthy_facts()
+    facts["measure"]["gpu_bw"] = _v010_measure(2)
+    assert all(gpu["bus_id"] is None for gpu in facts["measure"]["gpu_bw"]["gpus"].values())
+    # nvidia-smi numbers the GPUs otherwise than the bus orders them: the match follows the bus, not its index
+    for gpu, index in zip(facts["nvidia"]["gpus"], (1, 0)):
+        gpu["index"] = index
+    gpus = derive_validation(facts)["gpus"]
+    bus = sorted(g["bus_id"] for g in facts["nvidia"]["gpus"])
+    assert [g["gpu"] for g in gpus] == ["GPU0 %s" % bus[0], "GPU1 %s" % bus[1]]
+    assert all("bus id by PCI order" in g["detail"] and g["h2d_gbs"] in (55.37, 55.36) for g in gpus)
+
+
+def test_gpus_without_bus_ids_and_another_count_are_not_matched():
+    facts = healthy_facts()
+    facts["measure"]["gpu_bw"] = _v010_measure(8)
+    gpus = derive_validation(facts)["gpus"]
+    measured = [g for g in gpus if g["h2d_gbs"] is not None]
+    assert len(measured) == 8 and all(g["link_gbs"] is None for g in measured)
+    assert all("cannot be matched by PCI order" in g["reason"] for g in measured)
+    # nvidia-smi's two GPUs are unknown too: nvbandwidth gave them no figure that could be tied to them
+    assert [g["reason"][:31] for g in gpus if g["h2d_gbs"] is None] == ["nvbandwidth gave no figure for "] * 2

@@ -57,6 +57,89 @@ def test_nvbandwidth_text_peer_pairs_skip_the_diagonal():
     assert {"src": "1", "dst": "0", "value": 276.07} in case["pairs"]
 
 
+# -- nvbandwidth v0.10 (issue 36 item 5): no Device lines, three matrices per bidirectional testcase, CoV --------
+
+def _cells(case):
+    return [value for row in case["matrix"] for value in row if value is not None]
+
+
+@pytest.mark.parametrize("name, testcase, gpus, total", [
+    ("nvbandwidth-v0.10-8xh100-h2d-ce.txt", "host_to_device_memcpy_ce", 8, 442.87),
+    ("nvbandwidth-v0.10-8xh100-d2h-ce.txt", "device_to_host_memcpy_ce", 8, 441.72),
+    ("nvbandwidth-v0.10-8xh100-d2d-read-ce.txt", "device_to_device_memcpy_read_ce", 8, 22126.64),
+])
+def test_nvbandwidth_v0_10_without_device_lines(name, testcase, gpus, total):
+    result, error = measure.parse_nvbandwidth(fixture(name))
+    assert error is None and result["version"] == "v0.10.0" and result["driver_version"] == "595.71.05"
+    assert result["devices"] == {} and result["failure"] is None
+    case = result["testcases"][testcase]
+    assert case["status"] == "passed" and case["sum"] == total and case["cov"] == 0.0
+    assert abs(sum(_cells(case)) - total) < 0.01 * len(_cells(case))  # every figure read (printed rounded)
+    if case["rows_are"] == "cpu":
+        assert sorted(case["per_gpu"], key=int) == [str(i) for i in range(gpus)]
+    else:
+        assert len(case["pairs"]) == gpus * (gpus - 1)
+
+
+def test_nvbandwidth_v0_10_three_matrices_give_the_total_and_list_each():
+    result, error = measure.parse_nvbandwidth(fixture("nvbandwidth-v0.10-7xb300-full-run.txt"))
+    assert error is None and result["devices"] == {} and result["driver_version"] == "610.57.04"
+    assert [n for n, c in result["testcases"].items() if c["status"] != "passed"] == []
+    read = result["testcases"]["device_to_device_bidirectional_memcpy_read_ce"]
+    assert sorted(read["matrices"]) == ["device_to_device_bidirectional_memcpy_read_ce_" + k
+                                        for k in ("read1", "read2", "total")]
+    assert read["matrices"]["device_to_device_bidirectional_memcpy_read_ce_read1"] == {
+        "description": "memcpy CE GPU(row) <-> GPU(column) Read1 bandwidth (GB/s)", "sum": 31945.78, "cov": None}
+    # the case's own figures are the total's: 42 pairs, its SUM and its CoV
+    assert read["sum"] == 63869.90 and read["cov"] == 0.0 and read["direction"] == "<->" and len(read["pairs"]) == 42
+    assert abs(sum(_cells(read)) - 63869.90) < 0.01 * 42
+    assert {"src": "0", "dst": "1", "value": 1521.22} in read["pairs"]
+    # the poster's output ends after the write testcase's total SUM: no CoV line for it
+    write = result["testcases"]["device_to_device_bidirectional_memcpy_write_ce"]
+    assert write["sum"] == 64669.78 and write["cov"] is None and len(write["pairs"]) == 42
+    h2d = result["testcases"]["host_to_device_memcpy_ce"]
+    assert h2d["per_gpu"]["6"] == 55.58 and "matrices" not in h2d
+
+
+def test_nvbandwidth_several_matrices_without_a_total_are_refused_by_name():
+    text = fixture("nvbandwidth-v0.10-7xb300-full-run.txt").replace("_read_ce_total", "_read_ce_sum3")
+    case = measure.parse_nvbandwidth(text)[0]["testcases"]["device_to_device_bidirectional_memcpy_read_ce"]
+    assert case["status"] == "error" and "pairs" not in case
+    assert case["error"] == ("3 matrices (device_to_device_bidirectional_memcpy_read_ce_read1, "
+                             "device_to_device_bidirectional_memcpy_read_ce_read2, "
+                             "device_to_device_bidirectional_memcpy_read_ce_sum3) and not one total: not read")
+
+
+@pytest.mark.parametrize("text, kind, line", [
+    (None, None, None),
+    ("nvbandwidth Version: v0.10.0\n", None, None),
+    (" Invalid value when checking the pattern at 0x1\n Current offset : 3 \nASSERT in expression h_errorFlag == 0 in f() : memcpy.cpp:165\n",
+     "data_check", "Invalid value when checking the pattern at 0x1"),
+    ("[CUDA_ERROR_OUT_OF_MEMORY] out of memory in expression cuMemAlloc(&b, s) in f() : memcpy.cpp:40\n",
+     "cuda_error", "[CUDA_ERROR_OUT_OF_MEMORY] out of memory in expression cuMemAlloc(&b, s) in f() : memcpy.cpp:40"),
+    ("[cudaErrorDevicesUnavailable] CUDA-capable device(s) is/are busy or unavailable in expression x\n",
+     "cuda_error", "[cudaErrorDevicesUnavailable] CUDA-capable device(s) is/are busy or unavailable in expression x"),
+    ("CUDA runtime sanity check failed: cudaSetDevice(i) returned all CUDA-capable devices are busy\n",
+     "sanity_check", "CUDA runtime sanity check failed: cudaSetDevice(i) returned all CUDA-capable devices are busy"),
+    ("ASSERT in expression x == 0 in f() : a.cpp:1\n", "assert", "ASSERT in expression x == 0 in f() : a.cpp:1"),
+    ("a line that mentions ASSERT in expression later\n", None, None),
+    # bytes that are not UTF-8 are replaced, and the line still quoted
+    (b"\xff\xfe Invalid value when checking the pattern at 0x2\n", "data_check",
+     "\ufffd\ufffd Invalid value when checking the pattern at 0x2"),
+])
+def test_nvbandwidth_failure_lines(text, kind, line):
+    failure = measure.nvbandwidth_failure(text)
+    assert (failure and failure["kind"], failure and failure["line"]) == (kind, line)
+
+
+def test_nvbandwidth_data_check_abort_names_the_testcase():
+    result, error = measure.parse_nvbandwidth(fixture("nvbandwidth-v0.7-8xa100-pattern-assert.txt"))
+    assert error is None and result["failure"]["kind"] == "data_check"
+    assert result["failure"]["testcase"] == "device_to_device_memcpy_read_ce"
+    assert result["failure"]["lines"][1].startswith("ASSERT in expression h_errorFlag == 0")
+    assert result["testcases"]["device_to_device_memcpy_read_ce"]["status"] == "error"
+
+
 def test_nvbandwidth_json():
     result, error = measure.parse_nvbandwidth(fixture("nvbandwidth-json-2gpu.json"))
     assert error is None and result["format"] == "json" and result["version"] == "v0.8"

@@ -14,7 +14,7 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import me
 FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "..", "fixtures", "measure")
 ALL = list(measure_gpu.GPU_MEASUREMENTS)
 KEYS = {
-    "gpu_bw": {"status", "reason", "command", "seconds", "tool", "version", "gpus", "pairs", "testcases"},
+    "gpu_bw": {"status", "reason", "command", "seconds", "tool", "version", "gpus", "pairs", "testcases", "failure"},
     "dcgm_diag": {"status", "reason", "command", "seconds", "level", "overall", "failed", "entities"},
     "dcgm_health": {"status", "reason", "command", "seconds", "overall", "entities"},
     "nccl": {"status", "reason", "command", "seconds", "gpus", "avg_busbw_gbs", "max_busbw_gbs", "out_of_bounds",
