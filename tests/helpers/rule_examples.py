@@ -99,8 +99,8 @@ def examples_of(files, directory=EXAMPLES_DIR):
     out = []
     for stem, rules in sorted(files.items()):
         for rule_id, cases in rules.items():
-            for kind in ("pass", "fail"):
-                for number, case in enumerate(cases[kind], 1):
+            for kind in ("pass", "fail", "unknown"):
+                for number, case in enumerate(cases.get(kind, ()), 1):
                     out.append(Example(rule_id, kind, number, case, os.path.join(directory, stem + ".yml")))
     return out
 
@@ -121,7 +121,7 @@ def coverage_problems(rule_files, files, examples_dir="rules/examples", rules_di
         for rid, cases in rules.items():
             if rid not in rule_files.get(stem, ()):
                 problems.append("%s/%s.yml: %s is no rule of %s/%s.yml" % (examples_dir, stem, rid, rules_dir, stem))
-            for number, case in enumerate(cases["fail"], 1):
+            for number, case in enumerate(cases.get("fail", ()), 1):
                 for other in case.get("may_also_fail", ()):
                     if other not in known:
                         problems.append("%s/%s.yml: %s fail %d: may_also_fail names %s, which is no rule" % (
@@ -291,6 +291,8 @@ def check_example(example, profile=PROFILE, catalogue=None):
     if example.kind == "pass":
         bad = [s for s in shown if s[0] != "pass"]
         return (["%s: not every finding passes: %s" % (where, bad)] if bad else []), findings
+    if example.kind == "unknown":
+        return _unknown_problems(example, where, result, findings), findings
     failing = [f for f in findings if f["status"] == "fail"]
     if not failing:
         return ["%s: no failing finding: %s" % (where, shown)], findings
@@ -309,9 +311,26 @@ def check_example(example, profile=PROFILE, catalogue=None):
     return problems, findings
 
 
+def _unknown_problems(example, where, result, findings):
+    """What is wrong with an ``unknown`` case: no finding of the rule unknown (or one failing), the
+    ``message`` fragment in none of the unknown ones, another rule failing."""
+    unknown = [f for f in findings if f["status"] == "unknown"]
+    problems = []
+    if not unknown or any(f["status"] == "fail" for f in findings):
+        problems.append("%s: not an unknown finding without a failing one: %s" % (
+            where, [(f["status"], f["subject"], f["message"]) for f in findings]))
+    fragment = example.case.get("message")
+    if unknown and fragment is not None and not any(fragment in f["message"] for f in unknown):
+        problems.append("%s: no unknown message holds %r: %s" % (where, fragment, [f["message"] for f in unknown]))
+    others = sorted(set(f["id"] for f in result["findings"] if f["status"] == "fail"))
+    if others:
+        problems.append("%s: other rules fail: %s" % (where, others))
+    return problems
+
+
 def case_pairs(stem, directory=EXAMPLES_DIR):
     """``{rule id: ((params, mutate) passing, (params, mutate) failing)}`` of the first pass and fail
-    case of each rule of ``<directory>/<stem>.yml``, ``mutate(facts)`` applying the case to the base
+    case of each rule of ``<directory>/<stem>.yml`` that has a failing case, ``mutate(facts)`` applying the case to the base
     document in place (cases with ``golden`` need the document first: not offered here)."""
     def pair(rule_id, case):
         if "golden" in case:
@@ -320,7 +339,9 @@ def case_pairs(stem, directory=EXAMPLES_DIR):
                 lambda facts: apply_changes(facts, case, rule_id))
 
     rules = read_file(os.path.join(directory, stem + ".yml"))
-    return dict((rid, (pair(rid, cases["pass"][0]), pair(rid, cases["fail"][0]))) for rid, cases in rules.items())
+    # a rule that never fails (only unknown cases) has no failing pair
+    return dict((rid, (pair(rid, cases["pass"][0]), pair(rid, cases["fail"][0]))) for rid, cases in rules.items()
+                if cases.get("fail"))
 
 
 def check_site_examples(site_dir, profile, site_dirs=None):

@@ -63,6 +63,8 @@ _HEADER = "# gpuhost.baseline kernel log: %d lines read from %s, %d kept\n"
 #: (GPU, Xid code) pairs kept in ``by_gpu``: a host has a few GPUs and a few dozen codes exist. A
 #: log naming more (a flood written to /dev/kmsg) has its events counted, not kept pair by pair.
 MAX_XID_ENTRIES = 1024
+#: the lines not understood kept as examples (HEALTH-025 shows them on the host's report)
+UNPARSED_EXAMPLES = 3
 #: Xid lines read one by one: as many as the kernel log lines a live read returns. A capture with
 #: more (only a hostile snapshot holds them) has the rest counted, not read.
 MAX_XID_LINES = KERNEL_LOG_LINES
@@ -206,6 +208,7 @@ class _Log:
         self.by_gpu, self.faults, self.faults_no_address, self.nvswitch = {}, {}, {}, {}
         self.events = self.unparsed = self.dropped = self.pairs = 0
         self.example = None
+        self.examples = []  # the first UNPARSED_EXAMPLES lines not understood
         self.header = None  # (address, seconds) of the last "The NVIDIA GPU <address>" line
         self.init_lines = {}  # address -> [RmInitAdapter lines, rm_init_adapter lines]
 
@@ -226,6 +229,8 @@ class _Log:
     def odd(self, line):
         self.unparsed += 1
         self.example = self.example or line.strip()[:200]
+        if len(self.examples) < UNPARSED_EXAMPLES:
+            self.examples.append(line.strip()[:200])
 
     def xid(self, line):
         match = _XID_EVENT_RE.match(line)
@@ -330,7 +335,7 @@ def parse_kernel_log(text):
     ``dmesg`` text, whole or as :func:`reduce_kernel_log` stored it).
 
     Returns ``{"lines", "source", "events", "by_gpu", "faults", "faults_no_address", "nvswitch",
-    "unparsed", "unparsed_example", "dropped", "skipped"}``: ``lines`` the kernel messages read
+    "unparsed", "unparsed_example", "unparsed_lines", "dropped", "skipped"}``: ``lines`` the kernel messages read
     (non-empty lines; from the header of a stored capture), ``by_gpu`` maps the PCI address of the
     NVRM Xid line (``0000:41:00.0``; the line names no function, so ``.0``) to ``{code (str):
     {"count", "first_s", "last_s", "message"}}`` (plus ``stated``, ``"fatal"`` or ``"non-fatal"``, when
@@ -347,7 +352,8 @@ def parse_kernel_log(text):
     "non-fatal", None when no line said), "first_s", "last_s", "message"}}}``. ``events`` counts
     the events read; the first :data:`MAX_XID_ENTRIES` (subject, code or kind) pairs are kept
     and ``dropped`` counts the events of the pairs beyond. ``unparsed`` counts ``NVRM: Xid`` and
-    ``SXid`` lines of another shape. The first :data:`MAX_XID_LINES` picked lines are read;
+    ``SXid`` lines of another shape, ``unparsed_lines`` holds the first :data:`UNPARSED_EXAMPLES` of them
+    (HEALTH-025 shows them, so a new format is noticed). The first :data:`MAX_XID_LINES` picked lines are read;
     ``skipped`` counts those after. Never raises; non-text gives ``None``. Memory is bounded by a
     megabyte of lines and the pairs kept.
     """
@@ -380,7 +386,8 @@ def parse_kernel_log(text):
         total = int(header.group(1))
     return {"lines": total, "source": source, "events": log.events, "by_gpu": log.by_gpu,
             "faults": log.faults, "faults_no_address": log.faults_no_address, "nvswitch": log.nvswitch,
-            "unparsed": log.unparsed, "unparsed_example": log.example, "dropped": log.dropped, "skipped": skipped}
+            "unparsed": log.unparsed, "unparsed_example": log.example, "unparsed_lines": log.examples,
+            "dropped": log.dropped, "skipped": skipped}
 
 
 # -- journalctl --list-boots ------------------------------------------------------------
@@ -611,7 +618,7 @@ def _record(root, capture, text):
 
 
 _LOG_KEYS = ("source", "lines", "truncated", "events", "by_gpu", "faults", "faults_no_address", "nvswitch",
-             "unparsed", "unparsed_example", "error")
+             "unparsed", "unparsed_example", "unparsed_lines", "error")
 
 
 def _kernel_log(root):

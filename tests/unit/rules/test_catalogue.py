@@ -69,7 +69,9 @@ def _example(rule_id, kind="fail", number=1):
 def test_every_rule_has_examples(catalogue):
     assert rule_examples.coverage_problems(_rule_files(catalogue), FILES) == []
     for rule in catalogue.rules:
-        assert [e.kind for e in EXAMPLES if e.rule_id == rule.id].count("fail") >= 1, rule.id
+        # a failing case, or for a rule that never fails (it says what it cannot judge) an unknown one
+        kinds = [e.kind for e in EXAMPLES if e.rule_id == rule.id]
+        assert kinds.count("fail") + kinds.count("unknown") >= 1, rule.id
 
 
 def test_a_rule_without_examples_and_an_example_without_rule_are_named():
@@ -190,7 +192,7 @@ def test_an_examples_file_is_checked_against_its_schema(tmp_path):
     with pytest.raises(rule_examples.ExampleError, match=r"CPU-001/fail/0: Additional properties .*'sett'"):
         rule_examples.read_file(str(path))
     path.write_text("CPU-001:\n  pass: [{}]\n")
-    with pytest.raises(rule_examples.ExampleError, match=r"CPU-001: 'fail' is a required property"):
+    with pytest.raises(rule_examples.ExampleError, match=r"CPU-001: \{'pass': \[\{\}\]\} is not valid under any"):
         rule_examples.read_file(str(path))
 
 

@@ -231,6 +231,27 @@ def test_hostile_kernel_logs_never_raise(text, unparsed):
     assert (parsed["unparsed_example"] is None) == (unparsed == 0)
 
 
+def test_lines_not_understood_keep_the_first_three_and_are_judged_unknown():
+    # Xid lines of a shape the parser does not read beside one it does (issue 36 item 9)
+    lines = ["[ %d.0] NVRM: Xid (PCI:0000:43:00): pid=%d, name=python3, Ch 00000008" % (n, n) for n in range(1, 6)]
+    text = "\n".join(lines + ["[ 9.0] NVRM: Xid (PCI:0000:44:00): 79, pid=1, name=x, GPU has fallen off the bus."])
+    parsed = parse_kernel_log(text)
+    assert parsed["unparsed"] == 5 and parsed["events"] == 1
+    assert parsed["unparsed_lines"] == [line.strip() for line in lines[:3]]
+    from helpers.baseline_facts import healthy_facts  # pylint: disable=import-outside-toplevel
+    from helpers.health_facts import add_health  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import evaluation  # pylint: disable=import-outside-toplevel
+    facts = healthy_facts()
+    add_health(facts)
+    facts["health"]["kernel_log"].update(unparsed=parsed["unparsed"], unparsed_example=parsed["unparsed_example"],
+                                         unparsed_lines=parsed["unparsed_lines"])
+    result = evaluation.evaluate(facts, profile="amd-epyc-nvidia", params={"smt": "on"}, host="gpu01",
+                                 today="2026-12-01")
+    (finding,) = [f for f in result["findings"] if f["id"] == "HEALTH-025"]
+    assert finding["status"] == "unknown"
+    assert finding["message"].count("Ch 00000008") == 3 and "5 NVRM Xid or SXid line(s)" in finding["message"]
+
+
 def test_kernel_log_not_text_is_none():
     assert parse_kernel_log(None) is None and parse_kernel_log(b"NVRM: Xid") is None
 
