@@ -297,7 +297,41 @@ def test_auto_needs_nvidia_for_the_amd_profile():
     facts = healthy_facts()
     facts["nvidia"]["present"] = False
     facts["pci"]["devices"] = [d for d in facts["pci"]["devices"] if d["kind"] != "gpu"]
-    assert evaluate(facts)["profile"] == "generic-nvidia-inference"
+    # no NVIDIA GPU on the bus and no driver: a CPU node (issue 37 item 1)
+    assert evaluate(facts)["profile"] == "cpu-node"
+
+
+def test_a_host_without_nvidia_gpus_is_judged_as_a_cpu_node_with_no_gpu_motivated_rule():
+    facts = healthy_facts()
+    facts["nvidia"]["present"] = False
+    facts["pci"]["devices"] = [d for d in facts["pci"]["devices"] if d["kind"] != "gpu"]
+    # what made the demo's Intel CPU node fail under the GPU profile
+    for device in facts["pci"]["devices"]:
+        if device["kind"] == "nic":
+            device["pcie"]["max_read_request"] = 512
+    facts["cpu"]["cpufreq"]["governor"] = {"powersave": facts["cpu"]["cpufreq"]["policies"]}
+    result = evaluate(facts)
+    assert result["profile"] == "cpu-node"
+    assert [f["id"] for f in result["findings"] if f["status"] == "fail"] == []
+    ids = set(f["id"] for f in result["findings"])
+    assert not ids & {"IOMMU-001", "IOMMU-002", "PCI-001", "PCI-002", "PCI-006", "PCI-008", "CPU-003", "CPU-006"}
+    assert {"KERNEL-001", "NUMA-001", "PCI-007", "CPU-007", "HEALTH-011"} <= ids
+    # the same host under the GPU profile, named: those fail
+    named = evaluate(facts, profile="generic-nvidia-inference")
+    assert {"PCI-002", "CPU-003"} <= set(f["id"] for f in named["findings"] if f["status"] == "fail")
+
+
+@pytest.mark.parametrize("change", ["driver_only", "gpu_on_the_bus_only", "bus_unreadable"])
+def test_a_host_that_may_have_a_gpu_is_no_cpu_node(change):
+    facts = healthy_facts()
+    if change == "driver_only":  # the driver loaded, its GPU not (yet) on the bus
+        facts["pci"]["devices"] = [d for d in facts["pci"]["devices"] if d["kind"] != "gpu"]
+    elif change == "gpu_on_the_bus_only":  # the driver not loaded: the GPU is still an NVIDIA GPU host
+        facts["nvidia"]["present"] = False
+    else:  # the PCI bus could not be read: nothing says the host has no GPU
+        facts["nvidia"]["present"] = False
+        facts["pci"]["devices"] = None
+    assert evaluate(facts)["profile"] != "cpu-node"
 
 
 def test_auto_selects_amd_profile_from_pci_ids_without_driver():
@@ -309,7 +343,7 @@ def test_auto_selects_amd_profile_from_pci_ids_without_driver():
 def test_profile_by_name_and_unknown_name():
     assert evaluate(profile="generic-nvidia-inference")["profile"] == "generic-nvidia-inference"
     with pytest.raises(CatalogueError, match=r"unknown profile 'epyc': known profiles are "
-                                             r"amd-epyc-nvidia, generic-nvidia-inference, or auto"):
+                                             r"amd-epyc-nvidia, cpu-node, generic-nvidia-inference, or auto"):
         evaluate(profile="epyc")
 
 
@@ -382,7 +416,7 @@ def test_bad_waivers_rejected(waiver, message):
 
 def test_validate_returns_profiles_and_params():
     out = catalogue_load.validate()
-    assert out["profiles"] == ["amd-epyc-nvidia", "generic-nvidia-inference"]
+    assert out["profiles"] == ["amd-epyc-nvidia", "cpu-node", "generic-nvidia-inference"]
     assert out["rules"] == len(catalogue_load.load_catalogue().rules)
     assert out["params"]["amd-epyc-nvidia"]["kernel_min_cpu"]["zen5"] == "6.14"
     assert catalogue_load.validate(profile="generic-nvidia-inference")["profiles"] == ["generic-nvidia-inference"]
@@ -479,6 +513,7 @@ def test_rule_in_wrong_file_rejected(tree):
 def test_fallback_profile_required(tree):
     os.rename(str(tree / "profiles" / "generic-nvidia-inference.yml"), str(tree / "profiles" / "generic.yml"))
     edit(tree / "profiles" / "amd-epyc-nvidia.yml", "extends: generic-nvidia-inference", "extends: generic")
+    edit(tree / "profiles" / "cpu-node.yml", "extends: generic-nvidia-inference", "extends: generic")
     with pytest.raises(CatalogueError, match=r"the fallback profile generic-nvidia-inference is missing"):
         _load(tree)
 
