@@ -613,9 +613,11 @@ def parse_dcgm_health(data):
 
 
 # -- nccl-tests -----------------------------------------------------------------------------------
-_NCCL_AVG_RE = re.compile(r"^#\s*Avg bus bandwidth\s*:\s*(\S+)")
-_NCCL_OOB_RE = re.compile(r"^#\s*Out of bounds values\s*:\s*([0-9]{1,18})(?![0-9])\s*(\w*)")
-_NCCL_COLLECTIVE_RE = re.compile(r"^#\s*Collective test (?:starting|concluded):\s*(\S+)")
+#: the summary lines: with ``#`` since nccl-tests 2.0 (commit cbe7f65, 2019), with a blank instead in the 1.x
+#: releases, and without it where a ``#`` was lost on the way (a Markdown paste)
+_NCCL_AVG_RE = re.compile(r"^#?\s*Avg bus bandwidth\s*:\s*(\S+)")
+_NCCL_OOB_RE = re.compile(r"^#?\s*Out of bounds values\s*:\s*([0-9]{1,18})(?![0-9])\s*(\w*)")
+_NCCL_COLLECTIVE_RE = re.compile(r"^#?\s*Collective test (?:starting|concluded):\s*(\S+)")
 #: ``#  Rank  0 Group  0 Pid 1666603 on spark-d708 device  0 [000f:01:00] NVIDIA GB10``: the rank, then the
 #: device searched in the rest (a lazy ``.*?`` before it and ``(.+?)\\s*$`` after it backtracked
 #: quadratically on a long line)
@@ -624,12 +626,22 @@ _NCCL_DEVICE_RE = re.compile(r"\bdevice\s+([0-9]{1,6})\s+\[([^\]]{0,64})\]\s+(\S
 #: mpirun --tag-output puts "[job,rank]<stdout>:" before each line
 _NCCL_TAG_RE = re.compile(r"^\[\d{1,6},\d{1,6}\]<std(?:out|err)>:")
 _NCCL_TIMES = ("time", "cputime")
-_NCCL_WRONG = ("#wrong", "error")
+#: the check's column: ``#wrong`` (elements outside the tolerance, since 2.13), ``error`` (2.0-2.12) and ``res``
+#: (1.x): the largest error of the results, printed as a float (``0e+00``)
+_NCCL_WRONG = ("#wrong", "error", "res")
+#: the header's name of the message size (``bytes`` in 1.x) and of the reduction (``op`` in 1.x)
+_NCCL_SIZES = ("size", "bytes")
 
 
 #: the fields of a row and the header tokens that name each (``time`` or ``cputime``; ``#wrong`` or ``error``)
-_NCCL_FIELDS = (("type", ("type",)), ("redop", ("redop",)), ("time", _NCCL_TIMES), ("algbw", ("algbw",)),
+_NCCL_FIELDS = (("type", ("type",)), ("redop", ("redop", "op")), ("time", _NCCL_TIMES), ("algbw", ("algbw",)),
                 ("busbw", ("busbw",)), ("wrong", _NCCL_WRONG))
+
+
+def _nccl_header(tokens):
+    """Whether a line's tokens (without its ``#``) are the result table's header."""
+    return len(tokens) <= MAX_NCCL_COLUMNS and "busbw" in tokens and "algbw" in tokens and \
+        any(name in tokens for name in _NCCL_SIZES)
 
 
 def _nccl_columns(tokens):
@@ -638,6 +650,8 @@ def _nccl_columns(tokens):
     columns = {}
     for field, names in _NCCL_FIELDS:
         columns[field] = tuple(index for index, token in enumerate(tokens) if token in names)[:2]
+    named = [token for token in tokens if token in _NCCL_WRONG]
+    columns["wrong_column"] = named[0] if named else None
     return columns
 
 
@@ -695,7 +709,10 @@ def parse_nccl_tests(data):
     from ``# Rank`` lines), ``rows`` (``[{"size_bytes", "count", "type", "redop", "out_of_place",
     "in_place"}]``, each with ``time_us``, ``algbw_gbs``, ``busbw_gbs``, ``wrong``), ``avg_busbw_gbs`` (the
     ``# Avg bus bandwidth`` line), ``max_busbw_gbs`` (the highest of the rows), ``out_of_bounds`` and
-    ``out_of_bounds_ok``. Output without its table or its ``# Avg bus bandwidth`` line (cut short) is a reason.
+    ``out_of_bounds_ok``, ``wrong_column`` (``#wrong``: ``wrong`` counts elements; ``error`` or ``res``, the
+    older releases: ``wrong`` is the largest error). Output without its table or its ``# Avg bus bandwidth``
+    line (cut short) is a reason. The 1.x layout (summary lines without ``#``, ``bytes``/``N``/``op``/``res``
+    columns) and a header or summary whose ``#`` was lost are read too.
     """
     text, error = _text(data)
     if error:
@@ -708,22 +725,25 @@ def parse_nccl_tests(data):
         line = _NCCL_TAG_RE.sub("", raw.strip(), count=1).strip()
         if not line:
             continue
+        match = _NCCL_AVG_RE.match(line)
+        if match:
+            result["avg_busbw_gbs"] = _number(match.group(1))
+            if result["avg_busbw_gbs"] is None:
+                refused.append("average bus bandwidth %r" % match.group(1)[:40])
+            continue
+        match = _NCCL_OOB_RE.match(line)
+        if match:
+            result["out_of_bounds"] = int(match.group(1))
+            result["out_of_bounds_ok"] = match.group(1) == "0" and match.group(2) != "FAILED"
+            continue
+        match = _NCCL_COLLECTIVE_RE.match(line)
+        if match:
+            result["collective"] = match.group(1)[:60]
+            continue
+        if not line.startswith("#") and not _SIZE_RE.match(line.split(None, 1)[0]) and _nccl_header(line.split()):
+            columns = _nccl_columns(line.split())  # a header whose "#" was lost (a Markdown paste)
+            continue
         if line.startswith("#"):
-            match = _NCCL_AVG_RE.match(line)
-            if match:
-                result["avg_busbw_gbs"] = _number(match.group(1))
-                if result["avg_busbw_gbs"] is None:
-                    refused.append("average bus bandwidth %r" % match.group(1)[:40])
-                continue
-            match = _NCCL_OOB_RE.match(line)
-            if match:
-                result["out_of_bounds"] = int(match.group(1))
-                result["out_of_bounds_ok"] = match.group(1) == "0" and match.group(2) != "FAILED"
-                continue
-            match = _NCCL_COLLECTIVE_RE.match(line)
-            if match:
-                result["collective"] = match.group(1)[:60]
-                continue
             match = _NCCL_RANK_RE.match(line)
             device = _NCCL_DEVICE_RE.search(line, match.end()) if match else None
             if device and len(devices) < MAX_GPUS:
@@ -731,7 +751,7 @@ def parse_nccl_tests(data):
                                 "bus": device.group(2)[:20], "name": device.group(3).strip()[:100]})
                 continue
             tokens = line.lstrip("#").split()
-            if len(tokens) <= MAX_NCCL_COLUMNS and "size" in tokens and "busbw" in tokens and "algbw" in tokens:
+            if _nccl_header(tokens):
                 columns = _nccl_columns(tokens)
             continue
         if columns is None:
@@ -754,7 +774,7 @@ def parse_nccl_tests(data):
         return None, "nccl-tests printed its table header but no result row (it failed or was cut short)"
     if result["avg_busbw_gbs"] is None:
         return None, "nccl-tests output ends before its '# Avg bus bandwidth' line (cut short: %d rows)" % len(rows)
-    result.update(rows=rows, devices=devices,
+    result.update(rows=rows, devices=devices, wrong_column=columns["wrong_column"],
                   max_busbw_gbs=max(max(row["out_of_place"]["busbw_gbs"], row["in_place"]["busbw_gbs"])
                                     for row in rows))
     return result, None

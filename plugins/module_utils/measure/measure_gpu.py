@@ -83,8 +83,9 @@ def empty_result(name):
         result.update(overall=None, entities={})
     elif name == "nccl":
         # out_of_bounds_ok, wrong, checked, exit_status: the correctness of the all-reduce (VAL-010)
+        # wrong_column: "#wrong" (wrong counts elements), "error"/"res" (older nccl-tests: the largest error)
         result.update(gpus=None, avg_busbw_gbs=None, max_busbw_gbs=None, out_of_bounds=None, out_of_bounds_ok=None,
-                      wrong=[], checked=None, exit_status=None)
+                      wrong=[], checked=None, exit_status=None, wrong_column=None)
     return result
 
 
@@ -212,7 +213,7 @@ def read_nccl(result, out):
                   out_of_bounds=parsed["out_of_bounds"], out_of_bounds_ok=parsed["out_of_bounds_ok"],
                   # the footer's out-of-bounds line is printed with -c 0 too ("0 OK"): only a #wrong figure says
                   # the results were checked
-                  wrong=wrong, checked=checked)
+                  wrong=wrong, checked=checked, wrong_column=parsed.get("wrong_column"))
     return None
 
 

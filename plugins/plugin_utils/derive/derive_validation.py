@@ -352,10 +352,14 @@ def _nccl_check(measure):
         return {"name": name, "problems": None, "reason": _not_run(section, "NCCL all_reduce result check"),
                 "detail": None}
     problems = []
+    # nccl-tests before 2.13 print the largest error of the results (``error``, ``res``), not a count
+    counted = section.get("wrong_column") in (None, "#wrong")
     for row in section.get("wrong") or []:
         if isinstance(row, dict):
-            problems.append("%s wrong elements at %s bytes (%s)" % (
-                row.get("wrong"), row.get("size_bytes"), str(row.get("placement") or "").replace("_", "-")))
+            problems.append("%s %s at %s bytes (%s)" % (
+                row.get("wrong") if counted else "largest error",
+                "wrong elements" if counted else row.get("wrong"),
+                row.get("size_bytes"), str(row.get("placement") or "").replace("_", "-")))
     if section.get("out_of_bounds_ok") is False:
         problems.append("Out of bounds values : %s FAILED" % section.get("out_of_bounds"))
     exit_status = section.get("exit_status")

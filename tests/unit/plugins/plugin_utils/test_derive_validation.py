@@ -437,3 +437,12 @@ def test_gpus_without_bus_ids_and_another_count_are_not_matched():
     assert all("cannot be matched by PCI order" in g["reason"] for g in measured)
     # nvidia-smi's two GPUs are unknown too: nvbandwidth gave them no figure that could be tied to them
     assert [g["reason"][:31] for g in gpus if g["h2d_gbs"] is None] == ["nvbandwidth gave no figure for "] * 2
+
+
+def test_an_older_nccl_tests_error_column_fails_val010_as_the_largest_error():
+    nccl = _nccl_run("nccl-all-gather-8gpu-error-column-failed-nohash.txt", rc=0)
+    assert nccl["status"] == "ok" and nccl["wrong_column"] == "error"
+    finding = _val010(nccl)
+    assert finding["status"] == "fail"
+    assert "largest error 1 at 4294967296 bytes (out-of-place)" in finding["message"]
+    assert "Out of bounds values : 2 FAILED" in finding["message"]

@@ -326,6 +326,47 @@ def test_nccl_all_reduce():
                                  {"rank": 1, "device": 0, "bus": "000f:01:00", "name": "NVIDIA GB10"}]
 
 
+def test_nccl_error_column_of_2_x_without_its_hash_marks():
+    # a real 2.0-2.12 output whose "#" were lost in a paste: the header, the units row and the summary read
+    result, error = measure.parse_nccl_tests(fixture("nccl-all-gather-8gpu-error-column-failed-nohash.txt"))
+    assert error is None and result["wrong_column"] == "error" and result["avg_busbw_gbs"] == 128.942
+    assert result["out_of_bounds"] == 2 and result["out_of_bounds_ok"] is False
+    (row,) = result["rows"]
+    assert row["size_bytes"] == 4294967296 and row["redop"] is None  # all_gather has no redop column
+    assert row["out_of_place"] == {"time_us": 29122.0, "algbw_gbs": 129.05, "busbw_gbs": 129.05, "wrong": 1.0}
+    assert measure.nccl_wrong(result["rows"]) == ([
+        {"size_bytes": 4294967296, "placement": "out_of_place", "wrong": 1},
+        {"size_bytes": 4294967296, "placement": "in_place", "wrong": 1}], True)
+
+
+#: the 1.x layout as nccl-tests v1.0.0 prints it (src/common.cu and src/all_reduce.cu at dcf8189: the header
+#: with "#" and the columns bytes, N, type, op, res; the summary lines with a blank instead of "#"); the
+#: figures are made up (no published 1.x run with its table and summary was found)
+NCCL_V1 = """nThread 1 nGpus 2 minBytes 8 maxBytes 1048576 step: 2(factor) warmup iters: 5 iters: 20 validation: 1 
+# NCCL Tests compiled with NCCL 2.2
+# Using devices
+#   Rank  0 on   gpu01 device  0 [0x3b] Tesla V100-SXM2-16GB
+#   Rank  1 on   gpu01 device  1 [0x5e] Tesla V100-SXM2-16GB
+
+#                                                 out-of-place                    in-place
+#       bytes             N    type      op     time  algbw  busbw      res     time  algbw  busbw      res
+           8             2   float     sum    0.029   0.00   0.00    0e+00    0.028   0.00   0.00    0e+00
+     1048576        262144   float     sum    0.101  10.38  10.38    2e+00    0.099  10.59  10.59    0e+00
+ Out of bounds values : 1 FAILED
+ Avg bus bandwidth    : 5.2425 
+
+"""
+
+
+def test_nccl_1_x_layout_with_its_blank_summary_lines_and_res_column():
+    result, error = measure.parse_nccl_tests(NCCL_V1)
+    assert error is None and result["wrong_column"] == "res" and result["avg_busbw_gbs"] == 5.2425
+    assert result["out_of_bounds"] == 1 and result["out_of_bounds_ok"] is False
+    assert [(r["size_bytes"], r["redop"], r["out_of_place"]["wrong"]) for r in result["rows"]] == [
+        (8, "sum", 0.0), (1048576, "sum", 2.0)]
+    assert result["devices"][1] == {"rank": 1, "device": 1, "bus": "0x5e", "name": "Tesla V100-SXM2-16GB"}
+
+
 def test_nccl_cut_short_is_a_reason():
     result, error = measure.parse_nccl_tests(fixture("nccl-all-reduce-gb10-2rank-cut.txt"))
     assert result is None and "cut short: 4 rows" in error

@@ -18,7 +18,7 @@ KEYS = {
     "dcgm_diag": {"status", "reason", "command", "seconds", "level", "overall", "failed", "entities"},
     "dcgm_health": {"status", "reason", "command", "seconds", "overall", "entities"},
     "nccl": {"status", "reason", "command", "seconds", "gpus", "avg_busbw_gbs", "max_busbw_gbs", "out_of_bounds",
-             "out_of_bounds_ok", "wrong", "checked", "exit_status"},
+             "out_of_bounds_ok", "wrong", "checked", "exit_status", "wrong_column"},
 }
 FIGURES = {"gpu_bw": ("pairs",), "dcgm_diag": ("overall", "failed", "entities"),
            "dcgm_health": ("overall", "entities"),
@@ -210,7 +210,8 @@ def test_nccl():
                                      run=run_with(0, fixture("nccl-all-reduce-gb10-2rank.txt")))
     assert result == {"status": "ok", "reason": None, "command": "/opt/bin/all_reduce_perf -b 8M -e 1G -f 2 -g 2",
                       "seconds": result["seconds"], "gpus": 2, "avg_busbw_gbs": 0.65375, "max_busbw_gbs": 1.01,
-                      "out_of_bounds": 0, "out_of_bounds_ok": True, "wrong": [], "checked": True, "exit_status": 0}
+                      "out_of_bounds": 0, "out_of_bounds_ok": True, "wrong": [], "checked": True, "exit_status": 0,
+                      "wrong_column": "#wrong"}
     cut = measure_gpu.measure_one("nccl", planned("nccl"), run=run_with(0, fixture("nccl-all-reduce-gb10-2rank-cut.txt")))
     assert_no_figure("nccl", cut)
     assert "cut short" in cut["reason"] and cut["gpus"] == 2
