@@ -21,7 +21,7 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # munge, slurmctld, slurmd and slurm-client: tests/integration/test_slurm_action.py starts its own
 # munged, slurmctld and slurmd with its own config, ports, socket and key (it uses no service the
 # packages may enable on a systemd host, and changes none).
-DEB_TEST_PACKAGES := python3-venv shellcheck pciutils numactl linux-cpupower prometheus prometheus-node-exporter chromium qemu-system-x86 qemu-utils debootstrap acpica-tools jq munge slurmctld slurmd slurm-client mbw
+DEB_TEST_PACKAGES := python3-venv shellcheck pciutils numactl linux-cpupower prometheus prometheus-node-exporter chromium qemu-system-x86 qemu-utils debootstrap acpica-tools jq munge slurmctld slurmd slurm-client mbw sqlite3
 
 MATRIX := 2.16 2.17 2.18 2.20 2.21
 

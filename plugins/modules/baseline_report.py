@@ -86,8 +86,8 @@ options:
       - Views to write besides C(report.json), which is always written.
     type: list
     elements: str
-    choices: [json, md, html, junit, prom]
-    default: [json, md, html, junit, prom]
+    choices: [json, md, html, junit, prom, csv]
+    default: [json, md, html, junit, prom, csv]
   template_dir:
     description:
       - Directory of site templates, searched before the bundled C(templates/) of the collection;
@@ -352,7 +352,7 @@ from ansible.module_utils.basic import AnsibleModule
 # The action plugin's options (plugins/plugin_utils/report/report.py ARGUMENT_SPEC), repeated here
 # because a module cannot import controller code; tests/unit/plugins/action/test_baseline_report.py
 # keeps the two equal.
-FORMATS = ["json", "md", "html", "junit", "prom"]
+FORMATS = ["json", "md", "html", "junit", "prom", "csv"]
 ARGUMENT_SPEC = dict(
     report_dir=dict(type="path", required=True),
     hosts=dict(type="dict"),

@@ -7,7 +7,7 @@ main suite's.
 import re
 
 #: The report files of a run, each compared byte for byte with its golden copy.
-FILES = ("report.json", "report.md", "report.html", "junit.xml", "metrics.prom")
+FILES = ("report.json", "report.md", "report.html", "junit.xml", "metrics.prom", "findings.csv")
 STAMP = "2000-01-01T00:00:00+00:00"
 
 

@@ -34,6 +34,7 @@ FORMAT_FILES = (
     ("html", "report.html"),
     ("junit", "junit.xml"),
     ("prom", "metrics.prom"),
+    ("csv", "findings.csv"),
 )
 FORMATS = tuple(name for name, dummy in FORMAT_FILES)
 

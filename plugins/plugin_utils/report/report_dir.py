@@ -29,7 +29,8 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report imp
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.views import (
     HOST_PAGES_DIR, TEMPLATES, iter_host_pages, render_html, render_markdown, report_view,
 )
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.views_machine import iter_junit, iter_prometheus
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.views_machine import (
+    iter_csv, iter_junit, iter_prometheus)
 
 __metaclass__ = type
 
@@ -306,10 +307,11 @@ def _write_set(text, directory, formats, template_dir):
         # its hosts are read from the text, each decoded when it is read (report.loads_stored)
         compact = loads_stored(text)
         del text
-        if "junit" in formats:
-            # streamed host by host from the stored form (views_machine.iter_junit)
-            paths["junit"] = os.path.join(directory, files_named["junit"])
-            staged.add(files_named["junit"], iter_junit(compact))
+        for name, iterate in (("junit", iter_junit), ("csv", iter_csv)):
+            if name in formats:
+                # streamed host by host from the stored form (views_machine.iter_junit, iter_csv)
+                paths[name] = os.path.join(directory, files_named[name])
+                staged.add(files_named[name], iterate(compact))
         # each host expanded when a view reads it (report.HostsRead): the stored document is held
         # once, the rule text of one host's findings at a time
         stored = expand_document(compact, lazy=True)
@@ -317,7 +319,7 @@ def _write_set(text, directory, formats, template_dir):
         # one view model for report.html, report.md and the host pages
         view = report_view(stored) if any(name in formats for name in TEMPLATES) else None
         for name in FORMATS:
-            if name in ("json", "junit") or name not in formats:
+            if name in ("json", "junit", "csv") or name not in formats:
                 continue
             paths[name] = os.path.join(directory, files_named[name])
             if name == "prom":

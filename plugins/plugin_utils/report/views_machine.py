@@ -1,7 +1,7 @@
 # -*- coding: utf-8 -*-
 # Copyright: gpuhost.baseline contributors
 # GNU General Public License v3.0+ (see https://www.gnu.org/licenses/gpl-3.0.txt)
-"""The machine views of ``report.json``: JUnit XML and the Prometheus text exposition.
+"""The machine views of ``report.json``: JUnit XML, the Prometheus text exposition and findings.csv.
 
 Pure functions of the document, like the templates' views (``views.py``), but in Python: they are
 formats with exact escaping rules, not layouts a site restyles. XML goes through ``xml.etree``
@@ -10,8 +10,12 @@ formats with exact escaping rules, not layouts a site restyles. XML goes through
 
 from __future__ import absolute_import, division, print_function
 
+import csv
+import io
 import re
 import xml.etree.ElementTree as ET
+
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import finding_kind
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import metrics
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import STATUS_LABELS, STATUSES
@@ -226,3 +230,69 @@ def iter_prometheus(report, existing):
     """The fleet file of :func:`render_prometheus` a piece at a time (``metrics.iter_fleet_metrics``:
     the report writer writes each as it comes; the series per finding are made host by host)."""
     return metrics.iter_fleet_metrics(report, existing)
+
+
+# ---------------------------------------------------------------------------
+# findings.csv
+# ---------------------------------------------------------------------------
+
+#: the columns of findings.csv, in order (docs/report.md, "findings.csv")
+CSV_COLUMNS = ("host", "rule", "severity", "kind", "area", "status", "subject", "expected", "observed",
+               "message", "fix", "first_seen")
+#: the statuses findings.csv lists: the work items (a failing finding, or one that could not be judged)
+CSV_STATUSES = ("fail", "unknown")
+#: a cell starting with one of these is read as a formula by spreadsheet programs (OWASP, "CSV
+#: Injection"): it gets a leading apostrophe, which they show as text
+_FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
+
+
+def csv_cell(value):
+    """One cell's text: ``None`` empty, a string as it is, anything else as JSON-ish text
+    (views._text); a formula start neutralised with a leading apostrophe."""
+    text = "" if value is None else _text(value)
+    return "'" + text if text.startswith(_FORMULA_START) else text
+
+
+def _first_seen(report, host, f):
+    """When a failing finding was first seen, as far as the drift history says: this audit's time when
+    it is a new fail, ``before <time>`` when the previous audit saw it failing too, empty without
+    history (or for an unknown finding)."""
+    changes = host.get("changes") if isinstance(host.get("changes"), dict) else None
+    if changes is None or f["status"] != "fail":
+        return None
+    key = (f["id"], f.get("subject"))
+    if any((item.get("rule"), item.get("subject")) == key for item in changes.get("new_fails") or []):
+        return report["generated"]
+    previous = changes.get("previous") if isinstance(changes.get("previous"), dict) else None
+    return "before %s" % previous.get("time") if previous and previous.get("time") else None
+
+
+def iter_csv(report):
+    """findings.csv in pieces, host by host (RFC 4180: CRLF line ends, fields quoted where needed):
+    one row per failing or unknown finding, :data:`CSV_COLUMNS`; each host expanded on its own."""
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\r\n")
+
+    def take(row):
+        writer.writerow([csv_cell(value) for value in row])
+        text = buffer.getvalue()
+        buffer.seek(0)
+        buffer.truncate()
+        return text
+
+    yield take(CSV_COLUMNS)
+    for name, stored in report["hosts"].items():
+        host = _one_host(report, name, stored)
+        rows = []
+        for f in host["findings"]:
+            if f["status"] not in CSV_STATUSES:
+                continue
+            rows.append(take((name, f["id"], f.get("severity"), finding_kind(f.get("area")), f.get("area"),
+                              f["status"], f.get("subject"), f.get("expected"), f.get("observed"),
+                              f.get("message"), f.get("fix"), _first_seen(report, host, f))))
+        yield "".join(rows)
+
+
+def render_csv(report):
+    """findings.csv as one string (:func:`iter_csv` joined)."""
+    return "".join(iter_csv(report))

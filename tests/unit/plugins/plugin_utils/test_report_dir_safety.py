@@ -24,7 +24,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report imp
 
 GENERATED = "2025-06-01T12:00:00+00:00"
 MANIFEST = ".gpuhost-report.json"
-TOP = ("report.json", "report.md", "report.html", "junit.xml", "metrics.prom")
+TOP = ("report.json", "report.md", "report.html", "junit.xml", "metrics.prom", "findings.csv")
 
 
 def finding(rule="PCI-001", status="fail"):
@@ -304,12 +304,12 @@ def test_a_full_disk_mid_set_leaves_the_previous_set_entirely(tmp_path, monkeypa
 
 def test_a_full_disk_at_the_last_manifest_leaves_the_new_set_marked_incomplete(tmp_path, monkeypatch):
     report_dir.write_reports(fleet(25), str(tmp_path))
-    monkeypatch.setattr(files, "write_temporary", DiskFull(66))  # 65 files and the first manifest
+    monkeypatch.setattr(files, "write_temporary", DiskFull(67))  # 66 files and the first manifest
     with pytest.raises(ReportError) as info:
         report_dir.write_reports(fleet(30, mark="next"), str(tmp_path))
     assert "complete" in str(info.value)
     manifest = json.loads((tmp_path / MANIFEST).read_text())
-    assert manifest["complete"] is False and len(manifest["files"]) == 65
+    assert manifest["complete"] is False and len(manifest["files"]) == 66
     monkeypatch.undo()
     report_dir.write_reports(fleet(4), str(tmp_path))  # the next run finishes, and knows every page
     assert not (tmp_path / "hosts").exists()
