@@ -5,14 +5,17 @@
 
 from __future__ import absolute_import, division, print_function
 
+import sys
+
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.actionbase import ControllerAction
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.controller_libs import MissingLibraries, check as check_libraries
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.files import clip, controller_path
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.snapgen.demo import DemoError, write_demo
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.snapgen.demo import (
+    DemoError, write_demo, write_inventory)
 
 __metaclass__ = type
 
-ARGUMENT_SPEC = dict(dest=dict(type="path", default="gpuhost-demo/snapshots"))
+ARGUMENT_SPEC = dict(dest=dict(type="path", default="gpuhost-demo/snapshots"), inventory=dict(type="path"))
 
 
 class ActionModule(ControllerAction):
@@ -32,6 +35,12 @@ class ActionModule(ControllerAction):
             # relative: from the working directory of ansible-playbook, never the collection's directory
             dest = controller_path(dest)
             written = write_demo(dest, check_only=bool(self._task.check_mode))
+            if args["inventory"]:
+                inventory = controller_path(args["inventory"])
+                # the interpreter of this controller: the audit of a snapshot runs in its process anyway
+                if write_inventory(inventory, written["hosts"], sys.executable, check_only=bool(self._task.check_mode)):
+                    written["changed"] = True
+                written["inventory"] = inventory
         except DemoError as exc:
             result.update(failed=True, msg="demo_snapshots: %s" % clip(exc))
             return result

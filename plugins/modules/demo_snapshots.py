@@ -37,6 +37,14 @@ options:
         the playbook's or the collection's directory.
     type: path
     default: gpuhost-demo/snapshots
+  inventory:
+    description:
+      - A YAML inventory file on the controller to write for the demo hosts (group C(gpuhost_demo), each host on
+        the local connection with its snapshot as C(gpuhost_root)), so that they can be audited or a remediation
+        previewed again with C(-i) (the C(demo) playbook writes C(<demo_dir>/inventory.yml)). Not written when
+        it already holds exactly that; a link or a directory in its place fails the task.
+      - A relative path is taken from the working directory of the C(ansible-playbook) process.
+    type: path
 extends_documentation_fragment:
   - gpuhost.baseline.controller
 attributes:
@@ -64,6 +72,11 @@ dest:
   type: str
   returned: success
   sample: /home/ops/gpuhost-demo/snapshots
+inventory:
+  description: The absolute path of the inventory file written for the demo hosts (O(inventory)).
+  type: str
+  returned: when O(inventory) is given
+  sample: /home/ops/gpuhost-demo/inventory.yml
 hosts:
   description: One entry per demo host, in the order the demo inventory lists them.
   type: list

@@ -30,7 +30,7 @@ REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)
 BIN = os.path.dirname(sys.executable)
 EXAMPLE = os.path.join(REPO, "docs", "examples", "audit_totals.py")
 SNAPSHOT_HOSTS = {"gpu-healthy": "healthy", "gpu-incident": "incident"}
-REPORT_FILES = ("report.json", "report.md", "report.html", "junit.xml", "metrics.prom")
+REPORT_FILES = ("report.json", "report.md", "report.html", "junit.xml", "metrics.prom", "findings.csv")
 
 
 def galaxy_meta():
@@ -264,6 +264,7 @@ def test_demo_playbook_of_the_installed_copy_in_an_empty_directory(installed, tm
     assert result.returncode == 0, result.stdout[-6000:]
     assert sorted(os.listdir(str(work))) == ["gpuhost-demo"]
     demo = work / "gpuhost-demo"
+    assert sorted(os.listdir(str(demo))) == ["inventory.yml", "reports", "snapshots"]
     assert sorted(os.listdir(str(demo / "snapshots"))) == ["healthy", "hostile", "incident", "intel"]
     assert sorted(os.listdir(str(demo / "reports"))) == sorted(REPORT_FILES + (".gpuhost-report.json",))
     report = load_report(demo / "reports" / "report.json")
@@ -274,6 +275,13 @@ def test_demo_playbook_of_the_installed_copy_in_an_empty_directory(installed, tm
     again = run(command, work, installed.env())
     assert again.returncode == 0, again.stdout[-6000:]
     assert re.search(r"^localhost\s+: ok=2\s+changed=0 ", again.stdout, re.M), again.stdout[-3000:]
+    # the inventory the demo wrote audits its hosts again (issue 37 item 7)
+    audit = run([os.path.join(BIN, "ansible-playbook"), "gpuhost.baseline.audit", "-i", "gpuhost-demo/inventory.yml",
+                 "--check", "--limit", "gpu-healthy", "-e", "gpuhost_report_dir=gpuhost-demo/healthy-again"],
+                work, installed.env())
+    assert audit.returncode == 0, audit.stdout[-6000:]
+    again_report = load_report(demo / "healthy-again" / "report.json")
+    assert list(again_report["hosts"]) == ["gpu-healthy"] and again_report["hosts"]["gpu-healthy"]["state"] == "audited"
     assert_installed_tree_untouched(installed)
 
 

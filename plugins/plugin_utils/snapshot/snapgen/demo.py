@@ -29,6 +29,51 @@ class DemoError(Exception):
     pass
 
 
+#: the first lines of the demo's inventory file (:func:`inventory_text`)
+INVENTORY_HEAD = (
+    "# The demo hosts, each read from its snapshot (gpuhost_root): written by gpuhost.baseline's demo playbook.\n"
+    "# Audit or preview a remediation of them again with, for example:\n"
+    "#   ansible-playbook gpuhost.baseline.audit -i %(path)s --check\n"
+    "#   ansible-playbook gpuhost.baseline.remediate -i %(path)s --check\n")
+
+
+def inventory_text(hosts, path, python):
+    """The YAML inventory of the demo ``hosts`` (:func:`write_demo`'s entries): group ``gpuhost_demo``,
+    each host on the local connection with its snapshot as ``gpuhost_root`` and ``python`` (the
+    controller's) as its interpreter; ``path`` is named in the comment."""
+    import yaml  # pylint: disable=import-outside-toplevel  # the controller's (ansible-core's dependency)
+
+    entries = {}
+    for host in hosts:
+        entry = {"ansible_connection": "local", "ansible_python_interpreter": python, "gpuhost_root": host["root"]}
+        if host.get("note"):
+            entry["gpuhost_note"] = host["note"]
+        entries[host["name"]] = entry
+    document = {"all": {"children": {"gpuhost_demo": {"hosts": entries}}}}
+    return INVENTORY_HEAD % {"path": path} + yaml.safe_dump(document, default_flow_style=False, sort_keys=False)
+
+
+def write_inventory(path, hosts, python, check_only=False):
+    """Write :func:`inventory_text` to ``path`` (absolute) unless it holds exactly that; ``True`` when
+    written (or, with ``check_only``, when it would be). A link or a non-file in its place is refused."""
+    text = inventory_text(hosts, path, python)
+    if os.path.islink(path) or (os.path.lexists(path) and not os.path.isfile(path)):
+        raise DemoError("%s is a link or not a regular file: the demo inventory is not written there" % path)
+    try:
+        with open(path, encoding="utf-8") as handle:
+            if handle.read() == text:
+                return False
+    except (IOError, OSError, UnicodeDecodeError):
+        pass
+    if not check_only:
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        temporary = path + ".tmp"
+        with open(temporary, "w", encoding="utf-8") as handle:
+            handle.write(text)
+        os.replace(temporary, path)
+    return True
+
+
 def write_demo(dest, check_only=False):
     """Write each demo snapshot to ``dest/<scenario>`` (absolute), leaving one that is already exactly
     what the generator makes; with ``check_only``, write nothing. Returns ``{"changed", "hosts": [{"name",

@@ -49,6 +49,40 @@ def test_write_demo_leaves_a_foreign_directory_alone(tmp_path, hostile_only):
     assert (foreign / "notes.txt").read_text() == "mine"
 
 
+def test_the_demo_inventory_lists_each_host_with_its_snapshot_and_is_written_once(tmp_path):
+    import subprocess  # pylint: disable=import-outside-toplevel
+    import sys  # pylint: disable=import-outside-toplevel
+    import json  # pylint: disable=import-outside-toplevel
+    hosts = [{"name": name, "root": str(tmp_path / "snapshots" / scenario), "note": note, "changed": True}
+             for name, scenario, note in demo.DEMO_HOSTS]
+    path = str(tmp_path / "inventory.yml")
+    assert demo.write_inventory(path, hosts, sys.executable, check_only=True) is True and not os.path.exists(path)
+    assert demo.write_inventory(path, hosts, sys.executable) is True
+    assert demo.write_inventory(path, hosts, sys.executable) is False  # the same text: left as it is
+    # ansible's own reader of inventories sees the group, the hosts and their variables
+    binary = os.path.join(os.path.dirname(sys.executable), "ansible-inventory")
+    done = subprocess.run([binary, "-i", path, "--list"], capture_output=True, text=True, timeout=120, check=False)
+    assert done.returncode == 0, done.stderr
+    listed = json.loads(done.stdout)
+    assert sorted(listed["gpuhost_demo"]["hosts"]) == sorted(h[0] for h in demo.DEMO_HOSTS)
+    variables = listed["_meta"]["hostvars"]["hostile"]
+    assert variables["gpuhost_root"] == str(tmp_path / "snapshots" / "hostile")
+    assert variables["ansible_connection"] == "local" and variables["gpuhost_note"] == demo.DEMO_HOSTS[3][2]
+    assert "gpuhost_note" not in listed["_meta"]["hostvars"]["gpu-incident"]
+    with open(path, encoding="utf-8") as handle:
+        assert "ansible-playbook gpuhost.baseline.audit -i %s --check" % path in handle.read()
+
+
+def test_the_demo_inventory_is_not_written_through_a_link(tmp_path):
+    target = tmp_path / "elsewhere.yml"
+    target.write_text("mine")
+    link = tmp_path / "inventory.yml"
+    link.symlink_to(target)
+    with pytest.raises(demo.DemoError, match="link or not a regular file"):
+        demo.write_inventory(str(link), [], "/usr/bin/python3")
+    assert target.read_text() == "mine"
+
+
 def test_missing_root_hint_only_inside_the_collection(tmp_path):
     inside = os.path.join(REPO, "build", "no-such-demo-snapshots", "incident")
     hint = gathering.missing_root_hint(inside)
