@@ -9,6 +9,7 @@ import datetime
 from collections.abc import Mapping
 
 from ansible.errors import AnsibleError
+from ansible.utils.display import Display
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.actionbase import ControllerAction
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import (
@@ -200,6 +201,10 @@ class ActionModule(ControllerAction):
         # the console summary the roles print (plugins/plugin_utils/report/console.py; docs/report.md, "Console output")
         result["console"] = console_lines(report, notes=notes, fail_on=args["fail_on"],
                                           report_dir=report_dir, nouns=subject_nouns(catalogue))
+        if args["print_console"]:
+            # plain lines whatever the stdout callback (a debug task's msg is a JSON list of escaped strings with
+            # the stock default callback); the lines are escaped for a terminal already (console.escape)
+            Display().display("\n".join(result["console"]))
         if args["fail_on"] != "none":
             failing = failing_at_or_above(report, args["fail_on"])
             result["failing"] = ["%s: %s" % (host, finding_label(f)) for host, f in failing]

@@ -111,6 +111,14 @@ options:
         (C(generated) minus C(started)) becomes C(gpuhost_baseline_run_duration_seconds) in C(metrics.prom).
         The roles pass the time of their first task. Not a time stamp, or not given - no duration.
     type: str
+  print_console:
+    description:
+      - Print the console summary (RV(console)) on the controller as plain lines, through Ansible's display, so
+        that it reads the same with the stock C(default) callback and any result format (no JSON list of
+        escaped strings). The audit, remediate and validate roles set it; the lines are returned in RV(console)
+        either way.
+    type: bool
+    default: false
   preview:
     description:
       - The run is C(--check) (the roles pass C(ansible_check_mode)). For a remediation (hosts with a C(before)
@@ -368,6 +376,7 @@ ARGUMENT_SPEC = dict(
     host_notes=dict(type="dict", default={}),
     history_dir=dict(type="path"),
     history_keep=dict(type="int", default=50),
+    print_console=dict(type="bool", default=False),
 )
 
 

@@ -272,6 +272,15 @@ def test_demo_playbook_of_the_installed_copy_in_an_empty_directory(installed, tm
     assert all(host["state"] == "audited" for host in report["hosts"].values())
     assert report["hosts"]["gpu-incident"]["summary"]["fail"] > 0
     assert str(demo / "reports" / "report.json") in result.stdout
+    # the summary reads as plain lines with the stock default callback and no project ansible.cfg (issue 37
+    # item 3): its first line, one line per host, the exit line; no JSON list of escaped strings
+    lines = result.stdout.splitlines()
+    assert any(line.startswith("gpuhost baseline audit, profile mixed: 4 host(s), 4 audited") for line in lines), \
+        result.stdout[-6000:]
+    assert [line.split()[0] for line in lines if re.match(r"^  \S+ +audited +fail \d+", line)] == [
+        "cpu-intel", "gpu-healthy", "gpu-incident", "hostile"]
+    assert "gpuhost baseline audit" not in "".join(line for line in lines if '"msg"' in line), result.stdout[-6000:]
+    assert "\\\\u" not in result.stdout  # console.py's escapes (\ufffd) as they are, not escaped again
     again = run(command, work, installed.env())
     assert again.returncode == 0, again.stdout[-6000:]
     assert re.search(r"^localhost\s+: ok=2\s+changed=0 ", again.stdout, re.M), again.stdout[-3000:]

@@ -376,6 +376,8 @@ ARGUMENT_SPEC = dict(
     # drift history (plugins/plugin_utils/report/history.py): off without a directory
     history_dir=dict(type="path"),
     history_keep=dict(type="int", default=50),
+    # the console summary printed as plain lines on the controller's display, whatever the stdout callback
+    print_console=dict(type="bool", default=False),
 )
 
 
