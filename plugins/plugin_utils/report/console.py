@@ -42,6 +42,11 @@ MAX_NAME = 60
 MAX_SUBJECTS = 8
 #: Failing-finding lines shown per host; the rest are counted and left to the report files.
 MAX_FINDING_LINES = 40
+#: above this many hosts the summary folds: hosts in one line per state and message, clean hosts in one
+#: line, a failing group's hosts on its header only, and the groups' finding lines share
+#: :data:`FOLD_FINDING_LINES` (each group keeps its first line and a pointer to the reports)
+FOLD_HOSTS = 20
+FOLD_FINDING_LINES = 40
 
 _ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _PCI_ADDRESS = re.compile(r"^0000:([0-9a-f]{2}:[0-9a-f]{2}\.[0-7])$")
@@ -291,7 +296,10 @@ def console_lines(report, notes=None, fail_on="none", report_dir=None, nouns=Non
     ``notes`` maps host names to a word shown with the host (``gpuhost_note``, for example
     that a host is a hostile test capture); ``fail_on`` is ``gpuhost_fail_on``; ``nouns``
     comes from :func:`subject_nouns`. Never raises on odd input: what is not a mapping or a
-    list counts as empty."""
+    list counts as empty. Above :data:`FOLD_HOSTS` hosts the summary stays short whatever the fleet:
+    the hosts without failing findings, and the unreachable or failed ones, are one line per state and
+    message; a failing group names its hosts on its header only, and the groups share
+    :data:`FOLD_FINDING_LINES` finding lines (each keeps its worst line and a pointer to the reports)."""
     report = report if isinstance(report, dict) else {}
     report = expand_document(report)  # a stored report.json: rule fields back in the findings
     hosts = report.get("hosts") if isinstance(report.get("hosts"), Mapping) else {}
@@ -318,8 +326,10 @@ def console_lines(report, notes=None, fail_on="none", report_dir=None, nouns=Non
                  states.get("unreachable", 0), states.get("failed", 0), failing_hosts)]
     names = dict((name, escape(name, MAX_NAME)) for name in hosts)
     width = max([len(n) for n in names.values()] + [0])
+    fold = len(hosts) > FOLD_HOSTS
     groups = {}
     order = []
+    folded = {}  # fold: (state, message, note) -> host names, for the hosts not in a failing group
     for name in sorted(hosts, key=str):
         host = hosts[name] if isinstance(hosts[name], dict) else {}
         state = host.get("state") if host.get("state") in HOST_STATES else "failed"
@@ -328,10 +338,16 @@ def console_lines(report, notes=None, fail_on="none", report_dir=None, nouns=Non
         message = host.get("message")
         message = " - %s" % escape(message, 160) if message not in (None, "") else ""
         if state == "unreachable" or (state == "failed" and not _findings(host)):
+            if fold:
+                folded.setdefault((state, message or " - no message", note), []).append(names[name])
+                continue
             lines.append("  %-*s  %-11s%s%s" % (width, names[name], state, message or " - no message", note))
             continue
-        lines.append("  %-*s  %-11s %s%s%s" % (width, names[name], state, _counts(host), message, note))
         failing = finding_lines(_findings(host), nouns)
+        if fold and not failing:
+            folded.setdefault((state + " without failing findings", message, note), []).append(names[name])
+        elif not fold:
+            lines.append("  %-*s  %-11s %s%s%s" % (width, names[name], state, _counts(host), message, note))
         if failing:
             # hosts with the same lines (and note) are one group: their lines are shown once
             key = (tuple(failing), _summary(host)["fail"], note)
@@ -339,6 +355,9 @@ def console_lines(report, notes=None, fail_on="none", report_dir=None, nouns=Non
                 groups[key] = []
                 order.append(key)
             groups[key].append(names[name])
+    for (state, message, note), members in sorted(folded.items()):
+        lines.append("  %d host(s) %s%s%s: %s" % (len(members), state, message, note, _host_list(members)))
+    budget = FOLD_FINDING_LINES
     for key in order:
         failing, count, note = key
         members = groups[key]
@@ -347,9 +366,14 @@ def console_lines(report, notes=None, fail_on="none", report_dir=None, nouns=Non
         else:
             lines.append("%d hosts (%s): same %d failing finding(s), worst first%s"
                          % (len(members), _host_list(members), count, note))
-        lines.extend(failing[:max_finding_lines])
-        if len(failing) > max_finding_lines:
-            lines.append("  ... %d more line(s) in report.md / report.html" % (len(failing) - max_finding_lines))
+        shown = max_finding_lines
+        if fold:
+            # the groups share the budget; each keeps at least its worst line
+            shown = min(shown, max(1, budget))
+            budget -= min(len(failing), shown)
+        lines.extend(failing[:shown])
+        if len(failing) > shown:
+            lines.append("  ... %d more line(s) in report.md / report.html" % (len(failing) - shown))
     lines.append(_verdict(hosts, fail_on))
     if report_dir:
         lines.append("reports: %s" % escape(report_dir, MAX_VALUE))

@@ -192,7 +192,9 @@ def test_hosts_with_the_same_failing_findings_are_one_group():
     hosts["odd-one"] = {"findings": same[:8]}
     hosts["clean"] = {"findings": [finding("CPU-001", status="pass")]}
     lines = console.console_lines(report_of(hosts), nouns=NOUNS)
-    assert len([line for line in lines if line.startswith("  ") and " audited " in line]) == 35  # a line per host
+    # 35 hosts, above FOLD_HOSTS: no line per host; the clean one in the line of the hosts without failing findings
+    assert len([line for line in lines if line.startswith("  ") and " audited " in line]) == 1
+    assert "  1 host(s) audited without failing findings: clean" in lines
     header = ("33 hosts (gpu-001, gpu-002, gpu-003, gpu-004, gpu-005, ..., gpu-032, gpu-033): "
               "same 9 failing finding(s), worst first")
     assert lines.count(header) == 1
@@ -248,3 +250,39 @@ def test_validate_prints_the_escaped_line_of_the_action():
         (task,) = [t for t in yaml.safe_load(handle) if t["name"] == "Say what was measured"]
     assert task["ansible.builtin.debug"]["msg"].startswith("{{ gpuhost_eval.measure_line")
     assert "reason" not in task["ansible.builtin.debug"]["msg"]
+
+
+def test_a_150_host_fleet_keeps_a_short_console():
+    """Issue 37 item 2: whatever the host count, at most 60 lines plus 3 per distinct failing group."""
+    hosts = {}
+    groups = {
+        "a": [mrrs(a) for a in GPUS] + [finding("NUMA-001", severity="medium", message="kernel.numa_balancing is 1")],
+        "b": [finding("CPU-003", message="governor powersave"), finding("CPU-006", message="C2 enabled")],
+        "c": [finding("KERNEL-%03d" % n, severity="low", message="knob %d" % n) for n in range(50)],
+        "d": [finding("HEALTH-001", severity="critical", subject=GPUS[0], message="Xid 79 on %s" % GPUS[0])],
+    }
+    sizes = {"a": 60, "b": 30, "c": 5, "d": 1}
+    for key, size in sizes.items():
+        for i in range(size):
+            hosts["%s-%03d" % (key, i)] = {"findings": groups[key]}
+    for i in range(52):
+        hosts["clean-%03d" % i] = {"findings": [finding("CPU-001", status="pass")]}
+    for i in range(2):
+        hosts["gone-%d" % i] = {"state": "unreachable", "message": "no route to host", "findings": []}
+    assert len(hosts) == 150
+    lines = console.console_lines(report_of(hosts), nouns=NOUNS, fail_on="high", report_dir="/srv/reports")
+    assert len(lines) <= 60 + 3 * len(groups), "\n".join(lines)
+    assert "  52 host(s) audited without failing findings: clean-000, clean-001, clean-002, clean-003, clean-004, " \
+           "..., clean-050, clean-051" in lines
+    assert "  2 host(s) unreachable - no route to host: gone-0, gone-1" in lines
+    # every group is named with its worst line; the one past the shared budget points to the reports
+    assert lines.count("1 hosts (d-000): same 1 failing finding(s), worst first") == 0
+    assert "d-000: 1 failing finding(s), worst first" in lines
+    assert "5 hosts (c-000, c-001, c-002, c-003, c-004): same 50 failing finding(s), worst first" in lines
+    assert any(line.startswith("  ... ") and "more line(s) in report.md / report.html" in line for line in lines)
+    assert lines[-2].startswith("exit code 4: unreachable: gone-0, gone-1") and lines[-1] == "reports: /srv/reports"
+    # the same fleet at 300 hosts: the same number of lines
+    for i in range(150):
+        hosts["clean-x%03d" % i] = {"findings": [finding("CPU-001", status="pass")]}
+    assert len(console.console_lines(report_of(hosts), nouns=NOUNS, fail_on="high", report_dir="/srv/reports")) == \
+        len(lines)
