@@ -299,7 +299,7 @@ def test_module_drains_and_undrains_only_its_own_drain(clean_node, tmp_path):
     assert "did not answer within 1 s (killed)" in r["hang"]["msg"]
 
 
-def audit(tmp_path, cluster, snapshot, name, check=False, hosts=None, verbose=False):
+def audit(tmp_path, cluster, snapshot, name, check=False, hosts=None, verbose=False, extra_vars=None):
     """audit.yml with slurm_drain on gpu07, the snapshot at ``snapshot`` mapped to the test's node; ``hosts``
     (an inventory's hosts) in its place."""
     inventory = {"all": {"hosts": hosts or {"gpu07": {
@@ -308,6 +308,7 @@ def audit(tmp_path, cluster, snapshot, name, check=False, hosts=None, verbose=Fa
     (tmp_path / "inventory.yml").write_text(json.dumps(inventory))
     extra = {"gpuhost_on_fail": ["slurm_drain"], "gpuhost_fail_on": "high",
              "gpuhost_report_dir": str(tmp_path / ("reports-" + name))}
+    extra.update(extra_vars or {})
     return playbook(tmp_path, name, [{"import_playbook": os.path.join(REPO, "playbooks", "audit.yml")}],
                     dict(os.environ), check=check,
                     extra=["-i", str(tmp_path / "inventory.yml"), "-e", json.dumps(extra)] + (["-v"] if verbose else []))
@@ -457,3 +458,40 @@ def test_the_controller_guard_keeps_on_fail_off_the_node_of_a_typo(clean_node, s
     assert "refusing to audit %s" % node in proc.stdout and "did you mean gpuhost_root?" in proc.stdout
     assert node_row(cluster) == "%s drain gpuhost: CPU-001" % node, proc.stdout[-5000:]
     assert "Drain the Slurm node" not in proc.stdout  # the host left the play at the guard
+
+
+def _fleet(cluster, snapshot, count):
+    """``count`` failing hosts, the first mapped to the test's node, the others to nodes Slurm does not have
+    (a drain of one of them would fail the run: only a budget that leaves them out passes)."""
+    hosts = {}
+    for i in range(count):
+        hosts["gpu%02d" % (i + 1)] = {"ansible_connection": "local", "gpuhost_root": snapshot,
+                                      "gpuhost_slurm_node": cluster.node if i == 0 else "nonode%02d" % i,
+                                      "gpuhost_slurm_conf": cluster.conf, "gpuhost_slurm_become": False}
+    return hosts
+
+
+def test_a_fleet_wide_failure_drains_no_more_than_the_budget(clean_node, snapshot_trees, tmp_path):
+    """Issue 38 item 4: ten hosts failing at once (a bad push looks like this) with the default budget, 10 %:
+    the first host by name is drained, the nine others are not, and the run fails naming the budget and them."""
+    cluster = clean_node
+    proc = audit(tmp_path, cluster, snapshot_trees["incident"], "fleet",
+                 hosts=_fleet(cluster, snapshot_trees["incident"], 10))
+    assert proc.returncode == 2, proc.stdout[-5000:]
+    assert cluster.sinfo().startswith("%s drain gpuhost: " % cluster.node), cluster.sinfo()
+    assert ("drain budget reached: gpuhost_drain_max 10% allows 1 of the 10 host(s) of this run to be drained, and "
+            "9 more failing host(s) were left undrained: gpu02, gpu03, gpu04, gpu05, gpu06, gpu07, gpu08, gpu09, gpu10"
+            in " ".join(proc.stdout.split())), proc.stdout[-5000:]
+    # the nine hosts past the budget were not drained: none of their (missing) nodes was asked for
+    assert "nonode" not in proc.stdout.split("drain budget reached")[0], proc.stdout[-5000:]
+
+
+def test_a_budget_of_zero_drains_nothing_and_a_bad_budget_is_refused(clean_node, snapshot_trees, tmp_path):
+    cluster = clean_node
+    proc = audit(tmp_path, cluster, snapshot_trees["incident"], "zero", extra_vars={"gpuhost_drain_max": "0"})
+    assert proc.returncode == 2, proc.stdout[-5000:]
+    assert cluster.sinfo() == "%s idle none" % cluster.node, proc.stdout[-3000:]
+    assert "allows 0 of the 1 host(s) of this run to be drained" in " ".join(proc.stdout.split()), proc.stdout[-3000:]
+    proc = audit(tmp_path, cluster, snapshot_trees["incident"], "bad", extra_vars={"gpuhost_drain_max": "ten"})
+    assert proc.returncode == 2 and "is neither a number of hosts (3) nor a percent" in " ".join(proc.stdout.split())
+    assert cluster.sinfo() == "%s idle none" % cluster.node
