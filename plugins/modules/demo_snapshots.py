@@ -103,7 +103,7 @@ hosts:
 
 from ansible.module_utils.basic import AnsibleModule
 
-ARGUMENT_SPEC = dict(dest=dict(type="path", default="gpuhost-demo/snapshots"))
+ARGUMENT_SPEC = dict(dest=dict(type="path", default="gpuhost-demo/snapshots"), inventory=dict(type="path"))
 
 
 def main():

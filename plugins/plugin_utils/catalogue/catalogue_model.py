@@ -54,6 +54,7 @@ def finding_kind(area):
     """``fault`` or ``drift`` (:data:`FINDING_KINDS`) of a finding of ``area``."""
     return "fault" if area in FAULT_AREAS else "drift"
 
+
 AREA_NAMES = tuple(name for name, unused_label in AREAS)
 
 #: facts subsystem each area reads first (used to explain a missing section)

@@ -342,20 +342,21 @@ def test_nccl_error_column_of_2_x_without_its_hash_marks():
 #: the 1.x layout as nccl-tests v1.0.0 prints it (src/common.cu and src/all_reduce.cu at dcf8189: the header
 #: with "#" and the columns bytes, N, type, op, res; the summary lines with a blank instead of "#"); the
 #: figures are made up (no published 1.x run with its table and summary was found)
-NCCL_V1 = """nThread 1 nGpus 2 minBytes 8 maxBytes 1048576 step: 2(factor) warmup iters: 5 iters: 20 validation: 1 
-# NCCL Tests compiled with NCCL 2.2
-# Using devices
-#   Rank  0 on   gpu01 device  0 [0x3b] Tesla V100-SXM2-16GB
-#   Rank  1 on   gpu01 device  1 [0x5e] Tesla V100-SXM2-16GB
-
-#                                                 out-of-place                    in-place
-#       bytes             N    type      op     time  algbw  busbw      res     time  algbw  busbw      res
-           8             2   float     sum    0.029   0.00   0.00    0e+00    0.028   0.00   0.00    0e+00
-     1048576        262144   float     sum    0.101  10.38  10.38    2e+00    0.099  10.59  10.59    0e+00
- Out of bounds values : 1 FAILED
- Avg bus bandwidth    : 5.2425 
-
-"""
+NCCL_V1 = "\n".join([
+    # nThread line and the average line end with a blank, as their format strings do
+    "nThread 1 nGpus 2 minBytes 8 maxBytes 1048576 step: 2(factor) warmup iters: 5 iters: 20 validation: 1 ",
+    "# NCCL Tests compiled with NCCL 2.2",
+    "# Using devices",
+    "#   Rank  0 on   gpu01 device  0 [0x3b] Tesla V100-SXM2-16GB",
+    "#   Rank  1 on   gpu01 device  1 [0x5e] Tesla V100-SXM2-16GB",
+    "",
+    "#                                                 out-of-place                    in-place",
+    "#       bytes             N    type      op     time  algbw  busbw      res     time  algbw  busbw      res",
+    "           8             2   float     sum    0.029   0.00   0.00    0e+00    0.028   0.00   0.00    0e+00",
+    "     1048576        262144   float     sum    0.101  10.38  10.38    2e+00    0.099  10.59  10.59    0e+00",
+    " Out of bounds values : 1 FAILED",
+    " Avg bus bandwidth    : 5.2425 ",
+    "", ""])
 
 
 def test_nccl_1_x_layout_with_its_blank_summary_lines_and_res_column():
