@@ -197,16 +197,17 @@ def mib(size):
 
 
 def summary_lines(output):
-    """Lines of the "Summary of the run" task's message (the console summary)."""
+    """Lines of the console summary baseline_report prints (print_console): from its ``gpuhost baseline``
+    first line to its ``reports:`` line."""
     lines = output.splitlines()
-    starts = [i for i, line in enumerate(lines) if "Summary of the run" in line]
+    starts = [i for i, line in enumerate(lines) if line.startswith("gpuhost baseline ")]
     if not starts:
         return 0
     count = 0
-    for line in lines[starts[-1] + 1:]:
-        if line.startswith(("PLAY RECAP", "TASK [")):
-            break
+    for line in lines[starts[-1]:]:
         count += 1
+        if line.startswith("reports: "):
+            break
     return count
 
 
