@@ -18,12 +18,16 @@ if COLLECTIONS not in sys.path:
 os.environ.setdefault("ANSIBLE_COLLECTIONS_PATH", COLLECTIONS)
 os.environ.setdefault("ANSIBLE_CONFIG", os.path.join(REPO, "ansible.cfg"))
 # The catalogue's disk cache (and any other XDG cache) of every test and of every ansible-playbook
-# the tests start goes to a directory of this run, removed at its end (pytest_unconfigure): the
+# the tests start goes to a directory of this run, removed at its end (pytest_unconfigure, or at exit): the
 # tests' many catalogue copies never reach the user's ~/.cache.
+import atexit  # noqa: E402
+import shutil  # noqa: E402
 import tempfile  # noqa: E402
 
 CACHE_HOME = tempfile.mkdtemp(prefix="gpuhost-test-cache-")
 os.environ["XDG_CACHE_HOME"] = CACHE_HOME
+# also when pytest stops before pytest_unconfigure (a conftest that fails to import: a missing package)
+atexit.register(shutil.rmtree, CACHE_HOME, True)
 # ansible-playbook, ansible-runner and molecule are the venv's, whatever started pytest
 VENV_BIN = os.path.join(REPO, ".venv", "bin")
 if os.path.isdir(VENV_BIN) and VENV_BIN not in os.environ.get("PATH", "").split(os.pathsep):
@@ -31,7 +35,6 @@ if os.path.isdir(VENV_BIN) and VENV_BIN not in os.environ.get("PATH", "").split(
 
 
 # -- generated snapshot trees (tools/make_fixtures.py) ---------------------------------
-import shutil  # noqa: E402
 import subprocess  # noqa: E402
 
 import pytest  # noqa: E402
