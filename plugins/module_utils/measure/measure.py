@@ -198,6 +198,8 @@ _NVB_FAILURES = (
     ("cuda_error", re.compile(r"^\[(?:CUDA_ERROR_[A-Z_]+|cuda[A-Z][A-Za-z]+)\]")),
     ("sanity_check", re.compile(r"^CUDA runtime sanity check failed")),
 )
+#: the kinds of :data:`_NVB_FAILURES`, worst first (derive_validation.NVB_FAILURES words each)
+NVB_FAILURE_KINDS = tuple(kind for kind, dummy in _NVB_FAILURES)
 _NVB_VERSION_RE = re.compile(r"^nvbandwidth Version:\s*(\S+)")
 _NVB_DRIVER_RE = re.compile(r"^Driver Version:\s*(\S+)")
 _NVB_RUNTIME_RE = re.compile(r"^CUDA Runtime Version:\s*(\S+)")
@@ -428,7 +430,6 @@ def nvbandwidth_failure(data):
     if error:
         return None
     found, lines = None, []
-    order = [kind for kind, dummy in _NVB_FAILURES]
     for number, raw in enumerate(_lines(text)):
         if number >= FAILURE_LINES_MAX:
             break
@@ -437,7 +438,7 @@ def nvbandwidth_failure(data):
             if regex.search(line):
                 if len(lines) < 3:
                     lines.append(line[:300])
-                if found is None or order.index(kind) < order.index(found[0]):
+                if found is None or NVB_FAILURE_KINDS.index(kind) < NVB_FAILURE_KINDS.index(found[0]):
                     found = (kind, line[:300])
                 break
     if found is None:

@@ -156,13 +156,16 @@ def read_gpu_bw(result, out):
     # nvbandwidth -j: a line on stderr may come first; [ \t]*, not \s*, which runs over the newlines of every
     # line after each line start (quadratic on a run of blank lines)
     start = _JSON_START_RE.search(out or "")
-    # a data check that failed or an abort, also where nothing else could be read (the sanity check before any
-    # testcase); the parser names the testcase it happened in
-    result["failure"] = measure.nvbandwidth_failure(out)
     parsed, error = measure.parse_nvbandwidth(out[start.start():] if start else out)
+    # a data check that failed or an abort: the parser's, which names the testcase it happened in; read from the
+    # whole output where nothing else could be read (the sanity check before any testcase), and from the lines
+    # before -j's JSON, which the parser did not see; each line looked at once
     if error:
+        result["failure"] = measure.nvbandwidth_failure(out)
         return error
-    result["failure"] = parsed.get("failure") or result["failure"]
+    result["failure"] = parsed.get("failure")
+    if result["failure"] is None and start is not None and start.start() > 0:
+        result["failure"] = measure.nvbandwidth_failure(out[:start.start()])
     result["version"] = parsed.get("version")
     cases = parsed.get("testcases") or {}
     result["testcases"] = dict((name, {"status": case.get("status"), "error": case.get("error")})

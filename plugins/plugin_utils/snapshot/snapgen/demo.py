@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 
 import os
 
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.files import FileRefused, atomic_write, read_text
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.snapgen import scenarios
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.snapgen.tree import replace_tree, same_tree
 
@@ -55,22 +56,23 @@ def inventory_text(hosts, path, python):
 
 def write_inventory(path, hosts, python, check_only=False):
     """Write :func:`inventory_text` to ``path`` (absolute) unless it holds exactly that; ``True`` when
-    written (or, with ``check_only``, when it would be). A link or a non-file in its place is refused."""
+    written (or, with ``check_only``, when it would be). Read and written through the controller's file
+    helpers (base/files.py: bounded, no link followed, atomic); a link, a directory or another non-file in
+    its place is refused."""
     text = inventory_text(hosts, path, python)
-    if os.path.islink(path) or (os.path.lexists(path) and not os.path.isfile(path)):
-        raise DemoError("%s is a link or not a regular file: the demo inventory is not written there" % path)
     try:
-        with open(path, encoding="utf-8") as handle:
-            if handle.read() == text:
-                return False
-    except (IOError, OSError, UnicodeDecodeError):
+        if read_text(path) == text:
+            return False
+    except FileNotFoundError:
         pass
+    except FileRefused as exc:
+        raise DemoError("%s is a link or not a regular file (it %s): the demo inventory is not written there"
+                        % (path, exc.why))
+    except OSError:
+        pass  # not readable: written over, as a file that differs
     if not check_only:
         os.makedirs(os.path.dirname(path), exist_ok=True)
-        temporary = path + ".tmp"
-        with open(temporary, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(temporary, path)
+        atomic_write(path, text)
     return True
 
 

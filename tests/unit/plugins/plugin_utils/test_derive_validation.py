@@ -267,12 +267,9 @@ def test_odd_gpu_indices_never_raise():
 
 def _nccl_run(fixture_name, rc=0):
     """measure.nccl as host_measure writes it for all_reduce_perf printing ``fixture_name`` and exiting ``rc``."""
-    import os  # pylint: disable=import-outside-toplevel
     from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure_gpu  # pylint: disable=import-outside-toplevel
 
-    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "fixtures", "measure", fixture_name)
-    with open(path) as handle:
-        out = handle.read()
+    out = _fixture_text(fixture_name)
     entry = {"status": "ok", "argv": ["/opt/bin/all_reduce_perf", "-g", "2"], "command": "all_reduce_perf -g 2",
              "timeout_s": 7, "gpus": 2}
     return measure_gpu.measure_one("nccl", entry, run=lambda argv, timeout_s, env=None: (rc, out, None))
@@ -446,3 +443,10 @@ def test_an_older_nccl_tests_error_column_fails_val010_as_the_largest_error():
     assert finding["status"] == "fail"
     assert "largest error 1 at 4294967296 bytes (out-of-place)" in finding["message"]
     assert "Out of bounds values : 2 FAILED" in finding["message"]
+
+
+def test_each_kind_of_nvbandwidth_failure_has_its_words_and_severity():
+    # the kinds the parser reports (measure.NVB_FAILURE_KINDS) and the judge's words for them are one set
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure  # pylint: disable=import-outside-toplevel
+    from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive_validation import NVB_FAILURES  # pylint: disable=import-outside-toplevel
+    assert sorted(NVB_FAILURES) == sorted(measure.NVB_FAILURE_KINDS)
