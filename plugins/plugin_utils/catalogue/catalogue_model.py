@@ -43,18 +43,6 @@ AREAS = (
 
 AREA_PREFIX = dict(AREAS)
 
-#: the two kinds of work a failing finding asks for: ``fault`` (hardware or GPU health: drain, reset,
-#: RMA) for the findings of these areas, ``drift`` (configuration, fixed in a maintenance window) for
-#: every other area
-FAULT_AREAS = ("health",)
-FINDING_KINDS = ("drift", "fault")
-
-
-def finding_kind(area):
-    """``fault`` or ``drift`` (:data:`FINDING_KINDS`) of a finding of ``area``."""
-    return "fault" if area in FAULT_AREAS else "drift"
-
-
 AREA_NAMES = tuple(name for name, unused_label in AREAS)
 
 #: facts subsystem each area reads first (used to explain a missing section)

@@ -26,7 +26,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive imp
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive_nvidia import PASSTHROUGH_DRIVERS
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue import sources
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import (
-    SEVERITY_RANK, STATUS_WORST_FIRST, compact_findings, summarize)
+    SEVERITY_RANK, STATUS_WORST_FIRST, compact_findings, finding_kind, summarize)
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.kernel import compare_kernel_release
 
 __metaclass__ = type
@@ -164,6 +164,7 @@ def _finding(rule, status, subject, expected, observed, message, pending=False, 
         "id": rule.id,
         "title": rule.title,
         "area": rule.area,
+        "kind": finding_kind(rule.area),
         "severity": rule.severity,
         "status": status,
         "subject": subject,

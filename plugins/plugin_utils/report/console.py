@@ -27,7 +27,8 @@ import re
 from collections.abc import Mapping
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import (
-    HOST_STATES, SEVERITIES, SEVERITY_RANK, STATUS_LABELS, STATUS_WORST_FIRST, STATUSES,
+    FINDING_KINDS, HOST_STATES, KIND_LABELS, SEVERITIES, SEVERITY_RANK, STATUS_LABELS, STATUS_WORST_FIRST, STATUSES,
+    hosts_by_kind,
 )
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import expand_document, map_host_findings
 
@@ -263,6 +264,19 @@ def _failing_only(host):
                                                      and f.get("status") == "fail"])
 
 
+def kind_line(counts):
+    """``hosts with work: faults critical 1; drift high 3, medium 2`` of :func:`findings.hosts_by_kind`'s
+    ``counts`` (each host once per kind, at its worst severity of it); ``None`` when no host fails."""
+    parts = []
+    for kind in FINDING_KINDS:
+        per = counts.get(kind) or {}
+        named = ["%s %d" % (sev, per[sev]) for sev in SEVERITIES if per.get(sev)]
+        named += ["%s %d" % (escape(sev, MAX_NAME), n) for sev, n in sorted(per.items()) if sev not in SEVERITY_RANK and n]
+        if named:
+            parts.append("%s %s" % (KIND_LABELS[kind], ", ".join(named)))
+    return "hosts with work: %s" % "; ".join(parts) if parts else None
+
+
 def _verdict(hosts, fail_on):
     unreachable = sorted(name for name, host in hosts.items() if isinstance(host, dict)
                          and host.get("state") == "unreachable")
@@ -374,6 +388,9 @@ def console_lines(report, notes=None, fail_on="none", report_dir=None, nouns=Non
         lines.extend(failing[:shown])
         if len(failing) > shown:
             lines.append("  ... %d more line(s) in report.md / report.html" % (len(failing) - shown))
+    by_kind = kind_line(hosts_by_kind(hosts.values()))
+    if by_kind:
+        lines.append(by_kind)
     lines.append(_verdict(hosts, fail_on))
     if report_dir:
         lines.append("reports: %s" % escape(report_dir, MAX_VALUE))

@@ -54,20 +54,34 @@ HOST_STATES = ("audited", "unreachable", "failed")
 #: Keys of a finding in the report document, in their order (``report.build_report`` sets every one;
 #: further keys the evaluation adds follow, sorted by name).
 FINDING_KEYS = (
-    "id", "title", "area", "severity", "status", "subject", "expected", "observed",
+    "id", "title", "area", "kind", "severity", "status", "subject", "expected", "observed",
     "message", "rationale", "source", "fix", "reboot_required", "pending", "waiver",
 )
 
 #: What a finding copies from its rule: the same on every host with the same profile. A host's
 #: part of the report leaves it out (:func:`compact_findings`) and the report writer puts it back
 #: from the catalogue (:func:`expand_findings`); ``report.json`` states it once per rule (``rules``).
-RULE_TEXT_FIELDS = ("title", "area", "severity", "fix", "reboot_required", "rationale", "source", "fix_action")
+RULE_TEXT_FIELDS = ("title", "area", "kind", "severity", "fix", "reboot_required", "rationale", "source", "fix_action")
+
+#: The two kinds of work a failing finding asks for: ``fault`` (hardware or GPU health: drain, reset,
+#: RMA) for the findings of these areas, ``drift`` (configuration, fixed in a maintenance window) for
+#: every other area
+FAULT_AREAS = ("health",)
+FINDING_KINDS = ("drift", "fault")
+#: The kinds in words, as the console summary and report.html name them.
+KIND_LABELS = {"drift": "drift (configuration)", "fault": "faults (hardware, GPU health)"}
+
+
+def finding_kind(area):
+    """``fault`` or ``drift`` (:data:`FINDING_KINDS`) of a finding of ``area``."""
+    return "fault" if area in FAULT_AREAS else "drift"
+
 
 #: The attribute of a catalogue rule each rule field comes from, where the names differ.
 _RULE_ATTRIBUTES = {"fix": "fix_hint"}
 
 #: Every key of a finding as the judge makes it, in its order, and the value of one left out.
-JUDGED_KEYS = ("id", "title", "area", "severity", "status", "subject", "expected", "observed", "message",
+JUDGED_KEYS = ("id", "title", "area", "kind", "severity", "status", "subject", "expected", "observed", "message",
                "fix", "reboot_required", "rationale", "source", "fix_action", "pending", "waiver")
 DEFAULTS = {"pending": False}
 
@@ -82,6 +96,30 @@ STORED_KEYS = ("id", "status", "subject", "observed", "expected", "message")
 STORED_DEFAULTS = (("pending", False), ("waiver", None))
 
 
+def hosts_by_kind(hosts):
+    """``{kind: {severity: hosts}}`` of ``hosts`` (host mappings with ``findings``): a host with a
+    failing finding of a kind (:data:`FINDING_KINDS`) counts once for that kind, at its worst failing
+    severity of it, so the counts of a kind add up to the hosts that have work of that kind. Every
+    kind and severity is present (zero included); a severity outside :data:`SEVERITIES` counts under
+    its own name, ranked as critical. Anything that is not a finding mapping is passed over."""
+    counts = dict((kind, dict((sev, 0) for sev in SEVERITIES)) for kind in FINDING_KINDS)
+    for host in hosts:
+        worst = {}
+        for finding in (host.get("findings") if isinstance(host, dict) else None) or ():
+            if not isinstance(finding, dict) or finding.get("status") != "fail":
+                continue
+            kind = finding.get("kind") or finding_kind(finding.get("area"))
+            severity = finding.get("severity")
+            severity = severity if isinstance(severity, str) and severity else "unknown"
+            rank = SEVERITY_RANK.get(severity, SEVERITY_RANK["critical"])
+            if kind not in worst or rank > worst[kind][0]:
+                worst[kind] = (rank, severity)
+        for kind, (dummy, severity) in worst.items():
+            per_kind = counts.setdefault(kind, {})
+            per_kind[severity] = per_kind.get(severity, 0) + 1
+    return counts
+
+
 def summarize(findings):
     """Count findings per status (all five keys, zero included)."""
     summary = dict((status, 0) for status in STATUSES)
@@ -92,7 +130,10 @@ def summarize(findings):
 
 def rule_text(rule):
     """The :data:`RULE_TEXT_FIELDS` of a catalogue rule (``catalogue_model.Rule``), as its findings carry them."""
-    return dict((field, getattr(rule, _RULE_ATTRIBUTES.get(field, field), None)) for field in RULE_TEXT_FIELDS)
+    text = dict((field, getattr(rule, _RULE_ATTRIBUTES.get(field, field), None)) for field in RULE_TEXT_FIELDS
+                if field != "kind")
+    text["kind"] = finding_kind(text["area"])
+    return text
 
 
 def compact_findings(findings, catalogue=None):
@@ -337,6 +378,8 @@ def _rule_part(rule):
     rule = rule if isinstance(rule, dict) else {}
     base = dict(STORED_DEFAULTS)
     base.update((k, v) for k, v in rule.items() if k != USUAL)
+    if "kind" not in base and isinstance(base.get("area"), str):
+        base["kind"] = finding_kind(base["area"])  # a document written before findings had a kind
     return rule, base, sorted(k for k in base if k not in _FINDING_KEY_SET)
 
 

@@ -35,7 +35,7 @@ import stat
 from collections.abc import Mapping
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base import files
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import HOST_STATES, SEVERITY_RANK, STATUSES
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import HOST_STATES, SEVERITY_RANK, STATUSES, finding_kind, hosts_by_kind
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.isotime import epoch_seconds
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import expand_document
 
@@ -64,6 +64,9 @@ FAMILIES = (
      "Collection version and profile of the run that wrote this file (always 1)."),
     ("gpuhost_baseline_report_timestamp_seconds", (),
      "Unix time the report of the run that wrote this file was generated."),
+    ("gpuhost_baseline_hosts_with_work", ("kind", "severity"),
+     "Hosts of the run that wrote this file with a failing finding of the kind (drift: configuration; fault: "
+     "hardware or GPU health), each counted once per kind at its worst failing severity of it."),
     ("gpuhost_baseline_host_info", ("host", "origin", "profile", "version"),
      "Resolved profile and collection version of the last audit of the host (always 1)."),
     ("gpuhost_baseline_host_up", ("host", "origin"),
@@ -85,8 +88,9 @@ FAMILIES = (
     ("gpuhost_baseline_gather_duration_seconds", ("host", "origin", "subsystem"),
      "Seconds the facts reader of the subsystem took on the host at its last audit (as node_exporter's "
      "node_scrape_collector_duration_seconds)."),
-    ("gpuhost_baseline_finding_failing", ("host", "origin", "rule", "subject", "severity", "area"),
-     "1 if the rule fails on the subject of the host, 0 if it does not (pass, unknown, waived, not applicable)."),
+    ("gpuhost_baseline_finding_failing", ("host", "origin", "rule", "subject", "severity", "area", "kind"),
+     "1 if the rule fails on the subject of the host, 0 if it does not (pass, unknown, waived, not applicable); "
+     "kind is drift (configuration) or fault (hardware or GPU health)."),
     ("gpuhost_baseline_numa_free_memory_ratio", ("host", "origin", "node"),
      "Free memory of the NUMA node as a ratio of its total (0 to 1) at audit time."),
 )
@@ -151,6 +155,12 @@ def _run_samples(report):
     stamp = epoch_seconds(report.get("generated"))
     if stamp is not None:
         samples["gpuhost_baseline_report_timestamp_seconds"] = [((), stamp)]
+    counts = report.get("totals", {}).get("hosts_by_kind") if isinstance(report.get("totals"), dict) else None
+    if not isinstance(counts, dict):  # a document written before the counts
+        counts = hosts_by_kind(report.get("hosts", {}).values() if isinstance(report.get("hosts"), Mapping) else ())
+    samples["gpuhost_baseline_hosts_with_work"] = [
+        ((label_text(kind), label_text(sev)), n) for kind in sorted(counts) if isinstance(counts[kind], dict)
+        for sev, n in sorted(counts[kind].items()) if _number(n) is not None]
     return samples
 
 
@@ -194,15 +204,16 @@ def _finding_samples(name, host, origin):
     for finding in host.get("findings") or []:  # the bulk of a fleet file: written without add()
         if not isinstance(finding, dict):
             continue
-        rid, subject, severity, area = (
+        rid, subject, severity, area, kind = (
             v if v.__class__ is str else label_text(v)
-            for v in (finding.get("id"), finding.get("subject"), finding.get("severity"), finding.get("area")))
+            for v in (finding.get("id"), finding.get("subject"), finding.get("severity"), finding.get("area"),
+                      finding.get("kind") or finding_kind(finding.get("area"))))
         count = seen[(rid, subject)] = seen.get((rid, subject), 0) + 1
         if count > 1:
             # two findings of one rule on one subject would be one series twice, which the
             # textfile collector rejects: the repeats are numbered
             subject = "%s#%d" % (subject, count)
-        failing.append(((name, origin, rid, subject, severity, area), 1 if finding.get("status") == "fail" else 0))
+        failing.append(((name, origin, rid, subject, severity, area, kind), 1 if finding.get("status") == "fail" else 0))
     return failing
 
 

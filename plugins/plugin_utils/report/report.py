@@ -18,7 +18,7 @@ from collections.abc import Mapping
 from json.decoder import scanstring
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import (
-    FAIL_ON_LEVELS, FINDING_KEYS, HOST_STATES, SEVERITIES, SEVERITY_RANK, STATUSES, STORED_SCHEMA, RulesTable, finding_reader, rules_table, store_finding,
+    FAIL_ON_LEVELS, FINDING_KEYS, finding_kind, hosts_by_kind, HOST_STATES, SEVERITIES, SEVERITY_RANK, STATUSES, STORED_SCHEMA, RulesTable, finding_reader, rules_table, store_finding,
     summarize, unpack_findings)
 
 __metaclass__ = type
@@ -101,6 +101,8 @@ def _normalize_finding(host, finding, where):
     out["pending"] = out["pending"] is True
     if out["area"] is None:
         out["area"] = rule_id.split("-", 1)[0].lower()
+    if out["kind"] is None:
+        out["kind"] = finding_kind(out["area"])
     if out["title"] is None:
         out["title"] = rule_id
     if out["subject"] is not None and not isinstance(out["subject"], str):
@@ -238,6 +240,7 @@ def _totals(hosts):
         1 for h in hosts.values() if any(f["reboot_required"] and f["status"] == "fail" for f in h["findings"])
     )
     totals["fail_by_severity"] = _fail_by_severity(hosts)
+    totals["hosts_by_kind"] = hosts_by_kind(hosts.values())
     return totals
 
 
@@ -571,6 +574,8 @@ def _read_row(row, rules, defaults):
     for key, value in rule.items():
         if key != "expected":
             item.setdefault(key, value)
+    if "kind" not in item and isinstance(item.get("area"), str):
+        item["kind"] = finding_kind(item["area"])
     for key, value in extras.items():
         item.setdefault(key, value)
     for key, value in defaults.items():

@@ -14,7 +14,7 @@ from __future__ import absolute_import, division, print_function
 
 from collections.abc import Mapping
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import HOST_STATES, SEVERITIES, STATUSES
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import HOST_STATES, SEVERITIES, STATUSES, hosts_by_kind
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import expand_document
 
 __metaclass__ = type
@@ -127,7 +127,7 @@ def caller_stats(report, paths=None, report_dir=None):
         "generated": report.get("generated"),
         "profile": report.get("profile"),
         "collection_version": report.get("collection_version"),
-        "fleet": _fleet(hosts),
+        "fleet": dict(_fleet(hosts), hosts_by_kind=hosts_by_kind(hosts_in[name] for name in hosts_in)),
         "hosts": hosts,
         "reports": reports,
     }

@@ -15,10 +15,9 @@ import io
 import re
 import xml.etree.ElementTree as ET
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import finding_kind
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import metrics
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import STATUS_LABELS, STATUSES
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import STATUS_LABELS, STATUSES, finding_kind
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import expand_document
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.views import _text, _waiver_text, rule_na_reason
 
@@ -287,7 +286,7 @@ def iter_csv(report):
         for f in host["findings"]:
             if f["status"] not in CSV_STATUSES:
                 continue
-            rows.append(take((name, f["id"], f.get("severity"), finding_kind(f.get("area")), f.get("area"),
+            rows.append(take((name, f["id"], f.get("severity"), f.get("kind") or finding_kind(f.get("area")), f.get("area"),
                               f["status"], f.get("subject"), f.get("expected"), f.get("observed"),
                               f.get("message"), f.get("fix"), _first_seen(report, host, f))))
         yield "".join(rows)

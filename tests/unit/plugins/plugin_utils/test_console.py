@@ -76,7 +76,8 @@ def test_one_line_per_host_clean_unreachable_and_failed_hosts_included():
         "  gpu01  audited     fail 10 (critical 1, high 8, medium 1), unknown 0, waived 0, pass 1, n/a 0",
     ]
     assert lines[5] == "gpu01: 10 failing finding(s), worst first"
-    assert lines[-1] == "exit code 4: unreachable: ghost"
+    # hosts, not findings, per kind of work, each host at its worst severity of the kind
+    assert lines[-2:] == ["hosts with work: drift (configuration) critical 1", "exit code 4: unreachable: ghost"]
 
 
 def test_failing_findings_worst_first_and_folded_per_rule():

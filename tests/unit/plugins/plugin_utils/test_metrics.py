@@ -63,7 +63,8 @@ def test_families_names_and_help(report):
         "gpuhost_baseline_info", "gpuhost_baseline_report_timestamp_seconds", "gpuhost_baseline_host_info",
         "gpuhost_baseline_host_up", "gpuhost_baseline_host_state", "gpuhost_baseline_last_run_timestamp_seconds",
         "gpuhost_baseline_findings", "gpuhost_baseline_failures", "gpuhost_baseline_facts_errors",
-        "gpuhost_baseline_finding_failing", "gpuhost_baseline_numa_free_memory_ratio"}
+        "gpuhost_baseline_finding_failing", "gpuhost_baseline_numa_free_memory_ratio",
+        "gpuhost_baseline_hosts_with_work"}
     # the renamed families are gone: status as a label, a percent instead of a ratio
     assert "gpuhost_baseline_rule_status" not in families and "gpuhost_baseline_numa_free_percent" not in families
     # a status or a state is a value, never a label (but for the per-status counts and the state set)
@@ -469,3 +470,26 @@ def test_a_stored_report_json_renders_the_same(report):
     assert metrics.render_metrics(stored) == metrics.render_metrics(report)
     assert metrics.render_host_metrics(stored, "gpu-incident-01") == metrics.render_host_metrics(report, "gpu-incident-01")
     assert metrics.merge_metrics(stored, "") == metrics.render_metrics(report)
+
+
+def test_hosts_with_work_counts_hosts_per_kind_at_their_worst_severity():
+    # issue 37 item 5: hosts, not findings; a host with two faults and a drift counts once per kind
+    doc = report_doc.build_report({
+        "a": {"findings": [
+            {"id": "HEALTH-001", "area": "health", "severity": "critical", "status": "fail", "subject": "gpu0"},
+            {"id": "HEALTH-002", "area": "health", "severity": "high", "status": "fail", "subject": "gpu1"},
+            {"id": "CPU-001", "area": "cpu", "severity": "high", "status": "fail", "subject": None}]},
+        "b": {"findings": [
+            {"id": "CPU-001", "area": "cpu", "severity": "high", "status": "fail", "subject": None},
+            {"id": "HEALTH-001", "area": "health", "severity": "critical", "status": "pass", "subject": "gpu0"}]},
+        "c": {"findings": [{"id": "KERNEL-001", "area": "kernel", "severity": "medium", "status": "unknown"}]},
+    })
+    got = dict(((lb["kind"], lb["severity"]), value) for name, lb, value in parse_metrics(metrics.render_metrics(doc))
+               if name == "gpuhost_baseline_hosts_with_work")
+    assert got[("fault", "critical")] == 1 and got[("fault", "high")] == 0
+    assert got[("drift", "high")] == 2 and got[("drift", "medium")] == 0
+    assert sum(v for (kind, dummy), v in got.items() if kind == "fault") == 1
+    failing = [lb for name, lb, value in parse_metrics(metrics.render_metrics(doc))
+               if name == "gpuhost_baseline_finding_failing"]
+    assert set((lb["rule"], lb["kind"]) for lb in failing) == {
+        ("HEALTH-001", "fault"), ("HEALTH-002", "fault"), ("CPU-001", "drift"), ("KERNEL-001", "drift")}

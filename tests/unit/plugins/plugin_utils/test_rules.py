@@ -188,7 +188,7 @@ def test_summary_counts_every_status():
 
 
 def test_findings_have_the_report_keys():
-    keys = {"id", "title", "area", "severity", "status", "subject", "expected", "observed", "message", "fix",
+    keys = {"id", "title", "area", "kind", "severity", "status", "subject", "expected", "observed", "message", "fix",
             "reboot_required", "rationale", "source", "fix_action", "pending", "waiver"}
     for f in evaluate()["findings"]:
         assert set(f) == keys
