@@ -27,21 +27,25 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.files import
 
 __metaclass__ = type
 
-#: area (file name) -> rule id prefix
+#: The areas, each once: ``(area (file name), rule id prefix, place in the views)``. This order is
+#: the catalogue's (rule files, the rules of report.json); the place is where report.html's fleet
+#: matrix shows the area (:func:`area_view_key`): what an operator looks at first, GPU health, then
+#: the subsystems a slow GPU host is most often tuned wrong in (PCIe, NUMA, CPU power, kernel), the
+#: NVIDIA stack, then the rest; the comparison with a golden host and the measured validation last.
 AREAS = (
-    ("cpu", "CPU"),
-    ("kernel", "KERNEL"),
-    ("numa", "NUMA"),
-    ("pcie", "PCI"),
-    ("iommu", "IOMMU"),
-    ("nvidia", "NVIDIA"),
-    ("lxc", "LXC"),
-    ("inventory", "INV"),
-    ("health", "HEALTH"),
-    ("validation", "VAL"),
+    ("cpu", "CPU", 4),
+    ("kernel", "KERNEL", 5),
+    ("numa", "NUMA", 3),
+    ("pcie", "PCI", 2),
+    ("iommu", "IOMMU", 7),
+    ("nvidia", "NVIDIA", 6),
+    ("lxc", "LXC", 8),
+    ("inventory", "INV", 9),
+    ("health", "HEALTH", 1),
+    ("validation", "VAL", 10),
 )
 
-AREA_PREFIX = dict(AREAS)
+AREA_PREFIX = dict((name, prefix) for name, prefix, unused_place in AREAS)
 
 #: the two kinds of work a failing finding asks for: ``fault`` (hardware or GPU health: drain, reset,
 #: RMA) for the findings of these areas, ``drift`` (configuration, fixed in a maintenance window) for
@@ -55,7 +59,18 @@ def finding_kind(area):
     return "fault" if area in FAULT_AREAS else "drift"
 
 
-AREA_NAMES = tuple(name for name, unused_label in AREAS)
+AREA_NAMES = tuple(name for name, unused_prefix, unused_place in AREAS)
+_AREA_PLACE = dict((name, place) for name, unused_prefix, place in AREAS)
+
+
+def area_view_key(area):
+    """Sort key of an area in the views (report.html's fleet matrix): its place in :data:`AREAS`,
+    then any other name (an area a report of another version names) alphabetically."""
+    return (_AREA_PLACE.get(area, len(AREAS) + 1), str(area or ""))
+
+
+#: The areas in the order the views show them (:func:`area_view_key`).
+AREA_VIEW_ORDER = tuple(sorted(AREA_NAMES, key=area_view_key))
 
 #: facts subsystem each area reads first (used to explain a missing section)
 AREA_SUBSYSTEM = {"cpu": "cpu", "kernel": "kernel", "numa": "numa", "pcie": "pci",
