@@ -32,7 +32,7 @@ __metaclass__ = type
 #: matrix shows the area (:func:`area_view_key`): what an operator looks at first, GPU health, then
 #: the subsystems a slow GPU host is most often tuned wrong in (PCIe, NUMA, CPU power, kernel), the
 #: NVIDIA stack, then the rest; the comparison with a golden host and the measured validation last.
-AREAS = (
+AREA_TABLE = (
     ("cpu", "CPU", 4),
     ("kernel", "KERNEL", 5),
     ("numa", "NUMA", 3),
@@ -44,8 +44,10 @@ AREAS = (
     ("health", "HEALTH", 1),
     ("validation", "VAL", 10),
 )
+#: area (file name) -> rule id prefix, in the catalogue's order
+AREAS = tuple((name, prefix) for name, prefix, unused_place in AREA_TABLE)
 
-AREA_PREFIX = dict((name, prefix) for name, prefix, unused_place in AREAS)
+AREA_PREFIX = dict(AREAS)
 
 #: the two kinds of work a failing finding asks for: ``fault`` (hardware or GPU health: drain, reset,
 #: RMA) for the findings of these areas, ``drift`` (configuration, fixed in a maintenance window) for
@@ -59,23 +61,24 @@ def finding_kind(area):
     return "fault" if area in FAULT_AREAS else "drift"
 
 
-AREA_NAMES = tuple(name for name, unused_prefix, unused_place in AREAS)
-_AREA_PLACE = dict((name, place) for name, unused_prefix, place in AREAS)
-
-
-def area_view_key(area):
-    """Sort key of an area in the views (report.html's fleet matrix): its place in :data:`AREAS`,
-    then any other name (an area a report of another version names) alphabetically."""
-    return (_AREA_PLACE.get(area, len(AREAS) + 1), str(area or ""))
-
-
-#: The areas in the order the views show them (:func:`area_view_key`).
-AREA_VIEW_ORDER = tuple(sorted(AREA_NAMES, key=area_view_key))
+AREA_NAMES = tuple(name for name, unused_label in AREAS)
 
 #: facts subsystem each area reads first (used to explain a missing section)
 AREA_SUBSYSTEM = {"cpu": "cpu", "kernel": "kernel", "numa": "numa", "pcie": "pci",
                   "iommu": "iommu", "nvidia": "nvidia", "lxc": "lxc",
                   "inventory": "pci", "health": "health", "validation": "measure"}
+
+_AREA_PLACE = dict((name, place) for name, unused_prefix, place in AREA_TABLE)
+
+
+def area_view_key(area):
+    """Sort key of an area in the views (report.html's fleet matrix): its place in :data:`AREA_TABLE`,
+    then any other name (an area a report of another version names) alphabetically."""
+    return (_AREA_PLACE.get(area, len(AREA_TABLE) + 1), str(area or ""))
+
+
+#: The areas in the order the views show them (:func:`area_view_key`).
+AREA_VIEW_ORDER = tuple(sorted(AREA_NAMES, key=area_view_key))
 
 #: A rule's ``fix.action`` -> ``(module, kind)``: the module a task of the remediate role applies it
 #: with (``None``: the role has none, so only ``kind: manual`` may name it), and the ``fix.kind`` a rule

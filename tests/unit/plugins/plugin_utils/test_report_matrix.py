@@ -1,6 +1,6 @@
 # -*- coding: utf-8 -*-
 """report.html's fleet matrix fits (issue 37, "a matrix that fits"): areas in the order an operator
-reads them (catalogue_model.AREAS, the one list of areas), the rules that apply on no host named
+reads them (catalogue_model.AREA_TABLE, the one list of areas), the rules that apply on no host named
 under the matrix instead of a column of "–" each, and a print stylesheet."""
 
 import html.parser
