@@ -14,14 +14,15 @@ export PATH := $(BIN):$(PATH)
 export PIP_DISABLE_PIP_VERSION_CHECK := 1
 
 # Debian packages the tests use: lspci/setpci (reference decoder), numastat, cpupower,
-# promtool, prometheus and node_exporter (the Grafana dashboard test), headless chromium, the VM
+# promtool, prometheus and node_exporter (the Grafana dashboard test), headless chromium and
+# poppler-utils (report.html on screen and printed to PDF: pdftotext, pdftoppm), the VM
 # tool chain, shellcheck (ansible-test sanity skips its shellcheck test without it; tools/sanity.sh
 # refuses to run then), and python3-venv (Debian's python3 has no ensurepip without it;
 # tools/get_pip_standin.py and `python3 -m venv` need it).
 # munge, slurmctld, slurmd and slurm-client: tests/integration/test_slurm_action.py starts its own
 # munged, slurmctld and slurmd with its own config, ports, socket and key (it uses no service the
 # packages may enable on a systemd host, and changes none).
-DEB_TEST_PACKAGES := python3-venv shellcheck pciutils numactl linux-cpupower prometheus prometheus-node-exporter chromium qemu-system-x86 qemu-utils debootstrap acpica-tools jq munge slurmctld slurmd slurm-client mbw sqlite3
+DEB_TEST_PACKAGES := python3-venv shellcheck pciutils numactl linux-cpupower prometheus prometheus-node-exporter chromium qemu-system-x86 qemu-utils debootstrap acpica-tools jq munge slurmctld slurmd slurm-client mbw sqlite3 poppler-utils
 
 MATRIX := 2.16 2.17 2.18 2.20 2.21
 

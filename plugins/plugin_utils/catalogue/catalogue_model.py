@@ -27,19 +27,25 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.files import
 
 __metaclass__ = type
 
-#: area (file name) -> rule id prefix
-AREAS = (
-    ("cpu", "CPU"),
-    ("kernel", "KERNEL"),
-    ("numa", "NUMA"),
-    ("pcie", "PCI"),
-    ("iommu", "IOMMU"),
-    ("nvidia", "NVIDIA"),
-    ("lxc", "LXC"),
-    ("inventory", "INV"),
-    ("health", "HEALTH"),
-    ("validation", "VAL"),
+#: The areas, each once: ``(area (file name), rule id prefix, place in the views)``. This order is
+#: the catalogue's (rule files, the rules of report.json); the place is where report.html's fleet
+#: matrix shows the area (:func:`area_view_key`): what an operator looks at first, GPU health, then
+#: the subsystems a slow GPU host is most often tuned wrong in (PCIe, NUMA, CPU power, kernel), the
+#: NVIDIA stack, then the rest; the comparison with a golden host and the measured validation last.
+AREA_TABLE = (
+    ("cpu", "CPU", 4),
+    ("kernel", "KERNEL", 5),
+    ("numa", "NUMA", 3),
+    ("pcie", "PCI", 2),
+    ("iommu", "IOMMU", 7),
+    ("nvidia", "NVIDIA", 6),
+    ("lxc", "LXC", 8),
+    ("inventory", "INV", 9),
+    ("health", "HEALTH", 1),
+    ("validation", "VAL", 10),
 )
+#: area (file name) -> rule id prefix, in the catalogue's order
+AREAS = tuple((name, prefix) for name, prefix, unused_place in AREA_TABLE)
 
 AREA_PREFIX = dict(AREAS)
 
@@ -49,6 +55,18 @@ AREA_NAMES = tuple(name for name, unused_label in AREAS)
 AREA_SUBSYSTEM = {"cpu": "cpu", "kernel": "kernel", "numa": "numa", "pcie": "pci",
                   "iommu": "iommu", "nvidia": "nvidia", "lxc": "lxc",
                   "inventory": "pci", "health": "health", "validation": "measure"}
+
+_AREA_PLACE = dict((name, place) for name, unused_prefix, place in AREA_TABLE)
+
+
+def area_view_key(area):
+    """Sort key of an area in the views (report.html's fleet matrix): its place in :data:`AREA_TABLE`,
+    then any other name (an area a report of another version names) alphabetically."""
+    return (_AREA_PLACE.get(area, len(AREA_TABLE) + 1), str(area or ""))
+
+
+#: The areas in the order the views show them (:func:`area_view_key`).
+AREA_VIEW_ORDER = tuple(sorted(AREA_NAMES, key=area_view_key))
 
 #: A rule's ``fix.action`` -> ``(module, kind)``: the module a task of the remediate role applies it
 #: with (``None``: the role has none, so only ``kind: manual`` may name it), and the ``fix.kind`` a rule

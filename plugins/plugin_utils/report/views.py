@@ -21,6 +21,7 @@ import json
 import os
 import re
 
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import area_view_key
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.console import escape_controls
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.schema import COLLECTION_ROOT  # templates/ beside plugins/
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import (
@@ -65,24 +66,43 @@ def _text(value):
 
 
 def _columns_and_order(hosts):
-    """``(columns, order)`` of ``hosts`` (name -> host, each read once): ``columns`` every rule id
-    seen on any host, ``[(area, id, title)]`` sorted by area then id; ``order`` ``[(index, name)]``
-    worst host first (:func:`host_order_key`), ``index`` the host's place in ``hosts``."""
+    """``(columns, order, folded)`` of ``hosts`` (name -> host, each read once).
+
+    ``columns``: the fleet matrix's columns, ``[(area, id, title)]``, every rule that applies on
+    at least one host (a finding of it with another status than not applicable), by area in the
+    views' order (:func:`catalogue_model.area_view_key`: health first) then id; ``folded``: the
+    other rules seen, in the same order: on every host their findings are not applicable or there
+    are none (report.html names them under the matrix instead of a column of ``–``); ``order``:
+    ``[(index, name)]`` worst host first (:func:`host_order_key`), ``index`` the host's place in
+    ``hosts``."""
     rules = {}
+    applies = set()
     keys = []
     for index, name in enumerate(hosts):
         host = hosts[name]
         for finding in host["findings"]:
             rules.setdefault(finding["id"], (finding.get("area") or "", finding.get("title") or finding["id"]))
+            if finding["status"] != "not_applicable":
+                applies.add(finding["id"])
         keys.append((host_order_key((name, host)), index, name))
     keys.sort(key=lambda item: item[:2])
-    columns = sorted(((area, rid, title) for rid, (area, title) in rules.items()), key=lambda r: (r[0], r[1]))
-    return columns, [(index, name) for dummy, index, name in keys]
+    every = sorted(((area, rid, title) for rid, (area, title) in rules.items()),
+                   key=lambda r: (area_view_key(r[0]), str(r[1])))
+    columns = [column for column in every if column[1] in applies]
+    folded = [column for column in every if column[1] not in applies]
+    return columns, [(index, name) for dummy, index, name in keys], folded
 
 
 def _rule_columns(report):
-    """Every rule id seen on any host, ``[(area, id, title)]`` sorted by area then id."""
+    """The fleet matrix's columns, ``[(area, id, title)]``: every rule that applies on at least one
+    host, by area (health first: :func:`catalogue_model.area_view_key`) then id."""
     return _columns_and_order(report["hosts"])[0]
+
+
+def _folded_columns(report):
+    """The rules seen that apply on no host, ``[(area, id, title)]`` in the matrix's order: named
+    under the matrix, not a column of it (:func:`_columns_and_order`)."""
+    return _columns_and_order(report["hosts"])[2]
 
 
 def _cell(findings):
@@ -722,7 +742,9 @@ def _slim_entry(entry, index):
 def report_view(report, inline_hosts=None):
     """The view model of report.html and report.md.
 
-    ``columns`` (rules seen, by area), ``areas`` (header spans), ``filter_areas`` and
+    ``columns`` (the matrix's: the rules that apply on some host, by area, health first), ``areas``
+    (header spans), ``folded`` and ``folded_areas`` (the rules that apply on no host, named under the
+    matrix instead: :func:`_fold_view`), ``filter_areas`` and
     ``filter_rules`` (what the area/rule filter offers), ``hosts`` (one entry per host, worst
     first: :func:`host_order_key`; report.json keeps its own order) and ``mode``: ``hosts``
     (one page: a matrix row and a section per host) up to ``inline_hosts`` hosts
@@ -739,25 +761,32 @@ def report_view(report, inline_hosts=None):
     page shows (:func:`_slim_entry`) and their pages are made from report.json one at a time."""
     inline_hosts = INLINE_HOSTS if inline_hosts is None else inline_hosts
     hosts_in = report["hosts"]
-    columns, ordered = _columns_and_order(hosts_in)
+    columns, ordered, folded = _columns_and_order(hosts_in)
     areas = []
     for area, dummy, dummy2 in columns:
         if areas and areas[-1][0] == area:
             areas[-1][1] += 1
         else:
             areas.append([area, 1])
+    # the folded rules get indexes after the columns' (the findings of a host's section carry them
+    # too); the filter offers the columns only: a folded rule never has a problem to show
     area_index = dict((area, i) for i, (area, dummy) in enumerate(areas))
-    rule_index = dict((rid, i) for i, (dummy, rid, dummy2) in enumerate(columns))
+    for area, dummy, dummy2 in folded:
+        area_index.setdefault(area, len(area_index))
+    every = columns + folded
+    rule_index = dict((rid, i) for i, (dummy, rid, dummy2) in enumerate(every))
     indexes = (area_index, rule_index)
     grouped = len(hosts_in) > inline_hosts
     view = {"columns": columns, "areas": areas, "hosts": [], "mode": "hosts", "groups": [], "pages": {},
+            "folded": [], "folded_areas": [],
             "filter_areas": [("a%d" % i, area) for i, (area, dummy) in enumerate(areas)],
             "filter_rules": [("r%d" % i, rid, title) for i, (dummy, rid, title) in enumerate(columns)],
             "rules": [], "rule_text": {}, "pages_dir": HOST_PAGES_DIR, "back": None, "memo": {}, "group_of": {},
-            "fclass": dict((rid, "a%d r%d" % (area_index[area], rule_index[rid])) for area, rid, dummy in columns),
+            "fclass": dict((rid, "a%d r%d" % (area_index[area], rule_index[rid])) for area, rid, dummy in every),
             "indexes": indexes}
     if not grouped:
         view["hosts"] = [_host_view(i, name, hosts_in[name], columns, indexes) for i, name in ordered]
+        _fold_view(view, folded)
         return view
     view["mode"] = "groups"
     pages = host_page_names(report)
@@ -807,7 +836,7 @@ def report_view(report, inline_hosts=None):
         problem_rules.update(row["f"]["id"] for row in group["problems"])
         view["groups"].append(group)
         view["group_of"].update((m["name"], gid) for m in members)
-    for dummy, rid, dummy2 in columns:
+    for dummy, rid, dummy2 in every:
         if rid in problem_rules:
             finding = next(f for g in view["groups"] for f in (r["f"] for r in g["problems"]) if f["id"] == rid)
         elif rid in shown:
@@ -816,7 +845,30 @@ def report_view(report, inline_hosts=None):
             continue
         view["rules"].append({"id": rid, "ref": "rule-%d" % rule_index[rid], "f": finding})
         view["rule_text"][rid] = {"ref": "rule-%d" % rule_index[rid], "f": finding}
+    _fold_view(view, folded)
     return view
+
+
+def _fold_view(view, folded):
+    """The view's ``folded`` (the rules that apply on no host: :func:`_columns_and_order`), each
+    ``{"area", "id", "title", "ref"}``, ``ref`` the anchor that says why it does not apply: the
+    first host's not-applicable finding of it on a page of hosts, the rules table's row on a page of
+    groups (``None`` without one); and ``folded_areas``, ``[(area, [rule, ...])]`` in the same order."""
+    if view["mode"] == "groups":
+        refs = dict((rid, text["ref"]) for rid, text in view["rule_text"].items())
+    else:
+        refs = {}
+        for entry in view["hosts"]:
+            for finding, anchor in entry["not_applicable"]:
+                if anchor:
+                    refs.setdefault(finding["id"], anchor)
+    for area, rid, title in folded:
+        rule = {"area": area, "id": rid, "title": title, "ref": refs.get(rid)}
+        view["folded"].append(rule)
+        if view["folded_areas"] and view["folded_areas"][-1][0] == area:
+            view["folded_areas"][-1][1].append(rule)
+        else:
+            view["folded_areas"].append((area, [rule]))
 
 
 #: Lines a folded row lists when its findings' values (or reasons) differ, before "and N more".
