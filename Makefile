@@ -61,7 +61,7 @@ fixtures: venv link
 
 audit: venv link fixtures
 	$(BIN)/ansible-playbook -i inventory/demo playbooks/audit.yml --check -e gpuhost_report_dir=$(REPORT_DIR)
-	@echo "Reports: $(REPORT_DIR)/report.html report.md report.json junit.xml metrics.prom"
+	@echo "Reports: $(REPORT_DIR)/report.html report.md report.json findings.csv junit.xml metrics.prom"
 
 test-deps:
 	@missing=""; for p in $(DEB_TEST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \

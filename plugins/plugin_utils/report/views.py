@@ -25,7 +25,8 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalog
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.console import escape_controls
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.schema import COLLECTION_ROOT  # templates/ beside plugins/
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import (
-    SEVERITY_RANK, STATUS_LABELS, STATUS_WORST_FIRST, STATUSES, STORED_SCHEMA,
+    FINDING_KINDS, KIND_LABELS, SEVERITIES, SEVERITY_RANK, STATUS_LABELS, STATUS_WORST_FIRST, STATUSES, STORED_SCHEMA,
+    hosts_by_kind,
 )
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import ReportError, expand_document
 
@@ -739,6 +740,22 @@ def _slim_entry(entry, index):
                      "profile": host.get("profile")}}
 
 
+def kind_rows(report):
+    """``[(kind, words, [(severity, hosts)])]`` of the report's hosts per kind of work
+    (``totals.hosts_by_kind``; counted from the hosts for a document written before it), the
+    severities without hosts left out."""
+    totals = report.get("totals") if isinstance(report.get("totals"), dict) else {}
+    counts = totals.get("hosts_by_kind")
+    if not isinstance(counts, dict):
+        hosts = report.get("hosts") or {}
+        counts = hosts_by_kind(hosts[name] for name in hosts)
+    rows = []
+    for kind in FINDING_KINDS:
+        per = counts.get(kind) if isinstance(counts.get(kind), dict) else {}
+        rows.append((kind, KIND_LABELS[kind], [(sev, per[sev]) for sev in SEVERITIES if per.get(sev)]))
+    return rows
+
+
 def report_view(report, inline_hosts=None):
     """The view model of report.html and report.md.
 
@@ -783,7 +800,7 @@ def report_view(report, inline_hosts=None):
             "filter_rules": [("r%d" % i, rid, title) for i, (dummy, rid, title) in enumerate(columns)],
             "rules": [], "rule_text": {}, "pages_dir": HOST_PAGES_DIR, "back": None, "memo": {}, "group_of": {},
             "fclass": dict((rid, "a%d r%d" % (area_index[area], rule_index[rid])) for area, rid, dummy in every),
-            "indexes": indexes}
+            "indexes": indexes, "kinds": kind_rows(report)}
     if not grouped:
         view["hosts"] = [_host_view(i, name, hosts_in[name], columns, indexes) for i, name in ordered]
         _fold_view(view, folded)

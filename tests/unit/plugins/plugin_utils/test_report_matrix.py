@@ -159,3 +159,26 @@ def test_print_stylesheet_hides_the_filter_and_keeps_the_matrix_whole(rules, zoo
     assert bool(zoom) == zoomed
     if zoom:
         assert 0.3 < float(zoom.group(1)) < 1
+
+
+def test_the_top_counts_hosts_per_kind_of_work():
+    # issue 37 item 5: hosts, not findings, per kind (fault: health; drift: the rest), each host at
+    # its worst severity of the kind; an old document without the counts gets them from its hosts
+    def sev(item, severity):
+        return dict(item, severity=severity)
+
+    doc = fleet({
+        "a": [sev(finding("HEALTH-001", "fail", "gpu0"), "critical"), sev(finding("HEALTH-002", "fail", "gpu1"), "high"),
+              sev(finding("CPU-001", "fail"), "high")],
+        "b": [sev(finding("CPU-001", "fail"), "high"), sev(finding("NUMA-001", "fail"), "low")],
+        "c": [finding("CPU-001")],
+    })
+    assert doc["totals"]["hosts_by_kind"]["fault"]["critical"] == 1
+    assert doc["totals"]["hosts_by_kind"]["drift"] == {"critical": 0, "high": 2, "medium": 0, "low": 0, "info": 0}
+    want = [("drift", "drift (configuration)", [("high", 2)]),
+            ("fault", "faults (hardware, GPU health)", [("critical", 1)])]
+    assert views.kind_rows(doc) == want
+    old = dict(doc, totals=dict((k, v) for k, v in doc["totals"].items() if k != "hosts_by_kind"))
+    assert views.kind_rows(old) == want
+    page = re.sub(r"<[^>]+>", "", views.render_html(doc))
+    assert "faults (hardware, GPU health) critical1" in page and "drift (configuration) high2" in page
