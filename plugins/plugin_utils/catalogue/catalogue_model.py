@@ -651,23 +651,43 @@ class Profile:
 def select_profile(catalogue, name, facts):
     """The profile called ``name``; ``auto``: the highest-priority profile whose ``match`` holds
     on ``facts`` (ties by name), else :data:`DEFAULT_PROFILE`."""
+    return choose_profile(catalogue, name, facts)[0]
+
+
+def _match_text(profile):
+    text = getattr(profile.match, "text", None)
+    return " ".join(text.split()) if isinstance(text, str) else "its match"
+
+
+def choose_profile(catalogue, name, facts):
+    """``(profile, why)``: :func:`select_profile`'s profile and, in words, why it judges the host
+    (named by ``gpuhost_profile``; ``auto``: the match that held and the profiles of higher priority
+    whose match did not, or that none held and the default was taken)."""
     if name is None or name == "auto":
         facts = plain(facts or {})
         candidates = sorted((p for p in catalogue.profiles.values() if p.match is not None),
                             key=lambda p: (-p.priority, p.name))
+        missed = []
         for profile in candidates:
             try:
                 if truthy(profile.match.search(facts)):
-                    return profile
+                    why = "auto: the highest-priority profile whose match holds on the facts (priority %d: %s)" % (
+                        profile.priority, _match_text(profile))
+                    if missed:
+                        why += "; not matched: %s" % ", ".join(missed)
+                    return profile, why
             except EvaluationError:
-                continue
+                pass  # a match that cannot be evaluated on these facts does not hold
             except CostExceeded as exc:
                 raise CatalogueError("%s: profile %s: match went over the cost bound of a query (%s)" % (
                     profile.file, profile.name, exc.bound))
-        return catalogue.profile(DEFAULT_PROFILE)
+            missed.append("%s (priority %d)" % (profile.name, profile.priority))
+        why = "auto: no profile's match holds on the facts%s, so the default profile" % (
+            " (not matched: %s)" % ", ".join(missed) if missed else "")
+        return catalogue.profile(DEFAULT_PROFILE), why
     if not isinstance(name, str):
         raise CatalogueError("profile must be a profile name or auto, got %r" % (name,))
-    return catalogue.profile(name)
+    return catalogue.profile(name), "named by gpuhost_profile"
 
 
 def truthy(value):

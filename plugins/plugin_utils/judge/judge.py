@@ -21,7 +21,7 @@ Standard library only and Python 3.8+: it runs on managed hosts inside the self-
 from __future__ import absolute_import, division, print_function
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import load_catalogue
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import CatalogueError, select_profile
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import CatalogueError, choose_profile
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive_counters import counter_values
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.evaluation import evaluate, host_report
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import RULE_TEXT_FIELDS, expand_findings
@@ -104,10 +104,11 @@ def judge_host(facts, catalogue, host_vars, history=None, history_name=None, bun
         judged, warnings = with_history(facts, history, history_name or host, rules=catalogue.history_values())
     try:
         profile = options["profile"] or "auto"
+        why = None
         if isinstance(facts, dict):
             # chosen once: the profile's rules.severity sets the findings' severity, and evaluate
             # resolves the chosen name instead of matching every profile again
-            chosen = select_profile(catalogue, profile, facts)
+            chosen, why = choose_profile(catalogue, profile, facts)
             catalogue = catalogue.for_profile(chosen)
             profile = chosen.name
         outcome = evaluate(judged, profile=profile, params=options["params"] or {},
@@ -120,6 +121,8 @@ def judge_host(facts, catalogue, host_vars, history=None, history_name=None, bun
     part = host_report(facts, outcome, before=options["before"], note=options["note"], failure=options["failure"],
                        catalogue=catalogue)
     keep_rule_text(part, catalogue, bundled)
+    if why:
+        part["profile_reason"] = why  # the report says why this profile judged the host
     # the boot this audit saw: the report writer keeps it in the history (same boot or across a reboot)
     part["boot_id"] = boot_id_of(facts)
     # and the error counters it read: the history keeps them for the next audits' counter rules

@@ -198,6 +198,7 @@ def _normalize_host(name, data, default_profile):
         "state": state,
         "message": _plain(data.get("message")) or None,
         "profile": _plain(data.get("profile")) or default_profile,
+        "profile_reason": _plain(data.get("profile_reason")) if isinstance(data.get("profile_reason"), str) else None,
         "summary": summarize(findings),
         "findings": findings,
         "numa": _normalize_numa(_plain(data.get("numa"))),
