@@ -21,6 +21,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.controller_l
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inputs.role_values import (
     SERIAL_ROLES, max_fail_problem, option_problems, serial_problem)
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.schema import COLLECTION_ROOT
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.gathering import missing_demo_roots
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inputs.inventory_vars import (
     InventoryVarsError,
     controller_refusal,
@@ -63,6 +64,8 @@ class ActionModule(ActionBase):
             problems.extend(self._role_variables(args["role_spec"], args["hosts"], task_vars))
         if args["role_spec"] in SERIAL_ROLES:
             problems.extend(self._play_keywords(task_vars))
+        if args["hosts"] is not None:
+            problems.extend(self._demo_roots(args["hosts"], task_vars))
         if problems:
             result.update(failed=True, changed=False, msg="; ".join(problems))
             if args["hosts"] is None:
@@ -174,6 +177,21 @@ class ActionModule(ActionBase):
                 % (role, ", ".join(names[:HOSTS_NAMED]),
                    " and %d more" % (len(names) - HOSTS_NAMED) if len(names) > HOSTS_NAMED else "", error)
                 for error, names in hosts_by_error.items()]
+
+    @staticmethod
+    def _demo_roots(hosts, task_vars):
+        """The hosts whose gpuhost_root is a demo snapshot the collection does not ship (inventory/demo of an
+        installed collection, or of a checkout before ``make fixtures``): one problem for the run, said once,
+        rather than the same message from each host's gathering, its report line and its verdict."""
+        hostvars = task_vars.get("hostvars") or {}
+        roots = {}
+        for host in hosts:
+            try:
+                roots[host] = (hostvars.get(host) or {}).get("gpuhost_root")
+            except AnsibleError:
+                continue  # a root that cannot be templated: the role's own check says so
+        problem = missing_demo_roots(roots)
+        return [problem] if problem else []
 
     def _play_keywords(self, task_vars):
         """gpuhost_serial and gpuhost_max_fail_percentage as the next play's serial and max_fail_percentage will

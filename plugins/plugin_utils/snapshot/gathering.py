@@ -25,18 +25,38 @@ FACTS_MODULE = "gpuhost.baseline.host_facts"
 _COLLECTION = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
 
-def missing_root_hint(root):
-    """What to do about a snapshot root that is not a directory, when ``root`` lies inside the collection's
-    own directory: only the demo inventory (``inventory/demo``) points there, at snapshots a checkout
-    generates (``make fixtures``) and an installed collection does not ship. ``None`` for any other root."""
-    if not root or root == "/":
-        return None
+#: what to do when the demo snapshots are missing (:func:`missing_root_hint`, :func:`missing_demo_roots`)
+DEMO_HINT = ("the demo snapshots are not shipped with the collection. Run `ansible-playbook gpuhost.baseline.demo`: "
+             "it writes them into ./gpuhost-demo/ and audits them (in a checkout, `make fixtures` writes them where "
+             "inventory/demo looks)")
+
+
+def _missing_demo_root(root):
+    """Whether ``root`` lies inside the collection's own directory and is not a directory: only the demo
+    inventory (``inventory/demo``) points there, at snapshots a checkout generates (``make fixtures``) and
+    an installed collection does not ship."""
+    if not root or not isinstance(root, str) or root == "/":
+        return False
     real, top = os.path.realpath(root), os.path.realpath(_COLLECTION)
-    if not real.startswith(top + os.sep) or os.path.isdir(real):
+    return real.startswith(top + os.sep) and not os.path.isdir(real)
+
+
+def missing_root_hint(root):
+    """What to do about a snapshot root that is a missing demo snapshot (:func:`_missing_demo_root`);
+    ``None`` for any other root."""
+    if not _missing_demo_root(root):
         return None
-    return ("snapshot root %s is not a directory: the demo snapshots are not shipped with the collection. "
-            "Run `ansible-playbook gpuhost.baseline.demo`: it writes them into ./gpuhost-demo/ and audits them "
-            "(in a checkout, `make fixtures` writes them where inventory/demo looks)" % root)
+    return "snapshot root %s is not a directory: %s" % (root, DEMO_HINT)
+
+
+def missing_demo_roots(roots, named=5):
+    """One message for every host of ``roots`` (host -> its ``gpuhost_root``) whose root is a missing demo
+    snapshot, said once for the run before any host is read (``baseline_validate``); ``None`` when none is."""
+    hosts = sorted((str(host) for host, root in roots.items() if _missing_demo_root(root)))
+    if not hosts:
+        return None
+    more = " and %d more" % (len(hosts) - named) if len(hosts) > named else ""
+    return "the snapshot root of host(s) %s%s is not a directory: %s" % (", ".join(hosts[:named]), more, DEMO_HINT)
 
 
 def _snapshot_here(action, root):

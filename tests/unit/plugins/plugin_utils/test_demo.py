@@ -90,3 +90,14 @@ def test_missing_root_hint_only_inside_the_collection(tmp_path):
     assert gathering.missing_root_hint(str(tmp_path / "gone")) is None  # a site's own snapshot: the module's message
     assert gathering.missing_root_hint("/") is None
     assert gathering.missing_root_hint(os.path.join(REPO, "plugins")) is None  # a directory: not missing
+
+
+def test_missing_demo_roots_are_one_message_for_the_run(tmp_path):
+    inside = os.path.join(REPO, "build", "no-such-demo-snapshot")
+    roots = dict(("gpu-%02d" % n, inside) for n in range(7))
+    roots.update(site=str(tmp_path / "gone"), live=None, other="/")
+    message = gathering.missing_demo_roots(roots)
+    assert message.startswith("the snapshot root of host(s) gpu-00, gpu-01, gpu-02, gpu-03, gpu-04 and 2 more "
+                              "is not a directory: the demo snapshots are not shipped"), message
+    assert "ansible-playbook gpuhost.baseline.demo" in message and "site" not in message
+    assert gathering.missing_demo_roots({"site": str(tmp_path / "gone"), "live": None}) is None
