@@ -13,7 +13,8 @@ from ansible.utils.display import Display
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.actionbase import ControllerAction
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import (
-    ARGUMENT_SPEC, HostsRead, ReportError, build_stored, dumps_document, failing_at_or_above, map_host_findings)
+    ARGUMENT_SPEC, HostsRead, ReportError, build_stored, dumps_document, failing_at_or_above, failing_to_drain,
+    map_host_findings)
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report_dir import ReportDirError, write_stored
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import collection_version, load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import CatalogueError
@@ -205,6 +206,10 @@ class ActionModule(ControllerAction):
             # plain lines whatever the stdout callback (a debug task's msg is a JSON list of escaped strings with
             # the stock default callback); the lines are escaped for a terminal already (console.escape)
             Display().display("\n".join(result["console"]))
+        # what gpuhost_on_fail drains on, by host (roles/on_fail/tasks/act.yml): independent of fail_on
+        result["drain_hosts"] = {}
+        for host, finding in failing_to_drain(report, args["drain_severities"], args["drain_kinds"]):
+            result["drain_hosts"].setdefault(host, []).append(finding_label(finding))
         if args["fail_on"] != "none":
             failing = failing_at_or_above(report, args["fail_on"])
             result["failing"] = ["%s: %s" % (host, finding_label(f)) for host, f in failing]

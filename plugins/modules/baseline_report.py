@@ -135,6 +135,23 @@ options:
     type: str
     choices: [critical, high, medium, low, none]
     default: none
+  drain_severities:
+    description:
+      - The severities of the failing findings that put a host in RV(drain_hosts), what the on_fail role drains on
+        (C(gpuhost_drain_severities)). A finding of a severity the catalogue does not know counts as V(critical).
+    type: list
+    elements: str
+    choices: [critical, high, medium, low, info]
+    default: [critical]
+  drain_kinds:
+    description:
+      - The kinds of the failing findings that put a host in RV(drain_hosts) (C(gpuhost_drain_kinds)) - V(fault)
+        (the health area - hardware and GPU health, drained, reset or returned) or V(drift) (configuration,
+        fixed in a maintenance window).
+    type: list
+    elements: str
+    choices: [drift, fault]
+    default: [fault]
   host_notes:
     description:
       - A word per host shown with it in RV(console), for example that a host is a test capture
@@ -343,6 +360,15 @@ failing:
   type: list
   elements: str
   sample: ["gpu01: PCI-001 0000:41:00.0 (high)"]
+drain_hosts:
+  description:
+    - The audited hosts with a failing finding of a severity in O(drain_severities) and a kind in O(drain_kinds), and
+      those findings as rule id, subject and severity - the hosts the on_fail role drains (up to its budget).
+      Unknown, waived and passing findings never count, nor a host that was not audited. Independent of
+      O(fail_on).
+  returned: success
+  type: dict
+  sample: {"gpu07": ["HEALTH-001 0000:47:00.0 (critical)"]}
 failing_hosts:
   description:
     - The same findings by host - each host with at least one failing finding at or above O(fail_on), and
@@ -377,6 +403,8 @@ ARGUMENT_SPEC = dict(
     history_dir=dict(type="path"),
     history_keep=dict(type="int", default=50),
     print_console=dict(type="bool", default=False),
+    drain_severities=dict(type="list", elements="str", default=["critical"], choices=["critical", "high", "medium", "low", "info"]),
+    drain_kinds=dict(type="list", elements="str", default=["fault"], choices=["drift", "fault"]),
 )
 
 

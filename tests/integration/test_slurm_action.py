@@ -343,8 +343,15 @@ def test_audit_drains_a_failing_host_and_undrains_it_when_clean(clean_node, snap
     proc = audit(tmp_path, cluster, snapshot_trees["incident"], "check", check=True)
     assert proc.returncode == 2, proc.stdout[-5000:]
     assert cluster.sinfo() == "%s idle none" % node, proc.stdout[-3000:]
+    # by default a host is drained for its critical faults only (issue 38 item 4): the incident's Xid
+    # (HEALTH-001), not its configuration drift, which a maintenance window fixes
     proc = audit(tmp_path, cluster, snapshot_trees["incident"], "incident")
     assert proc.returncode == 2, proc.stdout[-5000:]  # the verdict still fails the host after draining it
+    assert cluster.sinfo() == "%s drain gpuhost: HEALTH-001" % node, proc.stdout[-3000:]
+    # drift of high severity drains too when asked: the reason names every rule drained for, sorted
+    proc = audit(tmp_path, cluster, snapshot_trees["incident"], "incident-drift", extra_vars={
+        "gpuhost_drain_kinds": ["drift", "fault"], "gpuhost_drain_severities": ["critical", "high"]})
+    assert proc.returncode == 2, proc.stdout[-5000:]
     state = cluster.sinfo()
     assert state.startswith("%s drain gpuhost: " % node), state
     reason = state.split(" ", 2)[2]
@@ -359,17 +366,13 @@ def test_audit_drains_a_failing_host_and_undrains_it_when_clean(clean_node, snap
     assert cluster.sinfo().split()[1].rstrip("*") == "idle", cluster.sinfo()
 
 
-def test_on_fail_without_a_verdict_is_refused(clean_node, snapshot_trees, tmp_path):
+def test_drains_whatever_gpuhost_fail_on_says(clean_node, snapshot_trees, tmp_path):
+    """What drains (gpuhost_drain_severities and gpuhost_drain_kinds) is not the exit code's threshold: with
+    gpuhost_fail_on none the run exits 0 and the critical fault's host is drained all the same."""
     cluster = clean_node
-    inventory = {"all": {"hosts": {"gpu07": {"ansible_connection": "local",
-                                             "gpuhost_root": snapshot_trees["incident"]}}}}
-    (tmp_path / "inventory.yml").write_text(json.dumps(inventory))
-    extra = {"gpuhost_on_fail": ["slurm_drain"], "gpuhost_report_dir": str(tmp_path / "reports")}
-    proc = playbook(tmp_path, "none", [{"import_playbook": os.path.join(REPO, "playbooks", "audit.yml")}],
-                    dict(os.environ), extra=["-i", str(tmp_path / "inventory.yml"), "-e", json.dumps(extra)])
-    assert proc.returncode == 2, proc.stdout[-5000:]
-    assert "acts on the verdict of gpuhost_fail_on, which is none" in proc.stdout
-    assert cluster.sinfo() == "%s idle none" % cluster.node
+    proc = audit(tmp_path, cluster, snapshot_trees["incident"], "none", extra_vars={"gpuhost_fail_on": "none"})
+    assert proc.returncode == 0, proc.stdout[-5000:]
+    assert cluster.sinfo() == "%s drain gpuhost: HEALTH-001" % cluster.node, proc.stdout[-3000:]
 
 
 def test_on_fail_arguments_are_checked_and_the_role_ends_on_the_controller_without_it(snapshot_trees, tmp_path):

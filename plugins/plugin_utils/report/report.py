@@ -18,8 +18,8 @@ from collections.abc import Mapping
 from json.decoder import scanstring
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import (
-    FAIL_ON_LEVELS, FINDING_KEYS, finding_kind, hosts_by_kind, HOST_STATES, SEVERITIES, SEVERITY_RANK, STATUSES, STORED_SCHEMA, RulesTable, finding_reader, rules_table, store_finding,
-    summarize, unpack_findings)
+    FAIL_ON_LEVELS, FINDING_KEYS, FINDING_KINDS, HOST_STATES, SEVERITIES, SEVERITY_RANK, STATUSES, STORED_SCHEMA,
+    RulesTable, finding_kind, finding_reader, hosts_by_kind, rules_table, store_finding, summarize, unpack_findings)
 
 __metaclass__ = type
 
@@ -362,6 +362,24 @@ def failing_at_or_above(report, severity):
     return out
 
 
+def failing_to_drain(report, severities, kinds):
+    """``[(host, finding)]`` of the audited hosts' failing findings whose severity is one of ``severities``
+    and whose kind (``drift``, ``fault``) one of ``kinds``: what ``gpuhost_on_fail`` drains on. A finding
+    of a severity outside the known ones counts as ``critical`` (as for ``gpuhost_fail_on``); an unknown,
+    waived or passing finding never drains, nor a host that was not audited (unreachable, failed)."""
+    severities, kinds = set(severities), set(kinds)
+    out = []
+    for name, host in report["hosts"].items():
+        if (host.get("state") or "audited") != "audited":
+            continue
+        for finding in host["findings"]:
+            severity = finding.get("severity") if finding.get("severity") in SEVERITY_RANK else "critical"
+            kind = finding.get("kind") or finding_kind(finding.get("area"))
+            if finding["status"] == "fail" and severity in severities and kind in kinds:
+                out.append((name, finding))
+    return out
+
+
 #: Options of the ``baseline_report`` action plugin, shared with its documentation module.
 ARGUMENT_SPEC = dict(
     report_dir=dict(type="path", required=True),
@@ -382,6 +400,9 @@ ARGUMENT_SPEC = dict(
     history_keep=dict(type="int", default=50),
     # the console summary printed as plain lines on the controller's display, whatever the stdout callback
     print_console=dict(type="bool", default=False),
+    # what gpuhost_on_fail drains on (drain_hosts): failing findings of these severities and kinds
+    drain_severities=dict(type="list", elements="str", default=["critical"], choices=list(SEVERITIES)),
+    drain_kinds=dict(type="list", elements="str", default=["fault"], choices=list(FINDING_KINDS)),
 )
 
 
