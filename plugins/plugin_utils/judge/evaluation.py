@@ -523,6 +523,9 @@ def host_report(facts, outcome, before=None, note=None, failure=None, catalogue=
         "numa": numa.get("nodes") or [],
         "facts_errors": len(errors) if isinstance(errors, list) else 0,
     }
+    gpus = _gpu_identities(facts)
+    if gpus:
+        part["gpus"] = gpus  # metrics.prom joins the per-GPU findings with dcgm-exporter's series by them
     if isinstance(facts.get("durations_s"), dict):
         # what each facts reader cost on the host (STYLE 17): report.json and metrics.prom name the slow one
         part["gather_s"] = facts["durations_s"]
@@ -535,6 +538,17 @@ def host_report(facts, outcome, before=None, note=None, failure=None, catalogue=
         part["state"] = "failed"
         part["message"] = "%s; %s" % (failure, note) if note else failure
     return part
+
+
+def _gpu_identities(facts):
+    """``[{"index", "uuid", "bus_id", "name"}]`` of the host's NVIDIA GPUs as nvidia-smi named them (what
+    dcgm-exporter labels its series with); the ones without a bus id left out."""
+    nvidia = facts.get("nvidia") if isinstance(facts.get("nvidia"), dict) else {}
+    out = []
+    for gpu in nvidia.get("gpus") or [] if isinstance(nvidia.get("gpus"), list) else []:
+        if isinstance(gpu, dict) and isinstance(gpu.get("bus_id"), str):
+            out.append(dict((key, gpu.get(key)) for key in ("index", "uuid", "bus_id", "name")))
+    return out
 
 
 def rule_statuses(findings):

@@ -91,6 +91,15 @@ FAMILIES = (
     ("gpuhost_baseline_finding_failing", ("host", "origin", "rule", "subject", "severity", "area", "kind"),
      "1 if the rule fails on the subject of the host, 0 if it does not (pass, unknown, waived, not applicable); "
      "kind is drift (configuration) or fault (hardware or GPU health)."),
+    ("gpuhost_baseline_finding_observed", ("host", "origin", "rule", "subject"),
+     "The value the rule observed on the subject of the host, where it is a number (MaxReadReq bytes, link "
+     "generation and width, power limit watts, error counts, measured bandwidths)."),
+    ("gpuhost_baseline_finding_expected", ("host", "origin", "rule", "subject"),
+     "The value the rule expects on the subject of the host, where it is a number (beside finding_observed)."),
+    ("gpuhost_baseline_gpu_info", ("host", "origin", "subject", "gpu", "UUID", "pci_bus_id", "Hostname", "hostname"),
+     "1 for each NVIDIA GPU of the host: its findings' subject (the PCI address) with dcgm-exporter's labels "
+     "gpu (the index), UUID, pci_bus_id and Hostname (hostname since its 2026-05 main branch), to join the two "
+     "(docs/report.md)."),
     ("gpuhost_baseline_numa_free_memory_ratio", ("host", "origin", "node"),
      "Free memory of the NUMA node as a ratio of its total (0 to 1) at audit time."),
 )
@@ -263,6 +272,17 @@ def _host_samples(report, name, host, origin, bulk=True):
             add("gpuhost_baseline_gather_duration_seconds", (subsystem,), seconds)
     if bulk:
         out[BULK_FAMILY] = _finding_samples(name, host, origin)
+    for finding in findings:
+        for key, family in (("observed", "gpuhost_baseline_finding_observed"),
+                            ("expected", "gpuhost_baseline_finding_expected")):
+            value = finding.get(key)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+                add(family, (finding.get("id"), finding.get("subject")), value)
+    hostname = host.get("hostname") or name
+    for gpu in host.get("gpus") or []:
+        if isinstance(gpu, dict) and isinstance(gpu.get("bus_id"), str):
+            add("gpuhost_baseline_gpu_info", (gpu["bus_id"], gpu.get("index"), gpu.get("uuid"),
+                                              dcgm_bus_id(gpu["bus_id"]), hostname, hostname), 1)
     for index, node in enumerate(host.get("numa") or []):
         if isinstance(node, dict):
             ratio = _free_ratio(node)
@@ -270,6 +290,15 @@ def _host_samples(report, name, host, origin, bulk=True):
                 node_id = node.get("id")
                 add("gpuhost_baseline_numa_free_memory_ratio", (index if node_id is None else node_id,), ratio)
     return out
+
+
+def dcgm_bus_id(address):
+    """A PCI address as dcgm-exporter's ``pci_bus_id`` label writes it (NVML's bus id: an 8-digit domain,
+    upper-case hex): ``0000:47:00.0`` -> ``00000000:47:00.0``, ``0000:c3:00.0`` -> ``00000000:C3:00.0``."""
+    parts = address.split(":")
+    if len(parts) != 3:
+        return address.upper()
+    return ("%s:%s:%s" % (parts[0].zfill(8), parts[1], parts[2])).upper()
 
 
 def _template(name, labels):

@@ -180,6 +180,22 @@ def _gather_seconds(value):
     return out or None
 
 
+def _normalize_gpus(value):
+    """A host's GPUs (``host_report``'s ``gpus``) as metrics.prom joins them with dcgm-exporter's series:
+    each ``{"index", "uuid", "bus_id", "name"}``, an integer index and text, the rest ``None``; an entry
+    without a PCI address left out; ``None`` when there is none."""
+    out = []
+    for gpu in value if isinstance(value, list) else []:
+        if not isinstance(gpu, dict) or not isinstance(gpu.get("bus_id"), str):
+            continue
+        index = gpu.get("index")
+        out.append({"index": index if isinstance(index, int) and not isinstance(index, bool) else None,
+                    "uuid": gpu.get("uuid") if isinstance(gpu.get("uuid"), str) else None,
+                    "bus_id": gpu["bus_id"],
+                    "name": gpu.get("name") if isinstance(gpu.get("name"), str) else None})
+    return out or None
+
+
 def _normalize_host(name, data, default_profile):
     if not isinstance(data, dict):
         raise ReportError("host %s: expected a mapping with findings, got %s" % (name, type(data).__name__))
@@ -209,6 +225,11 @@ def _normalize_host(name, data, default_profile):
     gather_s = _gather_seconds(data.get("gather_s"))
     if gather_s is not None:
         host["gather_s"] = gather_s
+    gpus = _normalize_gpus(data.get("gpus"))
+    if gpus is not None:
+        host["gpus"] = gpus
+        if isinstance(data.get("hostname"), str) and data["hostname"]:
+            host["hostname"] = data["hostname"]  # dcgm-exporter's Hostname label
     before = data.get("before")
     if before is not None:
         if isinstance(before, dict):

@@ -64,7 +64,7 @@ def test_families_names_and_help(report):
         "gpuhost_baseline_host_up", "gpuhost_baseline_host_state", "gpuhost_baseline_last_run_timestamp_seconds",
         "gpuhost_baseline_findings", "gpuhost_baseline_failures", "gpuhost_baseline_facts_errors",
         "gpuhost_baseline_finding_failing", "gpuhost_baseline_numa_free_memory_ratio",
-        "gpuhost_baseline_hosts_with_work"}
+        "gpuhost_baseline_hosts_with_work", "gpuhost_baseline_finding_observed", "gpuhost_baseline_finding_expected"}
     # the renamed families are gone: status as a label, a percent instead of a ratio
     assert "gpuhost_baseline_rule_status" not in families and "gpuhost_baseline_numa_free_percent" not in families
     # a status or a state is a value, never a label (but for the per-status counts and the state set)
@@ -493,3 +493,28 @@ def test_hosts_with_work_counts_hosts_per_kind_at_their_worst_severity():
                if name == "gpuhost_baseline_finding_failing"]
     assert set((lb["rule"], lb["kind"]) for lb in failing) == {
         ("HEALTH-001", "fault"), ("HEALTH-002", "fault"), ("CPU-001", "drift"), ("KERNEL-001", "drift")}
+
+
+def test_dcgm_bus_id_is_nvmls_form():
+    assert metrics.dcgm_bus_id("0000:c3:00.0") == "00000000:C3:00.0"
+    assert metrics.dcgm_bus_id("0001:0a:1f.7") == "00000001:0A:1F.7"
+    assert metrics.dcgm_bus_id("c3:00.0") == "C3:00.0"  # not a full address: left as it is
+
+
+def test_gpu_info_and_numeric_values_only():
+    doc = report_doc.build_report({"g": {"hostname": "node-7", "gpus": [
+        {"index": 3, "uuid": "GPU-1", "bus_id": "0000:c3:00.0", "name": "H100"}, {"index": 4, "uuid": "GPU-2"}],
+        "findings": [
+            {"id": "PCI-001", "area": "pcie", "severity": "high", "status": "fail", "subject": "0000:c3:00.0",
+             "observed": 512, "expected": 4096},
+            {"id": "CPU-001", "area": "cpu", "severity": "high", "status": "fail", "observed": {"acpi-cpufreq": 8},
+             "expected": ["amd-pstate"]},
+            {"id": "NUMA-001", "area": "numa", "severity": "high", "status": "pass", "observed": True, "expected": False}]}})
+    samples = parse_metrics(metrics.render_metrics(doc))
+    (info,) = [lb for name, lb, value in samples if name == "gpuhost_baseline_gpu_info"]  # the GPU without a bus id left out
+    assert info == {"host": "g", "origin": "controller", "subject": "0000:c3:00.0", "gpu": "3", "UUID": "GPU-1",
+                    "pci_bus_id": "00000000:C3:00.0", "Hostname": "node-7", "hostname": "node-7"}
+    values = dict(((name, lb["rule"]), value) for name, lb, value in samples if name.startswith("gpuhost_baseline_finding_")
+                  and name != "gpuhost_baseline_finding_failing")
+    assert values == {("gpuhost_baseline_finding_observed", "PCI-001"): 512,
+                      ("gpuhost_baseline_finding_expected", "PCI-001"): 4096}  # no mapping, list or bool
