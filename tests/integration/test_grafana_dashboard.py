@@ -436,25 +436,37 @@ def test_variable_queries(stack):
 
 
 def test_alert_rules_load_and_fire(stack):
+    """One alert per failing rule, labelled with the finding's rule, area, kind and severity: a critical
+    fault fires at once (HEALTH-001 on a GPU of the incident host), a high or medium fault and drift
+    are pending (``for: 10m``); the stale alert fires for the fleet file's old audits. A finding both
+    files report is one alert."""
     groups = http_json(stack.prom + "/api/v1/rules")["data"]["groups"]
     rules = [r for g in groups for r in g["rules"]]
     assert [g["file"] for g in groups] == [RULES]
-    names = ["GpuhostBaselineAuditFailing", "GpuhostBaselineAuditStale", "GpuhostBaselineDrift"]
+    names = ["GpuhostBaselineAuditFailing", "GpuhostBaselineAuditStale", "GpuhostBaselineDrift",
+             "GpuhostBaselineFault", "GpuhostBaselineFault"]
     assert sorted(r["name"] for r in rules) == names
     assert all(r["health"] == "ok" and not r.get("lastError") for r in rules), rules
     both = stack.own + stack.fleet
-    drifting = set(h for h, r, s, a, sev in failing(both) if sev in ("critical", "high"))
+    alerting = set((lb["host"], lb["rule"], lb["subject"], lb["severity"], lb["kind"]) for name, lb, value in both
+                   if name == "gpuhost_baseline_finding_failing" and value == 1
+                   and lb["severity"] in ("critical", "high", "medium"))
+    faults = set(("GpuhostBaselineFault", h, r, s, sev, "firing" if sev == "critical" else "pending")
+                 for h, r, s, sev, kind in alerting if kind == "fault")
+    drift = set(("GpuhostBaselineDrift", h, r, "", sev, "pending") for h, r, s, sev, kind in alerting if kind == "drift")
+    assert ("GpuhostBaselineFault", HOST, "HEALTH-001", "0000:47:00.0", "critical", "firing") in faults
+    assert ("GpuhostBaselineDrift", HOST, "LXC-001", "", "critical", "pending") in drift
     newest = {}
     for name, lb, value in both:
         if name == "gpuhost_baseline_last_run_timestamp_seconds":
             newest[lb["host"]] = max(value, newest.get(lb["host"], value))
     stale = set(h for h, stamp in newest.items() if time.time() - stamp > stale_seconds_of_the_alert())
-    assert HOST in drifting and HOST not in stale and stale  # the host's own audit is fresh, the fleet file's old
-    expected = sorted([("GpuhostBaselineDrift", h, "pending") for h in drifting]
-                      + [("GpuhostBaselineAuditStale", h, "firing") for h in stale])
+    assert HOST not in stale and stale  # the host's own audit is fresh, the fleet file's old
+    expected = sorted(faults | drift | set(("GpuhostBaselineAuditStale", h, "", "", "warning", "firing") for h in stale))
 
     def alerts():
-        got = sorted((a["labels"]["alertname"], a["labels"]["host"], a["state"])
+        got = sorted((a["labels"]["alertname"], a["labels"]["host"], a["labels"].get("rule", ""),
+                      a["labels"].get("subject", ""), a["labels"]["severity"], a["state"])
                      for a in http_json(stack.prom + "/api/v1/alerts")["data"]["alerts"])
         return got if got == expected else None
 
