@@ -654,15 +654,10 @@ def select_profile(catalogue, name, facts):
     return choose_profile(catalogue, name, facts)[0]
 
 
-def _match_text(profile):
-    text = getattr(profile.match, "text", None)
-    return " ".join(text.split()) if isinstance(text, str) else "its match"
-
-
 def choose_profile(catalogue, name, facts):
     """``(profile, why)``: :func:`select_profile`'s profile and, in words, why it judges the host
-    (named by ``gpuhost_profile``; ``auto``: the match that held and the profiles of higher priority
-    whose match did not, or that none held and the default was taken)."""
+    (named by ``gpuhost_profile``; ``auto``: the priority of the profile whose match held and the
+    profiles of higher priority whose match did not, or that none held and the default was taken)."""
     if name is None or name == "auto":
         facts = plain(facts or {})
         candidates = sorted((p for p in catalogue.profiles.values() if p.match is not None),
@@ -671,8 +666,10 @@ def choose_profile(catalogue, name, facts):
         for profile in candidates:
             try:
                 if truthy(profile.match.search(facts)):
-                    why = "auto: the highest-priority profile whose match holds on the facts (priority %d: %s)" % (
-                        profile.priority, _match_text(profile))
+                    # the match itself is jmespath, which the report's reader should not have to
+                    # read: the profile is named, its file holds the expression
+                    why = "auto: the highest-priority profile whose match holds on the facts (priority %d)" % (
+                        profile.priority)
                     if missed:
                         why += "; not matched: %s" % ", ".join(missed)
                     return profile, why

@@ -20,6 +20,11 @@ ALLOWED = {
         "the fail_on choices of two documentation modules, which cannot import controller code; "
         "test_baseline_report.py and test_verdict.py hold each equal to plugin_utils' argument spec "
         "(findings.FAIL_ON_LEVELS)"),
+    frozenset(("critical", "high", "medium", "low", "info")): (
+        {"modules/baseline_report.py", "plugin_utils/report/findings.py"},
+        "drain_severities' choices in the documentation module, which cannot import controller code "
+        "(findings.SEVERITY_RANK's keys); test_baseline_report.py holds the module's spec equal to "
+        "plugin_utils' argument spec, which takes its choices from findings.SEVERITIES"),
     frozenset(("governor", "epp", "boost", "idle_latency_max_us")): (
         {"modules/cpu_power.py", "module_utils/facts/persist.py"},
         "cpu_power's required_one_of names its own options; persist.py types the settings the fix "

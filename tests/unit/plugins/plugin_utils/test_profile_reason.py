@@ -19,12 +19,11 @@ def cpu_node_facts():
     return facts
 
 
-def test_auto_names_the_match_that_held():
+def test_auto_names_the_priority_of_the_match_that_held():
     cat = catalogue_load.load_catalogue()
     profile, why = catalogue_model.choose_profile(cat, "auto", healthy_facts())
     assert profile.name == "amd-epyc-nvidia"
-    assert why.startswith("auto: the highest-priority profile whose match holds on the facts (priority 100: "
-                          "cpu.vendor == 'AuthenticAMD'"), why
+    assert why == "auto: the highest-priority profile whose match holds on the facts (priority 100)", why
     assert "not matched" not in why
 
 
@@ -32,7 +31,9 @@ def test_auto_names_the_higher_priority_profiles_that_did_not_match():
     cat = catalogue_load.load_catalogue()
     profile, why = catalogue_model.choose_profile(cat, "auto", cpu_node_facts())
     assert profile.name == "cpu-node"
-    assert "(priority 50: !(nvidia.present)" in why and why.endswith("; not matched: amd-epyc-nvidia (priority 100)")
+    assert why == ("auto: the highest-priority profile whose match holds on the facts (priority 50); "
+                   "not matched: amd-epyc-nvidia (priority 100)"), why
+    assert "nvidia.present" not in why  # words, not the jmespath of the profile's match
 
 
 def test_no_match_is_the_default_and_says_so():
