@@ -46,6 +46,7 @@ def with_rule_text(hosts, catalogue):
 EVAL_VAR = "gpuhost_eval"
 GUARD_VAR = "gpuhost_controller_guard"
 NOTE_VAR = "gpuhost_note"
+CLUSTER_VAR = "gpuhost_cluster"
 
 
 def _registered_report(variables, name):
@@ -94,6 +95,20 @@ def _note_of(hostvars, name):
         raise ValueError("the %s of host %s cannot be templated: %s" % (NOTE_VAR, name, exc))
 
 
+def _cluster_of(hostvars, name):
+    """``gpuhost_cluster`` of host ``name`` as text ("" for none); ValueError naming the host when it cannot be
+    templated or is not text."""
+    try:
+        cluster = hostvars[name].get(CLUSTER_VAR)
+    except AnsibleError as exc:
+        raise ValueError("the %s of host %s cannot be templated: %s" % (CLUSTER_VAR, name, exc))
+    if cluster in (None, ""):
+        return ""
+    if not isinstance(cluster, str):
+        raise ValueError("the %s of host %s must be text, not %s" % (CLUSTER_VAR, name, type(cluster).__name__))
+    return cluster
+
+
 def finding_label(finding):
     """``"PCI-001 0000:41:00.0 (high)"``: rule id, subject when there is one, severity."""
     subject = finding.get("subject")
@@ -130,6 +145,12 @@ class ActionModule(ControllerAction):
         if unknown:
             raise ValueError("play_hosts names %s, not in the inventory" % ", ".join(repr(n) for n in unknown[:5]))
         notes.update(args["host_notes"])  # a note given as host_notes wins over the host's gpuhost_note
+        for name in list(hosts):
+            # gpuhost_cluster of each host (a label of its series): read here for every host, also one that
+            # was not evaluated (unreachable, refused), templated in the host's own context
+            cluster = _cluster_of(hostvars, name)
+            if cluster:
+                hosts[name] = dict(hosts[name], cluster=cluster)
         return hosts, notes
 
     def act(self, result, args):

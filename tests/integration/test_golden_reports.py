@@ -76,7 +76,12 @@ def html_events(text):
 def reports(snapshot_trees, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("golden")
     trees = dict((name, snapshot_trees[name]) for name in ("incident", "healthy", "intel", "hostile"))
-    runner = run_playbook(tmp, "audit.yml", fleet(trees, live=False),
+    inventory = fleet(trees, live=False)
+    # gpuhost_cluster from the inventory group, one host without: both forms are in the golden files
+    snapshots = inventory["all"]["children"]["snapshots"]
+    snapshots["vars"]["gpuhost_cluster"] = "lab-a"
+    snapshots["hosts"]["demo-intel"]["gpuhost_cluster"] = ""
+    runner = run_playbook(tmp, "audit.yml", inventory,
                           extravars={"gpuhost_report_dir": str(tmp / "reports")}, cmdline="--check")
     assert runner.rc == 0, stdout_of(runner)
     out = {}

@@ -50,6 +50,8 @@ PROMETHEUS = "/usr/bin/prometheus"
 NODE_EXPORTER = "/usr/bin/prometheus-node-exporter"
 #: the self-audit's host: one the fleet file has too, so both files hold its series
 HOST = "demo-incident"
+#: the demo fleet's gpuhost_cluster (test_golden_reports.py sets it on the group), the host's own too
+CLUSTER = "lab-a"
 #: the file name the fleet metrics.prom gets in a textfile directory (docs/grafana.md)
 FLEET_FILE = "gpuhost_baseline_fleet.prom"
 DS = {"type": "prometheus", "uid": "${datasource}"}
@@ -273,7 +275,7 @@ def stack(snapshot_trees, tmp_path_factory):
     textfile = os.path.join(work, "textfile")
     os.makedirs(textfile)
     with open(os.path.join(work, "config.json"), "w") as handle:
-        json.dump({"host": HOST}, handle)
+        json.dump({"host": HOST, "cluster": CLUSTER}, handle)  # as the self_audit role writes it
     bundle = build_bundle(os.path.join(tmp, "gpuhost-self-audit"))
     s = Stack(tmp)
     try:
@@ -326,8 +328,8 @@ def regex_escape(value):
 def selections(stack):
     """``{name: {variable: value}}``: All, and the host with one of its critical or high failing findings."""
     chosen = sorted(f for f in failing(stack.own) if f[4] in ("critical", "high"))[0]
-    return {"all": {"host": ".*", "area": ".*", "rule": ".*"},
-            "one": {"host": regex_escape(HOST), "area": regex_escape(chosen[3]), "rule": regex_escape(chosen[1])}}
+    return {"all": {"cluster": ".*", "host": ".*", "area": ".*", "rule": ".*"},
+            "one": {"cluster": ".*", "host": regex_escape(HOST), "area": regex_escape(chosen[3]), "rule": regex_escape(chosen[1])}}
 
 
 def substitute(expr, values):
@@ -433,6 +435,17 @@ def test_variable_queries(stack):
         body = http_json(stack.prom + "/api/v1/label/%s/values" % label, {"match[]": selector})
         assert body["status"] == "success" and body["data"], (name, selector)
         assert re.sub(r"\\(.)", r"\1", values[name]) in body["data"], (name, body["data"])
+    # the cluster variable: the fleet file's hosts carry their inventory group's gpuhost_cluster
+    var = variables(load_dashboard())["cluster"]
+    match = re.match(r"^label_values\((.*), (\w+)\)$", var["definition"])
+    body = http_json(stack.prom + "/api/v1/label/%s/values" % match.group(2), {"match[]": match.group(1)})
+    assert body["status"] == "success" and body["data"] == [CLUSTER], body
+    one = substitute('gpuhost_baseline_host_up{cluster=~"$cluster"}', {"cluster": regex_escape(CLUSTER)})
+    chosen = set((r["metric"]["host"], r["metric"]["origin"]) for r in stack.query(one))
+    # the fleet file's hosts of the group and the self-audit's own series, not demo-intel (its host var
+    # empties its cluster)
+    assert chosen == set((h, "controller") for h in ("demo-healthy", "demo-hostile", "demo-incident")) | {
+        (HOST, "self_audit")}, chosen
 
 
 def test_alert_rules_load_and_fire(stack):

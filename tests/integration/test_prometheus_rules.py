@@ -85,7 +85,7 @@ def test_rules_cover_faults_drift_stale_and_failing_runs():
     assert critical["labels"] == {"severity": "critical"} and 'severity="critical"' in critical["expr"]
     assert "labels" not in other and "labels" not in drift
     for rule in (critical, other, drift):
-        assert "by (host, rule, subject, area, severity, kind)" in rule["expr"], rule["alert"]
+        assert "by (cluster, host, rule, subject, area, severity, kind)" in rule["expr"], rule["alert"]
     stale = rules[3]["expr"]
     assert "2 * 3600" in stale, "the audit interval is written out in the expression (docs/report.md)"
 
@@ -115,7 +115,7 @@ MUTATIONS = {
     "medium fault not alerting": replace_in(1, 'severity=~"high|medium"', 'severity="high"'),
     "low fault alerting": replace_in(1, 'severity=~"high|medium"', 'severity=~"high|medium|low"'),
     "fault duplicates summed": replace_in(0, "max by", "sum by"),
-    "faults of a rule merged": replace_in(1, "max by (host, rule, subject,", "max by (host, rule,"),
+    "faults of a rule merged": replace_in(1, "max by (cluster, host, rule, subject,", "max by (cluster, host, rule,"),
     "fault severity fixed": setting(1, "labels", {"severity": "warning"}),
     "fault without kind ignored": replace_in(1, 'kind="", area="health"', 'kind="fault", area="health"'),
     "drift counted as fault": replace_in(0, 'kind="fault", severity', 'kind=~"fault|drift", severity'),
@@ -125,8 +125,8 @@ MUTATIONS = {
     "medium drift not alerting": replace_in(2, 'severity=~"critical|high|medium"', 'severity=~"critical|high"'),
     "low drift alerting": replace_in(2, 'severity=~"critical|high|medium"', 'severity=~"critical|high|medium|low"'),
     "drift duplicates summed": replace_in(2, "max by", "sum by"),
-    "drift per host only": replace_in(2, "count by (host, rule, area, severity, kind)", "count by (host)"),
-    "drift per subject": replace_in(2, "count by (host, rule, area,", "count by (host, rule, subject, area,"),
+    "drift per host only": replace_in(2, "count by (cluster, host, rule, area, severity, kind)", "count by (cluster, host)"),
+    "drift per subject": replace_in(2, "count by (cluster, host, rule, area,", "count by (cluster, host, rule, subject, area,"),
     "drift severity fixed": setting(2, "labels", {"severity": "warning"}),
     "drift without kind ignored": replace_in(2, 'kind="", area!="health"', 'kind="drift", area!="health"'),
     "old fault counted as drift": replace_in(2, 'area!="health"', 'area=~".+"'),
@@ -169,25 +169,26 @@ def test_the_demo_fleet_alerts_per_rule(promtool, tmp_path):
     by the unit tests, are left out of this copy of the rules."""
     with open(DEMO_METRICS, encoding="utf-8") as handle:
         samples = [(lb, v) for n, lb, v in parse_metrics(handle.read()) if n == "gpuhost_baseline_finding_failing"]
-    failing = set((lb["host"], lb["rule"], lb["subject"], lb["area"], lb["severity"], lb["kind"])
+    failing = set((lb["host"], lb["rule"], lb["subject"], lb["area"], lb["severity"], lb["kind"], lb["cluster"])
                   for lb, v in samples if v == 1 and lb["severity"] in ALERTING)
     faults = sorted(f for f in failing if f[5] == "fault")
-    subjects = collections.Counter((h, r, a, sev) for h, r, s, a, sev, k in failing if k == "drift")
+    subjects = collections.Counter((h, r, a, sev, c) for h, r, s, a, sev, k, c in failing if k == "drift")
 
-    def fault(host, rule, subject, area, severity, kind):
-        labels = dict(host=host, rule=rule, area=area, severity=severity, kind=kind)
-        if subject:  # Prometheus keeps no empty label
-            labels["subject"] = subject
-        return {"exp_labels": labels}
+    def nonempty(**labels):  # Prometheus keeps no empty label (subject of a host-wide rule, no cluster)
+        return dict((k, v) for k, v in labels.items() if v)
+
+    def fault(host, rule, subject, area, severity, kind, cluster):
+        return {"exp_labels": nonempty(host=host, rule=rule, subject=subject, area=area, severity=severity,
+                                       kind=kind, cluster=cluster)}
 
     def drift(key, count):
-        host, rule, area, severity = key
-        return {"exp_labels": dict(host=host, rule=rule, area=area, severity=severity, kind="drift",
-                                   value=str(count))}
+        host, rule, area, severity, cluster = key
+        return {"exp_labels": nonempty(host=host, rule=rule, area=area, severity=severity, kind="drift",
+                                       cluster=cluster, value=str(count))}
 
     critical = [fault(*f) for f in faults if f[4] == "critical"]
-    assert fault("demo-incident", "HEALTH-001", "0000:47:00.0", "health", "critical", "fault") in critical
-    assert ("demo-incident", "LXC-001", "lxc", "critical") in subjects
+    assert fault("demo-incident", "HEALTH-001", "0000:47:00.0", "health", "critical", "fault", "lab-a") in critical
+    assert ("demo-incident", "LXC-001", "lxc", "critical", "lab-a") in subjects
     assert any(f[4] != "critical" for f in faults) and max(subjects.values()) > 1
 
     # the drift alert's value as a label, so that promtool compares it

@@ -96,7 +96,11 @@ def test_the_run_appended_one_record_to_the_history_on_the_host():
 def test_node_exporter_serves_the_gpuhost_series():
     served = samples(kept("metrics.txt"))
     textfile = samples(sections()["textfile"])
-    assert textfile[("gpuhost_baseline_host_up", (("host", HOST), ("origin", "self_audit")))] == 1
+    # gpuhost_cluster (molecule.yml's group_vars) went into the host's config and labels every series
+    up = ("gpuhost_baseline_host_up", (("cluster", "vm-lab"), ("host", HOST), ("origin", "self_audit")))
+    assert textfile[up] == 1, sorted(textfile)[:5]
+    per_host = [labels for dummy, labels in textfile if "host" in dict(labels)]
+    assert per_host and all(dict(labels).get("cluster") == "vm-lab" for labels in per_host), "a series without the cluster"
     failing = [k for k in textfile if k[0] == "gpuhost_baseline_finding_failing"]
     assert len(failing) > 20, sorted(textfile)[:10]
     # every series of the textfile is on /metrics with the same value: node_exporter read the file

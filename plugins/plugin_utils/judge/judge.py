@@ -42,6 +42,7 @@ HOST_VARS = {
     "note": None,          # a message for the report (e.g. a reboot that did not come back)
     "failure": None,       # why work on the host did not complete: state failed, findings kept
     "applied": None,       # rule ids whose fix task ran (remediate.yml): only those can be "not fixed"
+    "cluster": None,       # gpuhost_cluster: the report's and the metrics' cluster of the host
 }
 
 
@@ -121,6 +122,8 @@ def judge_host(facts, catalogue, host_vars, history=None, history_name=None, bun
     part = host_report(facts, outcome, before=options["before"], note=options["note"], failure=options["failure"],
                        catalogue=catalogue)
     keep_rule_text(part, catalogue, bundled)
+    if isinstance(options["cluster"], str) and options["cluster"]:
+        part["cluster"] = options["cluster"]
     if why:
         part["profile_reason"] = why  # the report says why this profile judged the host
     # the boot this audit saw: the report writer keeps it in the history (same boot or across a reboot)

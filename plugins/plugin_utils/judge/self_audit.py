@@ -96,6 +96,7 @@ CONFIG_KEYS = {
     "history_dir": str,
     "history_keep": int,
     "kernel_log_boots": int,
+    "cluster": str,
 }
 #: largest config file read (bytes): the role writes a few kilobytes (params and waivers included)
 CONFIG_CAP = DEFAULT_CAP
@@ -275,7 +276,7 @@ def audit_host(config, root="/", run_command=None, history_dir=None):
     if refusal is not None:
         return name, {"state": "failed", "message": "baseline evaluation of %s: %s" % (name, refusal)}
     host_vars = {"host": name, "profile": config.get("profile") or "auto", "params": config.get("params") or {},
-                 "waivers": config.get("waivers") or []}
+                 "waivers": config.get("waivers") or [], "cluster": config.get("cluster") or None}
     # the report below takes every rule text from this catalogue: nothing to keep for another one
     judgement = judge_host(facts, catalogue, host_vars, history=history_dir, bundled=catalogue)
     for warning in judgement.warnings:

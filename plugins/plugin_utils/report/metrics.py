@@ -104,6 +104,10 @@ FAMILIES = (
      "Free memory of the NUMA node as a ratio of its total (0 to 1) at audit time."),
 )
 
+#: every family of a host's series ends with the ``cluster`` label (``gpuhost_cluster``, empty when not set):
+#: two clusters' hosts in one Prometheus stay apart
+FAMILIES = tuple((name, labels + ("cluster",) if "host" in labels else labels, help_text)
+                 for name, labels, help_text in FAMILIES)
 FAMILY_LABELS = dict((name, labels) for name, labels, dummy in FAMILIES)
 RUN_FAMILIES = tuple(name for name, labels, dummy in FAMILIES if "host" not in labels)
 
@@ -206,10 +210,17 @@ def _free_ratio(node):
 BULK_FAMILY = "gpuhost_baseline_finding_failing"
 
 
+def _cluster(host):
+    """The host's ``cluster`` label value (``gpuhost_cluster``): text, empty when it has none."""
+    cluster = host.get("cluster")
+    return cluster if isinstance(cluster, str) else ""
+
+
 def _finding_samples(name, host, origin):
     """``[(label values, value)]`` of :data:`BULK_FAMILY` for one host: 1 for a failing finding, else 0."""
     seen = {}
     failing = []
+    cluster = label_text(_cluster(host))
     for finding in host.get("findings") or []:  # the bulk of a fleet file: written without add()
         if not isinstance(finding, dict):
             continue
@@ -222,7 +233,7 @@ def _finding_samples(name, host, origin):
             # two findings of one rule on one subject would be one series twice, which the
             # textfile collector rejects: the repeats are numbered
             subject = "%s#%d" % (subject, count)
-        failing.append(((name, origin, rid, subject, severity, area, kind), 1 if finding.get("status") == "fail" else 0))
+        failing.append(((name, origin, rid, subject, severity, area, kind, cluster), 1 if finding.get("status") == "fail" else 0))
     return failing
 
 
@@ -230,9 +241,10 @@ def _host_samples(report, name, host, origin, bulk=True):
     """``{family: [(label values, value)]}`` of one host of ``report``, written by ``origin``
     (without :data:`BULK_FAMILY` when ``bulk`` is false)."""
     out = {}
+    cluster = (label_text(_cluster(host)),)
 
     def add(family, labels, value):
-        out.setdefault(family, []).append(((name, origin) + tuple(label_text(v) for v in labels), value))
+        out.setdefault(family, []).append(((name, origin) + tuple(label_text(v) for v in labels) + cluster, value))
 
     state = host.get("state") or "audited"
     add("gpuhost_baseline_host_info", (host.get("profile"), report.get("collection_version")), 1)
@@ -433,8 +445,10 @@ _ESCAPE = re.compile(r'\\(.)')
 #: as cheap as keeping the line (a fleet file may hold 470,000 lines: EXISTING_CAP)
 _OLD_LINE_ORIGIN = '{origin="%s",' % ORIGIN_CONTROLLER
 # the origin label is optional: a fleet file written before it had none
-_LAST_RUN = re.compile(r'^gpuhost_baseline_last_run_timestamp_seconds\{host="(%s)"(?:,origin="%s")?,?\} (%s)$'
+_LAST_RUN = re.compile(r'^gpuhost_baseline_last_run_timestamp_seconds\{host="(%s)"(?:,[a-zA-Z_][a-zA-Z0-9_]*="%s")*,?\} (%s)$'
                        % (_LABEL_VALUE, _LABEL_VALUE, _VALUE), re.M)
+#: labels a kept line written before them gets (:func:`merged_lines`): the value from the line's other labels
+_ADDED_LABELS = {"cluster": lambda labels: "", "kind": lambda labels: finding_kind(labels.get("area"))}
 
 
 def _unescape(value):
@@ -513,7 +527,12 @@ def merged_lines(report, existing, now=None, keep_seconds=KEEP_SECONDS):
                 labels["origin"] = ORIGIN_CONTROLLER
                 line = line.replace("{", _OLD_LINE_ORIGIN, 1)  # a name has no "{": the label set's
             if len(labels) != len(names):
-                continue
+                added = [k for k in names if k not in labels]
+                if len(labels) + len(added) != len(names) or any(k not in _ADDED_LABELS for k in added):
+                    continue
+                # a line from before a label was added (cluster, kind): written again with it
+                labels.update((k, _ADDED_LABELS[k](labels)) for k in added)
+                line = _TEMPLATES[family] % (tuple(prom_escape(labels[k]) for k in names) + (line.rsplit(" ", 1)[1],))
             try:
                 values = tuple(labels[k] for k in names)
             except KeyError:

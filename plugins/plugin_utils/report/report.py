@@ -225,6 +225,8 @@ def _normalize_host(name, data, default_profile):
     gather_s = _gather_seconds(data.get("gather_s"))
     if gather_s is not None:
         host["gather_s"] = gather_s
+    if isinstance(data.get("cluster"), str) and data["cluster"]:
+        host["cluster"] = data["cluster"]  # gpuhost_cluster: a label of every series of the host
     gpus = _normalize_gpus(data.get("gpus"))
     if gpus is not None:
         host["gpus"] = gpus

@@ -3,6 +3,8 @@
 
 import json
 
+import pytest
+
 from helpers.baseline_facts import healthy_facts
 
 from ansible_collections.gpuhost.baseline.plugins.action.baseline_report import collection_version, hosts_from_play, with_rule_text
@@ -147,3 +149,14 @@ def test_play_hosts_unknown_name_fails_the_task_naming_it():
 
     result = _action({"hostvars": HostVars(gpu01={}), "ansible_play_hosts": ["gpu01"]}, play_hosts=["gpu01", "gpu-typo"])
     assert result["failed"] and result["msg"] == "baseline_report: play_hosts names 'gpu-typo', not in the inventory"
+
+
+def test_cluster_of_each_host_is_text_or_none():
+    from ansible_collections.gpuhost.baseline.plugins.action.baseline_report import _cluster_of
+
+    hostvars = {"east": {"gpuhost_cluster": "east"}, "none": {}, "empty": {"gpuhost_cluster": ""},
+                "number": {"gpuhost_cluster": 7}}
+    assert _cluster_of(hostvars, "east") == "east"
+    assert _cluster_of(hostvars, "none") == _cluster_of(hostvars, "empty") == ""
+    with pytest.raises(ValueError, match="the gpuhost_cluster of host number must be text, not int"):
+        _cluster_of(hostvars, "number")

@@ -145,7 +145,7 @@ def test_host_state_series_do_not_change_with_the_state():
             assert keys(audited, family) == keys(down, family), family
         assert dict((lb["state"], v) for lb, v in series(down, "gpuhost_baseline_host_state")) == {
             "audited": 0, "unreachable": 0, "failed": 0, state: 1}
-        assert series(down, "gpuhost_baseline_host_up") == [({"host": "a", "origin": "controller"}, 0)]
+        assert series(down, "gpuhost_baseline_host_up") == [({"host": "a", "origin": "controller", "cluster": ""}, 0)]
         assert series(down, "gpuhost_baseline_finding_failing") == []
 
 
@@ -191,7 +191,7 @@ def test_last_change_from_the_history(value, expected):
     rep["hosts"]["a"]["changes"] = {"last_change": value, "new_fails": []}
     rep["hosts"]["b"]["changes"] = "garbage"
     got = series(metrics.render_metrics(rep), "gpuhost_baseline_last_change_timestamp_seconds")
-    assert got == ([] if expected is None else [({"host": "a", "origin": "controller"}, expected)])
+    assert got == ([] if expected is None else [({"host": "a", "origin": "controller", "cluster": ""}, expected)])
 
 
 # --- escaping --------------------------------------------------------------------------------
@@ -350,8 +350,9 @@ def test_merge_drops_what_it_cannot_date_or_place():
     merged = metrics.merge_metrics(limited, existing)
     parse_families(merged)
     kept = [(n, lb, v) for n, lb, v in parse_metrics(merged) if lb.get("host") == "b"]
-    # a line of a file written before the origin label is the controller's: written again with it
-    old = {"host": "b", "origin": "controller"}
+    # a line of a file written before the origin label is the controller's, one written before the cluster
+    # label has none (""): written again with both
+    old = {"host": "b", "origin": "controller", "cluster": ""}
     assert kept == [("gpuhost_baseline_host_up", old, 1.0),
                     ("gpuhost_baseline_last_run_timestamp_seconds", old, NOW - 60),
                     ("gpuhost_baseline_facts_errors", old, 2.0),
@@ -513,7 +514,7 @@ def test_gpu_info_and_numeric_values_only():
     samples = parse_metrics(metrics.render_metrics(doc))
     (info,) = [lb for name, lb, value in samples if name == "gpuhost_baseline_gpu_info"]  # the GPU without a bus id left out
     assert info == {"host": "g", "origin": "controller", "subject": "0000:c3:00.0", "gpu": "3", "UUID": "GPU-1",
-                    "pci_bus_id": "00000000:C3:00.0", "Hostname": "node-7", "hostname": "node-7"}
+                    "pci_bus_id": "00000000:C3:00.0", "Hostname": "node-7", "hostname": "node-7", "cluster": ""}
     values = dict(((name, lb["rule"]), value) for name, lb, value in samples if name.startswith("gpuhost_baseline_finding_")
                   and name != "gpuhost_baseline_finding_failing")
     assert values == {("gpuhost_baseline_finding_observed", "PCI-001"): 512,

@@ -81,7 +81,7 @@ def test_incident_snapshot_writes_report_and_textfile(snapshot_trees, out, capsy
     assert all(f["title"] and f["severity"] and f["rationale"] for f in failing)
     text = read(os.path.join(out["textfile"], "gpuhost_baseline.prom"))
     families = parse_families(text)
-    assert families["gpuhost_baseline_host_up"]["samples"] == [({"host": "gpu-incident", "origin": "self_audit"}, 1.0)]
+    assert families["gpuhost_baseline_host_up"]["samples"] == [({"host": "gpu-incident", "origin": "self_audit", "cluster": ""}, 1.0)]
     flagged = [s for s in families["gpuhost_baseline_finding_failing"]["samples"] if s[1] == 1]
     assert len(flagged) == len(failing)
     assert families["gpuhost_baseline_run_duration_seconds"]["samples"][0][1] > 0
@@ -142,7 +142,7 @@ def test_history_on_the_host_lists_the_change_since_the_last_run(healthy, out, c
     assert changes["count"] == 1 + len(changes["status_changed"]) and changes["status_changed"]
     assert set(i["rule"] for i in changes["status_changed"]) <= {"HEALTH-020", "HEALTH-021", "HEALTH-022", "HEALTH-023"}
     assert "since the audit of 2025-06-01T12:00:00+00:00 (same boot): 1 new fail" in stdout
-    assert families["gpuhost_baseline_last_change_timestamp_seconds"]["samples"] == [({"host": "h", "origin": "self_audit"}, 1748782800.0)]
+    assert families["gpuhost_baseline_last_change_timestamp_seconds"]["samples"] == [({"host": "h", "origin": "self_audit", "cluster": ""}, 1748782800.0)]
 
     set_boot_id(healthy, OTHER_BOOT)
     set_max_read_request(healthy, GPU, 4096)
@@ -290,7 +290,7 @@ def test_unknown_profile_writes_a_failed_report_and_exits_1(snapshot_trees, out,
     report = json.loads(read(os.path.join(out["report"], "report.json")))
     assert report["hosts"]["gpu01"]["state"] == "failed" and "no-such-profile" in report["hosts"]["gpu01"]["message"]
     families = parse_families(read(os.path.join(out["textfile"], "gpuhost_baseline.prom")))
-    assert families["gpuhost_baseline_host_up"]["samples"] == [({"host": "gpu01", "origin": "self_audit"}, 0.0)]
+    assert families["gpuhost_baseline_host_up"]["samples"] == [({"host": "gpu01", "origin": "self_audit", "cluster": ""}, 0.0)]
 
 
 def test_missing_libraries_name_the_debian_packages(snapshot_trees, out, capsys, monkeypatch):
