@@ -26,6 +26,7 @@ INSTALLED = (
     "/etc/gpuhost-self-audit.json",
     "/etc/systemd/system/gpuhost-self-audit.service",
     "/etc/systemd/system/gpuhost-self-audit.timer",
+    "/etc/systemd/system/gpuhost-self-audit-watch.service",
     TEXTFILE,
     "/var/lib/gpuhost-baseline",
     "/var/cache/gpuhost-baseline",
@@ -170,6 +171,39 @@ def test_with_a_hung_nvidia_smi_nothing_of_the_tool_survives():
     assert parts["left"].strip() == "", parts["left"]
     (ended,) = [float(v) for v in parts["ended"].split()]
     assert ended < float(parts["textfile_mtime"]), (ended, parts["textfile_mtime"])
+
+
+#: issue 38 item 3: a GPU fault line is in the textfile within this many seconds
+FAULT_TO_TEXTFILE_MAX_S = 60
+#: the watcher's CPU while the kernel log is quiet: at most this many clock ticks over the 20 s measured
+WATCHER_IDLE_TICKS_MAX = 2
+
+
+def test_a_gpu_fault_line_is_a_failing_health_finding_within_60_s():
+    """Xid 79 written to /dev/kmsg (the guest's PCI function dressed as an NVIDIA GPU): the watcher
+    starts the self-audit and HEALTH-001 fails, critical, in the textfile within a minute (it did not
+    fail before the line)."""
+    parts = sections("watch.txt")
+    assert "ActiveState=active" in parts["watcher"] and "SubState=running" in parts["watcher"], parts["watcher"]
+    assert " 0x10de 0x030200" in parts["device"], parts["device"]
+    assert parts["before"].strip() == "0", parts["before"]
+    waited = parts["waited_ms"].strip()
+    assert waited != "none", "HEALTH-001 did not fail in the textfile within 90 s:\n%s" % parts["journal"]
+    print("Xid written to /dev/kmsg -> failing HEALTH-001 in the textfile: %.1f s" % (int(waited) / 1000.0))
+    assert int(waited) / 1000.0 <= FAULT_TO_TEXTFILE_MAX_S, waited
+    failing = [dict(labels) for (name, labels), value in samples(parts["textfile"]).items()
+               if name == "gpuhost_baseline_finding_failing" and value == 1]
+    assert failing and set((f["rule"], f["severity"], f["kind"]) for f in failing) == {
+        ("HEALTH-001", "critical", "fault")}, failing
+    assert re.search(r"GPU fault line in the kernel log \(.*Xid .*: 79, .*\): started gpuhost-self-audit.service",
+                     parts["journal"]), parts["journal"]
+
+
+def test_the_watcher_is_idle_while_the_kernel_log_is_quiet():
+    idle = dict(item.split("=") for item in sections("watch.txt")["idle"].split())
+    print("fault watcher while the kernel log is quiet: %s clock ticks (1/%s s) in %s s, RSS %s KiB"
+          % (idle["ticks"], idle["hz"], idle["seconds"], idle["rss_kb"]))
+    assert int(idle["ticks"]) <= WATCHER_IDLE_TICKS_MAX, idle
 
 
 def test_the_fake_nvidia_smi_was_removed(host):

@@ -125,6 +125,13 @@ _ADDRESS_RE = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
 # -- kernel log ---------------------------------------------------------------------
+def is_fault_line(text):
+    """Whether a kernel log line is one the audit keeps (:data:`_MARKS`: Xid, SXid, a GPU fallen off
+    the bus or failing to initialise, GSP and reset-required lines): the self-audit's watcher starts
+    an audit on such a line."""
+    return isinstance(text, str) and _MARK_RE.search(text) is not None
+
+
 def _scan(text, start=0):
     """``(lines, picked)`` per megabyte of ``text[start:]`` (cut after a newline): the number
     of non-empty lines in it and its lines the audit keeps (:data:`_MARKS`), without carriage

@@ -61,6 +61,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalog
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.schema import COLLECTION_ROOT
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import expand_findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.history import record_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import fault_watch
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.judge import judge_host
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import (
     ReportError, build_stored, dumps_document, update_hosts)
@@ -75,6 +76,8 @@ __metaclass__ = type
 
 PROG = "gpuhost-self-audit"
 DEFAULT_CONFIG = "/etc/gpuhost-self-audit.json"
+#: the unit --watch starts on a GPU fault line (the role's service)
+WATCH_UNIT = PROG + ".service"
 DEFAULT_REPORT_DIR = "/var/lib/gpuhost-baseline"
 DEFAULT_TEXTFILE_DIR = "/var/lib/prometheus/node-exporter"
 PROM_FILE = "gpuhost_baseline.prom"
@@ -117,6 +120,7 @@ def say(text, stream=None):
     :data:`LINE_CHARS` characters): the only way this runner prints."""
     stream = sys.stdout if stream is None else stream
     stream.write(escape("%s: %s" % (PROG, text), limit=LINE_CHARS) + "\n")
+    stream.flush()  # a long-running --watch writes to the journal as it goes (Python 3.8 buffers stderr)
 
 
 def warn(text):
@@ -345,6 +349,12 @@ def parser():
     p.add_argument("--history-dir", help="drift history directory (default: config, then history/ in the report "
                    "directory; 'none' keeps no history)")
     p.add_argument("--generated", help=argparse.SUPPRESS)  # fixed timestamp for tests
+    p.add_argument("--watch", action="store_true",
+                   help="follow the kernel log instead of auditing: start --watch-unit on each GPU fault line "
+                        "(Xid, SXid, fallen off the bus, RmInitAdapter, GSP), at most once per --watch-interval")
+    p.add_argument("--watch-unit", default=WATCH_UNIT, help="the systemd unit --watch starts (default %(default)s)")
+    p.add_argument("--watch-interval", type=float, default=fault_watch.DEFAULT_INTERVAL,
+                   help="seconds between two starts (default %(default)s; 1 to 3600)")
     return p
 
 
@@ -362,6 +372,14 @@ def run(argv):
     """The command: parse, audit, write. Returns the exit status; raises :class:`SelfAuditError`."""
     started, cpu_start = time.monotonic(), _cpu_seconds()
     args = parser().parse_args(argv)
+    if args.watch:
+        if not 1 <= args.watch_interval <= 3600:
+            raise SelfAuditError("--watch-interval must be 1 to 3600 seconds, not %g" % args.watch_interval, status=2)
+        try:
+            fault_watch.watch(args.watch_unit, args.watch_interval, say=lambda text: say(text, sys.stderr))
+        except fault_watch.WatchError as exc:
+            raise SelfAuditError(str(exc))
+        return 0
     config = load_config(None if args.config == "none" else args.config)
     if args.host:
         config["host"] = args.host
