@@ -298,12 +298,13 @@ def _cpu_seconds():
     return usage.ru_utime + usage.ru_stime + children.ru_utime + children.ru_stime
 
 
-def cpu_metric(name, cpu):
-    """The self-audit run's own CPU time, appended to the host's series (docs/self-audit.md)."""
+def cpu_metric(name, cpu, cluster=""):
+    """The self-audit run's own CPU time, appended to the host's series (docs/self-audit.md), labelled as
+    they are (host, origin, cluster)."""
     metric = "gpuhost_baseline_self_audit_cpu_seconds"
-    return "# HELP %s %s\n# TYPE %s gauge\n%s{host=\"%s\",origin=\"%s\"} %s\n" % (
+    return "# HELP %s %s\n# TYPE %s gauge\n%s{host=\"%s\",origin=\"%s\",cluster=\"%s\"} %s\n" % (
         metric, "CPU time (user + system, children included) of the last self-audit run of the host.", metric,
-        metric, prom_escape(name), ORIGIN_SELF_AUDIT, round(cpu, 3))
+        metric, prom_escape(name), ORIGIN_SELF_AUDIT, prom_escape(cluster or ""), round(cpu, 3))
 
 
 def write_outputs(report, name, report_dir, textfile_dir, started, cpu_start):
@@ -324,7 +325,8 @@ def write_outputs(report, name, report_dir, textfile_dir, started, cpu_start):
         text = render_host_metrics(report, name)
     except MetricsError as exc:
         raise SelfAuditError("cannot render the metrics: %s" % exc)
-    text += cpu_metric(name, _cpu_seconds() - cpu_start)
+    cluster = (report.get("hosts") or {}).get(name, {}).get("cluster")
+    text += cpu_metric(name, _cpu_seconds() - cpu_start, cluster if isinstance(cluster, str) else "")
     prom = os.path.join(textfile_dir, PROM_FILE)
     try:
         os.makedirs(textfile_dir, mode=0o755, exist_ok=True)

@@ -47,7 +47,7 @@ MAX_FINDING_LINES = 40
 #: line, a failing group's hosts on its header only, and the groups' finding lines share
 #: :data:`FOLD_FINDING_LINES` (each group keeps its first line and a pointer to the reports)
 FOLD_HOSTS = 20
-FOLD_FINDING_LINES = 40
+FOLD_FINDING_LINES = 30
 
 _ESCAPES = {"\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
 _PCI_ADDRESS = re.compile(r"^0000:([0-9a-f]{2}:[0-9a-f]{2}\.[0-7])$")
@@ -250,7 +250,7 @@ def finding_lines(findings, nouns=None):
     return lines
 
 
-def _host_list(names):
+def host_list(names):
     """``a, b, c`` or, for more than :data:`MAX_SUBJECTS`, the first five, ``...``, the last two."""
     if len(names) > MAX_SUBJECTS:
         names = list(names[:MAX_SUBJECTS - 3]) + ["..."] + list(names[-2:])
@@ -370,7 +370,7 @@ def console_lines(report, notes=None, fail_on="none", report_dir=None, nouns=Non
                 order.append(key)
             groups[key].append(names[name])
     for (state, message, note), members in sorted(folded.items()):
-        lines.append("  %d host(s) %s%s%s: %s" % (len(members), state, message, note, _host_list(members)))
+        lines.append("  %d host(s) %s%s%s: %s" % (len(members), state, message, note, host_list(members)))
     budget = FOLD_FINDING_LINES
     for key in order:
         failing, count, note = key
@@ -379,7 +379,7 @@ def console_lines(report, notes=None, fail_on="none", report_dir=None, nouns=Non
             lines.append("%s: %d failing finding(s), worst first%s" % (members[0], count, note))
         else:
             lines.append("%d hosts (%s): same %d failing finding(s), worst first%s"
-                         % (len(members), _host_list(members), count, note))
+                         % (len(members), host_list(members), count, note))
         shown = max_finding_lines
         if fold:
             # the groups share the budget; each keeps at least its worst line

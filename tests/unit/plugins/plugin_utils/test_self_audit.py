@@ -21,7 +21,7 @@ import pytest
 from helpers.snapshot_edit import remove_pcie_boot_mechanism, set_boot_id, set_max_read_request
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import self_audit
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import expand_document
-from helpers.prom import parse_families
+from helpers.prom import parse_families, parse_metrics
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))))
 FILES = os.path.join(REPO, "roles", "self_audit", "files")
@@ -92,6 +92,22 @@ def test_incident_snapshot_writes_report_and_textfile(snapshot_trees, out, capsy
     assert os.listdir(os.path.join(out["report"], "history")) == ["gpu-incident.jsonl"]
     assert "first audit in the history" in host["changes"]["summary"]
     assert os.listdir(out["textfile"]) == ["gpuhost_baseline.prom"]
+
+
+def test_the_config_s_cluster_labels_every_series_of_the_host(snapshot_trees, out, capsys):
+    """gpuhost_cluster (the role writes it as ``cluster``): on every series with a host label, the run's own
+    CPU time included, and in report.json."""
+    config = write_config(out["tmp"], {"host": "gpu-healthy", "cluster": "east \"1\"",
+                                       "report_dir": out["report"], "textfile_dir": out["textfile"]})
+    status, dummy, err = run(["--config", config, "--root", snapshot_trees["healthy"], "--generated", GENERATED], capsys)
+    assert status == 0, err
+    samples = [lb for name, lb, value in parse_metrics(read(os.path.join(out["textfile"], "gpuhost_baseline.prom")))
+               if "host" in lb]
+    assert samples and all(lb["cluster"] == 'east "1"' for lb in samples), [lb for lb in samples if lb.get("cluster") != 'east "1"']
+    assert "gpuhost_baseline_self_audit_cpu_seconds" in set(
+        name for name, lb, value in parse_metrics(read(os.path.join(out["textfile"], "gpuhost_baseline.prom"))))
+    report = json.loads(read(os.path.join(out["report"], "report.json")))
+    assert report["hosts"]["gpu-healthy"]["cluster"] == 'east "1"'
 
 
 def test_config_kernel_log_boots_reaches_the_gatherer(snapshot_trees, out, capsys):
