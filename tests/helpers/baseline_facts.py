@@ -212,6 +212,11 @@ _HEALTHY = {
         "nccl": {"status": "ok", "reason": None, "gpus": 2, "avg_busbw_gbs": 41.7, "max_busbw_gbs": 47.9,
                  "out_of_bounds": 0, "out_of_bounds_ok": True, "wrong": [], "checked": True, "exit_status": 0,
                  "command": "all_reduce_perf -b 8M -e 1G -f 2 -g 2"},
+        # a site workload (VAL-012): llama.cpp's llama-bench, its figure above its floor
+        "workloads": [{"name": "llama-bench tg128", "status": "ok", "reason": None, "value": 118.88, "unit": "tok/s",
+                       "floor": 100.0, "parser": "json", "how": "json path [0].avg_ts", "timeout_s": 600,
+                       "command": "/usr/local/bin/llama-bench -m /models/model.gguf -p 0 -n 128 -o json",
+                       "seconds": 41.3, "exit_status": 0}],
     },
     "errors": [],
 }

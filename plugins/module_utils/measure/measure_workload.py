@@ -76,10 +76,10 @@ def _describe(result, name, timeout_s):
     if result.bound == runner.TIMEOUT and result.deadline:
         return result.describe(name)
     if result.bound == runner.TIMEOUT:
-        return "%s: killed after %s s (its timeout), with its process group" % (name, timeout_s)
+        return "killed after %s s (its timeout), with its process group" % timeout_s
     if result.bound == runner.OUTPUT_CAP:
-        return "%s wrote more than %d bytes to %s: killed with its process group, no figure read" % (
-            name, OUTPUT_CAP, result.stream or "its output")
+        return "wrote more than %d bytes to %s: killed with its process group, no figure read" % (
+            OUTPUT_CAP, result.stream or "its output")
     return None
 
 
@@ -96,7 +96,7 @@ def measure_one(spec, entry, run=runner.run, clock=time.monotonic):
         ran = run(entry["argv"], timeout=entry["timeout_s"], cap=OUTPUT_CAP, env=entry.get("env") or None)
     except Exception as exc:  # a runner that fails is an unknown, never a traceback
         result["seconds"] = round(clock() - began, 2)
-        result["reason"] = "%s could not be run: %s" % (name, str(exc)[:200] or type(exc).__name__)
+        result["reason"] = "could not be run: %s" % (str(exc)[:200] or type(exc).__name__)
         return result
     result["seconds"] = round(clock() - began, 2)
     result["exit_status"] = ran.rc
@@ -111,14 +111,14 @@ def measure_one(spec, entry, run=runner.run, clock=time.monotonic):
         return result
     if ran.rc != 0:
         # what a failing program printed last says why (a traceback's last line, an error after the banner)
-        result["reason"] = "%s exited %s: %s" % (name, ran.rc, workload.last_line(stderr, stdout))
+        result["reason"] = "exited %s: %s" % (ran.rc, workload.last_line(stderr, stdout))
         return result
     try:
         parsed, error = workload.parse_workload(stdout, spec["parser"], spec.get("pattern"), spec.get("path"))
     except Exception as exc:  # a parser bug must not become a traceback on a host
         parsed, error = None, "output could not be read: %s" % (str(exc)[:200] or type(exc).__name__)
     if error:
-        result["reason"] = "%s: %s" % (name, error)
+        result["reason"] = error
         return result
     result.update(status="ok", value=parsed["value"], how=parsed["how"])
     return result

@@ -71,7 +71,7 @@ def test_a_hang_is_killed_with_its_process_group(tmp_path):
     assert time.monotonic() - began < 8
     entry = out["hang"]
     assert entry["status"] == "unknown" and entry["value"] is None
-    assert entry["reason"] == "hang: killed after 1 s (its timeout), with its process group"
+    assert entry["reason"] == "killed after 1 s (its timeout), with its process group"
     pids = [int(pid) for pid in pidfile.read_text().split()]
     assert len(pids) == 2
     deadline = time.monotonic() + 3
@@ -87,12 +87,12 @@ def test_garbage_nonzero_exit_flood_and_missing_program():
                "floor": 1.0})
     assert out["garbage"]["status"] == "unknown" and out["garbage"]["value"] is None
     assert out["garbage"]["reason"] == (
-        "garbage: no line matched the pattern %r; the output began: fake_bench 1.0 warming up | "
+        "no line matched the pattern %r; the output began: fake_bench 1.0 warming up | "
         "?[31mno figure here?[0m: segments 7, ok" % PATTERN)
     # the last non-empty line of stderr, not the first
-    assert out["fail"]["reason"] == "fail exited 3: RuntimeError: CUDA out of memory (fake)"
+    assert out["fail"]["reason"] == "exited 3: RuntimeError: CUDA out of memory (fake)"
     assert out["fail"]["exit_status"] == 3
-    assert out["flood"]["reason"] == ("flood wrote more than %d bytes to stdout: killed with its process group, "
+    assert out["flood"]["reason"] == ("wrote more than %d bytes to stdout: killed with its process group, "
                                       "no figure read" % measure_workload.OUTPUT_CAP)
     assert out["missing"]["reason"] == "no-such-benchmark-here not found in PATH or not executable"
     assert out["missing"]["command"] is None and out["missing"]["seconds"] is None
@@ -134,5 +134,7 @@ def test_the_figures_judged_against_their_floors():
     assert findings["above"]["status"] == "pass" and findings["above"]["observed"] == 123.4
     assert findings["above"]["expected"] == 100.0
     assert findings["below"]["status"] == "fail"
-    assert "123.4 tok/s, floor 200 tok/s" in findings["below"]["message"]
+    assert findings["below"]["message"] == (
+        "site workload figure 123.4 < 200 on below (123.4 tok/s, floor 200 tok/s, read with regex %r, the one "
+        "matching line)" % PATTERN)
     assert findings["garbage"]["status"] == "unknown" and "no line matched" in findings["garbage"]["message"]

@@ -28,7 +28,7 @@ def test_an_audit_measures_nothing_so_no_val_rule_applies():
     del facts["measure"]
     assert derive_validation(facts)["measured"] is False
     findings = _judge(facts)
-    assert {f["id"] for f in findings} == {"VAL-%03d" % n for n in range(1, 12)}
+    assert {f["id"] for f in findings} == {"VAL-%03d" % n for n in range(1, 13)}
     assert {f["status"] for f in findings} == {"not_applicable"}
 
 
@@ -450,3 +450,44 @@ def test_each_kind_of_nvbandwidth_failure_has_its_words_and_severity():
     from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure  # pylint: disable=import-outside-toplevel
     from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive_validation import NVB_FAILURES  # pylint: disable=import-outside-toplevel
     assert sorted(NVB_FAILURES) == sorted(measure.NVB_FAILURE_KINDS)
+
+
+# -- site workloads (VAL-012) ----------------------------------------------------------------------
+def test_a_workload_figure_beside_its_floor_unit_and_how_it_was_read():
+    derived = derive_validation(healthy_facts())
+    assert derived["workloads"] == [{
+        "name": "llama-bench tg128", "value": 118.88, "floor": 100.0, "unit": "tok/s", "how": "json path [0].avg_ts",
+        "command": "/usr/local/bin/llama-bench -m /models/model.gguf -p 0 -n 128 -o json", "seconds": 41.3,
+        "reason": None, "detail": "118.88 tok/s, floor 100 tok/s, read with json path [0].avg_ts"}]
+    finding = _of(_judge(healthy_facts()), "VAL-012")[0]
+    assert (finding["status"], finding["subject"], finding["observed"], finding["expected"]) == (
+        "pass", "llama-bench tg128", 118.88, 100.0)
+
+
+@pytest.mark.parametrize("entry, reason", [
+    ({"name": "w", "status": "unknown", "value": None, "floor": 1.0, "reason": "exited 2: ImportError: no vllm"},
+     "exited 2: ImportError: no vllm"),
+    ({"name": "w", "status": "ok", "value": True, "floor": 1.0}, "w: ok"),
+    ({"name": "w", "status": "ok", "value": float("nan"), "floor": 1.0}, "w: ok"),
+    ({"name": "w", "status": "ok", "value": 5.0, "floor": "lots"}, "w: no floor to compare 5 with"),
+    ({"name": "w", "status": "ok", "value": 5.0}, "w: no floor to compare 5 with"),
+    ({"name": "w"}, "w: no result"),
+    ("garbage", "workload 1: no result"),
+])
+def test_a_workload_without_a_figure_or_floor_is_unknown_with_the_reason(entry, reason):
+    facts = healthy_facts()
+    facts["measure"]["workloads"] = [entry]
+    element = derive_validation(facts)["workloads"][0]
+    assert element["reason"] == reason
+    finding = _of(_judge(facts), "VAL-012")[0]
+    # without a floor the judge itself says the expected value is null (its words, not the element's reason)
+    said = "expected value {query: floor} is null" if "no floor" in reason else reason
+    assert finding["status"] == "unknown" and said in finding["message"]
+
+
+@pytest.mark.parametrize("section", [None, {}, "x", []])
+def test_no_workloads_defined_leaves_val_012_not_applicable(section):
+    facts = healthy_facts()
+    facts["measure"]["workloads"] = section
+    assert derive_validation(facts)["workloads"] == []
+    assert [f["status"] for f in _of(_judge(facts), "VAL-012")] == ["not_applicable"]
