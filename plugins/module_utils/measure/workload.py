@@ -246,8 +246,8 @@ def parse_workload(data, parser, pattern=None, path=None):
     reason of output that does not give a figure says what was expected and quotes a bounded excerpt."""
     text, error = _text(data)
     if error:
-        return None, "%s: expected %s" % (error, "a line matching %r" % str(pattern)[:80] if parser == "regex"
-                                           else "JSON with %s" % str(path)[:80])
+        wanted = "a line matching %r" % str(pattern)[:80] if parser == "regex" else "JSON with %s" % str(path)[:80]
+        return None, "%s: expected %s" % (error, wanted)
     if parser == "regex":
         return _parse_regex(text, pattern)
     if parser == "json":

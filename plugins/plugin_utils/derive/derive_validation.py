@@ -432,8 +432,8 @@ def _workloads(measure):
             reason = entry.get("reason") or "%s: %s" % (name, entry.get("status") or "no result")
         elif floor is None:
             reason = "%s: no floor to compare %s%s with" % (name, _fmt(value), suffix)
-        detail = "%s%s, floor %s%s" % ("no figure" if value is None else _fmt(value), suffix if value is not None
-                                        else "", "none" if floor is None else _fmt(floor), suffix)
+        figure = "no figure" if value is None else _fmt(value) + suffix
+        detail = "%s, floor %s%s" % (figure, "none" if floor is None else _fmt(floor), suffix)
         if value is not None and entry.get("how"):
             detail += ", read with %s" % str(entry.get("how"))[:200]
         out.append({"name": name, "value": value, "floor": floor, "unit": unit, "how": entry.get("how"),
