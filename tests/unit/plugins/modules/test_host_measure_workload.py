@@ -138,3 +138,19 @@ def test_the_figures_judged_against_their_floors():
         "site workload figure 123.4 < 200 on below (123.4 tok/s, floor 200 tok/s, read with regex %r, the one "
         "matching line)" % PATTERN)
     assert findings["garbage"]["status"] == "unknown" and "no line matched" in findings["garbage"]["message"]
+
+
+def test_the_modules_deadline_ends_a_workload_before_its_own_timeout(tmp_path):
+    """deadline_s (the validate task's timeout less a margin) bounds a workload as every other tool run."""
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.host import runner  # pylint: disable=import-outside-toplevel
+    pidfile = tmp_path / "pids"
+    runner.set_deadline(2, "the module's deadline (deadline_s 2)")
+    try:
+        began = time.monotonic()
+        out = run(bench("hang", "--hang", "--pidfile", str(pidfile), timeout=60), bench("after"))
+    finally:
+        runner.set_deadline(0)
+    assert time.monotonic() - began < 10
+    assert out["hang"]["status"] == "unknown"
+    assert "was still running at the module's deadline (deadline_s 2)" in out["hang"]["reason"]
+    assert out["after"]["status"] == "unknown" and "not run: the module's deadline" in out["after"]["reason"]
