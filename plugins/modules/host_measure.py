@@ -206,9 +206,17 @@ options:
         type: str
         default: ""
       floor:
-        description: The least figure that passes VAL-012 (a number of at least 0); returned as given.
+        description:
+          - The least figure that passes VAL-012 (a number of at least 0); with O(workloads[].lower_is_better), the
+            most that passes VAL-013. Returned as given.
         type: float
         required: true
+      lower_is_better:
+        description:
+          - The figure is a time or a latency (TPOT, TTFT in ms): it passes at or below O(workloads[].floor), judged
+            by VAL-013 instead of VAL-012.
+        type: bool
+        default: false
       env:
         description: Variables set for the run, on top of the module's environment and C(LC_ALL=C).
         type: dict
@@ -367,7 +375,7 @@ nccl:
 workloads:
   description:
     - One result per workload of O(workloads), in their order; absent when there are none and in check mode.
-    - C(name), C(unit), C(floor), C(parser) and C(timeout_s) as defined; C(status) V(ok) when the figure was read,
+    - C(name), C(unit), C(floor), C(lower_is_better), C(parser) and C(timeout_s) as defined; C(status) V(ok) when the figure was read,
       else V(unknown) with C(reason) (not found, killed after its timeout, a non-zero exit with the last line it
       printed, too much output, output without the figure with an excerpt); C(value) the figure (V(null) when
       unknown); C(how) how it was read; C(command), C(seconds), C(exit_status).
@@ -375,7 +383,7 @@ workloads:
   type: list
   elements: dict
   sample: [{"name": "llama-bench tg128", "status": "ok", "reason": null, "value": 118.88, "unit": "tok/s",
-            "floor": 100.0, "parser": "json", "how": "json path [0].avg_ts", "timeout_s": 600, "seconds": 41.3,
+            "floor": 100.0, "lower_is_better": false, "parser": "json", "how": "json path [0].avg_ts", "timeout_s": 600, "seconds": 41.3,
             "command": "/usr/local/bin/llama-bench -m /models/m.gguf -p 0 -n 128 -o json", "exit_status": 0}]
 plan:
   description:
@@ -440,6 +448,7 @@ ARGUMENT_SPEC = dict(
         path=dict(type="str"),
         unit=dict(type="str", default=""),
         floor=dict(type="float", required=True),
+        lower_is_better=dict(type="bool", default=False),
         env=dict(type="dict", default={}),
     )),
 )

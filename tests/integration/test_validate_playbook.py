@@ -32,7 +32,7 @@ BUSY = ("<processes>\n<process_info><gpu_instance_id>N/A</gpu_instance_id><compu
 BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "workload", "fake_bench.py")
 PATTERN = r"^throughput: (?P<value>\S+) tok/s"
 #: the site's workloads (VAL-012), the stand-in benchmark of tests/fixtures/workload/: above its floor, below
-#: it (JSON), and garbage
+#: it (JSON), and garbage; and one lower-is-better figure below its limit (VAL-013)
 WORKLOADS = [
     {"name": "bench-pass", "argv": [sys.executable, BENCH], "timeout": 30, "parser": "regex", "pattern": PATTERN,
      "unit": "tok/s", "floor": 100},
@@ -40,6 +40,8 @@ WORKLOADS = [
      "parser": "json", "path": "[0].avg_ts", "unit": "tok/s", "floor": 100.5},
     {"name": "bench-garbage", "argv": [sys.executable, BENCH, "--garbage"], "timeout": 30, "parser": "regex",
      "pattern": PATTERN, "unit": "tok/s", "floor": 1},
+    {"name": "bench-latency", "argv": [sys.executable, BENCH, "--figure", "71.02"], "timeout": 30, "parser": "regex",
+     "pattern": PATTERN, "unit": "ms", "floor": 80, "lower_is_better": True},
 ]
 MEASURE = {"gpuhost_validate_measurements": ["cpu_freq", "mem_bw", "gpu_bw", "dcgm_diag", "dcgm_health", "nccl"],
            "gpuhost_validate_mem_tools": ["mbw"], "gpuhost_validate_duration_s": 1,
@@ -113,8 +115,13 @@ def test_the_site_workloads_are_judged_against_their_floors(runs):
     assert "61.5 tok/s, floor 100.5 tok/s, read with json path [0].avg_ts" in failed["message"]
     assert unknown["status"] == "unknown" and unknown["observed"] is None
     assert "no line matched the pattern" in unknown["message"] and "no figure here" in unknown["message"]
+    (latency,) = _val(_host(where, "localhost"), "VAL-013")
+    assert (latency["subject"], latency["status"], latency["observed"], latency["expected"]) == (
+        "bench-latency", "pass", 71.0, 80.0)
+    assert "71 ms, at most 80 ms" in latency["message"]
     for host in ("gpu-busy", "gpu-snap"):  # the guards: not measured, so not applicable
-        assert [f["status"] for f in _val(_host(where, host), "VAL-012")] == ["not_applicable"]
+        for rule in ("VAL-012", "VAL-013"):
+            assert [f["status"] for f in _val(_host(where, host), rule)] == ["not_applicable"]
 
 
 def test_the_history_keeps_the_figures(runs):
@@ -130,7 +137,7 @@ def test_a_progress_line_per_host_says_what_runs_and_what_came_out(runs):
     out = stdout_of(runner)
     assert "localhost: measuring cpu_freq, mem_bw, gpu_bw, dcgm_diag, dcgm_health, nccl" in out
     assert "localhost: cpu_freq ok; mem_bw ok; gpu_bw unknown (no NVIDIA GPU on this host" in " ".join(out.split())
-    assert "workloads bench-pass, bench-json-fail, bench-garbage" in " ".join(out.split())
+    assert "workloads bench-pass, bench-json-fail, bench-garbage, bench-latency" in " ".join(out.split())
     assert "workload bench-pass ok (123.4 tok/s); workload bench-json-fail ok (61.5 tok/s)" in " ".join(out.split())
 
 

@@ -33,10 +33,11 @@ OUTPUT_CAP = measure.MAX_TEXT
 
 def empty_result(spec):
     """The keys of one workload's result, before it ran (``status: unknown``); ``name``, ``unit``,
-    ``floor`` and ``parser`` as defined (the judge reads the floor from here)."""
+    ``floor``, ``lower_is_better`` and ``parser`` as defined (the judge reads the floor from here)."""
     spec = spec if isinstance(spec, dict) else {}
     return {"name": spec.get("name"), "status": "unknown", "reason": None, "value": None,
-            "unit": spec.get("unit") or "", "floor": spec.get("floor"), "parser": spec.get("parser"),
+            "unit": spec.get("unit") or "", "floor": spec.get("floor"),
+            "lower_is_better": spec.get("lower_is_better") is True, "parser": spec.get("parser"),
             "how": None, "command": None, "seconds": None, "exit_status": None, "timeout_s": spec.get("timeout")}
 
 

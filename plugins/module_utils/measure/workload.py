@@ -130,7 +130,8 @@ def split_path(path):
 
 def check_workload(spec):
     """The message of what is wrong with one workload's definition (``name``, ``argv``, ``timeout``,
-    ``parser`` with ``pattern`` or ``path``, ``unit``, ``floor``, optional ``env``), or ``None``."""
+    ``parser`` with ``pattern`` or ``path``, ``unit``, ``floor``, optional ``lower_is_better`` and ``env``), or
+    ``None``."""
     if not isinstance(spec, dict):
         return "a workload is a mapping (name, argv, timeout, parser, unit, floor), not %s" % type(spec).__name__
     name = spec.get("name")
@@ -154,6 +155,8 @@ def check_workload(spec):
     floor = spec.get("floor")
     if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not math.isfinite(floor) or floor < 0:
         return "workload %s: floor must be a number of at least 0, not %r" % (name, floor)
+    if not isinstance(spec.get("lower_is_better", False), bool):
+        return "workload %s: lower_is_better must be true or false" % name
     unit = spec.get("unit")
     if unit is not None and (not isinstance(unit, str) or len(unit) > 40):
         return "workload %s: unit must be a string of at most 40 characters" % name

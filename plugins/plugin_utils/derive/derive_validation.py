@@ -28,7 +28,8 @@ not applicable (``measured`` false). Per measurement:
   GPUs are matched to nvidia-smi's by PCI order (the runner sets ``CUDA_DEVICE_ORDER=PCI_BUS_ID``), and
   each such element says so;
 * ``workloads``: per site workload (``host_measure``'s ``workloads``, docs/validation.md "Site workloads") its
-  figure (``value``) against its ``floor``, with the unit and how the figure was read (VAL-012); one that gave
+  figure (``value``) against its ``floor``, with the unit and how the figure was read (VAL-012; VAL-013 for a
+  ``lower_is_better`` workload, a time or a latency, which passes at or below it); one that gave
   no figure is ``unknown`` with the module's reason (killed after its timeout, the last line of a non-zero exit,
   what was expected of garbage output).
 
@@ -413,8 +414,9 @@ def _fmt(value):
 
 
 def _workloads(measure):
-    """One element per site workload (VAL-012): ``name``, ``value`` (the figure, ``None`` when unknown),
-    ``floor``, ``unit``, ``how``, ``detail`` and ``reason``."""
+    """One element per site workload: ``name``, ``value`` (the figure, ``None`` when unknown), ``floor`` (the
+    least that passes, or with ``lower_is_better`` the most), ``lower_is_better`` (VAL-013, else VAL-012), ``unit``,
+    ``how``, ``detail`` and ``reason``."""
     section = measure.get("workloads")
     if not isinstance(section, list):
         return []
@@ -432,11 +434,14 @@ def _workloads(measure):
             reason = entry.get("reason") or "%s: %s" % (name, entry.get("status") or "no result")
         elif floor is None:
             reason = "%s: no floor to compare %s%s with" % (name, _fmt(value), suffix)
+        lower = entry.get("lower_is_better") is True
         figure = "no figure" if value is None else _fmt(value) + suffix
-        detail = "%s, floor %s%s" % (figure, "none" if floor is None else _fmt(floor), suffix)
+        detail = "%s, %s %s%s" % (figure, "at most" if lower else "floor", "none" if floor is None else _fmt(floor),
+                                  suffix)
         if value is not None and entry.get("how"):
             detail += ", read with %s" % str(entry.get("how"))[:200]
-        out.append({"name": name, "value": value, "floor": floor, "unit": unit, "how": entry.get("how"),
+        out.append({"name": name, "value": value, "floor": floor, "lower_is_better": lower, "unit": unit,
+                    "how": entry.get("how"),
                     "command": entry.get("command"), "seconds": entry.get("seconds"),
                     "detail": detail, "reason": None if reason is None else str(reason)[:500]})
     return out

@@ -125,9 +125,10 @@ def test_bad_definitions_fail_the_module_before_anything_runs(workload, message)
 
 def test_the_figures_judged_against_their_floors():
     """VAL-012 per workload: pass at or above the floor, fail below, unknown with the module's reason."""
-    measured = run(bench("above"), bench("below", floor=200.0), bench("garbage", "--garbage"))
+    measured = run(bench("above"), bench("below", floor=200.0), bench("garbage", "--garbage"),
+                   bench("slow", floor=100.0, lower_is_better=True), bench("quick", floor=200.0, lower_is_better=True))
     facts = baseline_facts.healthy_facts()
-    facts["measure"]["workloads"] = [measured[name] for name in ("above", "below", "garbage")]
+    facts["measure"]["workloads"] = [measured[name] for name in ("above", "below", "garbage", "slow", "quick")]
     result = evaluation.evaluate(facts, profile="amd-epyc-nvidia", params={"smt": "on"}, host="gpu01",
                                  today="2026-06-01")
     findings = dict((f["subject"], f) for f in result["findings"] if f["id"] == "VAL-012")
@@ -138,6 +139,8 @@ def test_the_figures_judged_against_their_floors():
         "site workload figure 123.4 < 200 on below (123.4 tok/s, floor 200 tok/s, read with regex %r, the one "
         "matching line)" % PATTERN)
     assert findings["garbage"]["status"] == "unknown" and "no line matched" in findings["garbage"]["message"]
+    lower = dict((f["subject"], f["status"]) for f in result["findings"] if f["id"] == "VAL-013")
+    assert lower == {"slow": "fail", "quick": "pass"}
 
 
 def test_the_modules_deadline_ends_a_workload_before_its_own_timeout(tmp_path):

@@ -33,6 +33,12 @@ def test_regex_reads_vllm_bench_serve_summary():
     assert parsed["how"] == "regex %r, the one matching line" % VLLM_PATTERN
 
 
+def test_regex_reads_a_latency_of_the_same_summary():
+    parsed, error = workload.parse_workload(fixture("vllm-bench-serve-summary.txt"), "regex",
+                                            r"^Mean TPOT \(ms\):\s+(?P<value>\S+)")
+    assert error is None and parsed["value"] == 71.02
+
+
 def test_regex_takes_the_last_matching_line():
     text = "iteration 1: throughput: 90.0 tok/s\nthroughput: 123.4 tok/s\n"
     parsed, error = workload.parse_workload(text, "regex", r"throughput: (?P<value>[0-9.]+)")
@@ -142,6 +148,7 @@ def test_a_good_definition_passes():
     ({"floor": float("nan")}, "floor must be"),
     ({"floor": "100"}, "floor must be"),
     ({"env": {"A=B": "c"}}, "env must map"),
+    ({"lower_is_better": "yes"}, "lower_is_better must be true or false"),
 ])
 def test_a_bad_definition_says_what_is_wrong(overrides, message):
     assert message in workload.check_workload(spec(**overrides))
