@@ -213,8 +213,8 @@ options:
         required: true
       lower_is_better:
         description:
-          - The figure is a time or a latency (TPOT, TTFT in ms): it passes at or below O(workloads[].floor), judged
-            by VAL-013 instead of VAL-012.
+          - The figure is a time or a latency (TPOT, TTFT in ms), which passes at or below O(workloads[].floor),
+            judged by VAL-013 instead of VAL-012.
         type: bool
         default: false
       env:
