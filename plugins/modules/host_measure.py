@@ -73,9 +73,10 @@ description:
     each C(argv) as given (no shell), no stdin, its own session, stdout and stderr each bounded while read
     (4 MiB; past that it is killed), killed with its whole process group at its C(timeout). The figure is read
     from stdout with a regular expression (C(parser=regex), a named group C(value), the last matching line) or
-    a dotted path into its JSON (C(parser=json)). A program not found, a hang, a non-zero exit (the reason is
-    the last non-empty line of stderr, else stdout) or output without the figure is C(unknown) with the
-    reason, never a figure. The C(validate) role judges each figure against its C(floor) as rule VAL-012.
+    a dotted path into its JSON (C(parser=json)). A definition that cannot work (a pattern without a C(value)
+    group, no path), a program not found, a hang, a non-zero exit (the reason is the last non-empty line of
+    stderr, else stdout) or output without the figure is C(unknown) with the reason, never a figure; the other
+    measurements and workloads still run. A name given twice fails the module. The C(validate) role judges each figure against its C(floor) as rule VAL-012.
   - The CPU and memory measurements take about O(duration_s) plus O(mem_duration_s) (at least 6 s with
     stress-ng) per NUMA node, twice that with O(mem_cross) on a multi-node host, and never more than
     O(timeout_s). The GPU measurements take what their tools take, each at most its own timeout; DCGM's
@@ -469,14 +470,14 @@ def check_params(params):
     for option in sorted(GPU_TIMEOUT_OPTIONS.values()):
         if not 1 <= params[option] <= GPU_TIMEOUT_MAX:
             return "%s must be 1 to %d, not %d" % (option, GPU_TIMEOUT_MAX, params[option])
+    # a workload whose definition cannot work (a pattern without a value group) is that workload's unknown, with
+    # the reason (measure_workload.plan_workloads), not the module's failure: the other measurements still run
     names = set()
     for spec in params.get("workloads") or []:
-        error = workload.check_workload(spec)
-        if error:
-            return error
-        if spec["name"] in names:
-            return "workload %s is defined twice: each workload's name is its finding's subject" % spec["name"]
-        names.add(spec["name"])
+        name = spec.get("name") if isinstance(spec, dict) else None
+        if name in names:
+            return "workload %s is defined twice: each workload's name is its finding's subject" % name
+        names.add(name)
     return None
 
 

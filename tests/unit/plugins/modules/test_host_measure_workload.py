@@ -113,10 +113,18 @@ def test_check_mode_plans_and_runs_nothing(tmp_path):
     ({"name": "x", "argv": ["x"], "parser": "json", "path": None, "floor": 1.0}, "needs a path"),
     ({"name": "x", "argv": ["x"], "parser": "regex", "pattern": PATTERN, "floor": 1.0, "timeout": 0}, "timeout must"),
 ])
-def test_bad_definitions_fail_the_module_before_anything_runs(workload, message):
+def test_a_bad_definition_is_that_workloads_unknown_and_the_others_run(workload, message):
     values = dict((name, spec.get("default")) for name, spec in host_measure.ARGUMENT_SPEC.items())
-    values["workloads"] = [dict({"timeout": 20, "unit": "", "env": {}, "pattern": None, "path": None}, **workload)]
-    assert message in host_measure.check_params(values)
+    values["measurements"] = []
+    values["workloads"] = [dict({"timeout": 20, "unit": "", "env": {}, "pattern": None, "path": None}, **workload),
+                           dict(bench("good"), timeout=20, unit="tok/s", env={}, path=None)]
+    assert host_measure.check_params(values) is None
+    result = host_measure.gather(values, shutil.which, False)
+    bad, good = result["workloads"]
+    assert bad["status"] == "unknown" and message in bad["reason"] and bad["command"] is None
+    assert good["status"] == "ok" and good["value"] == 123.4
+    assert message in host_measure.gather(values, shutil.which, True)["plan"]["workloads"][0]["reason"]
+    # a name given twice fails the module: each name is its finding's subject
     values["workloads"] = [values["workloads"][0], values["workloads"][0]]
     values["workloads"][0] = dict(values["workloads"][0], pattern=PATTERN, parser="regex", timeout=5)
     values["workloads"][1] = values["workloads"][0]
