@@ -68,6 +68,15 @@ description:
   - Each tool run gets its own session and is killed with its whole process group at its timeout; a missing
     tool, a non-zero exit, a hang or output the parser cannot read makes the node (or the measurement)
     C(unknown) with the reason, never a figure.
+  - >-
+    B(workloads) - the site's own workloads (O(workloads)), after the GPU measurements, one after the other:
+    each C(argv) as given (no shell), no stdin, its own session, stdout and stderr each bounded while read
+    (4 MiB; past that it is killed), killed with its whole process group at its C(timeout). The figure is read
+    from stdout with a regular expression (C(parser=regex), a named group C(value), the last matching line) or
+    a dotted path into its JSON (C(parser=json)). A definition that cannot work (a pattern without a C(value)
+    group, no path), a program not found, a hang, a non-zero exit (the reason is the last non-empty line of
+    stderr, else stdout) or output without the figure is C(unknown) with the reason, never a figure; the other
+    measurements and workloads still run. A name given twice fails the module. The C(validate) role judges each figure against its C(floor) as rule VAL-012.
   - The CPU and memory measurements take about O(duration_s) plus O(mem_duration_s) (at least 6 s with
     stress-ng) per NUMA node, twice that with O(mem_cross) on a multi-node host, and never more than
     O(timeout_s). The GPU measurements take what their tools take, each at most its own timeout; DCGM's
@@ -154,6 +163,65 @@ options:
     type: int
     choices: [1, 2, 3]
     default: 1
+  workloads:
+    description:
+      - The site's workloads (C(docs/validation.md), "Site workloads"), run after the other measurements whenever
+        the list is not empty.
+    type: list
+    elements: dict
+    default: []
+    suboptions:
+      name:
+        description: The workload's name (unique; the finding's subject).
+        type: str
+        required: true
+      argv:
+        description:
+          - The program and its arguments, run without a shell; a program without a slash is looked up in PATH.
+        type: list
+        elements: str
+        required: true
+      timeout:
+        description: Seconds it may run before it is killed with its process group (1 to 14400).
+        type: int
+        default: 300
+      parser:
+        description:
+          - How the figure is read from its stdout, V(regex) (O(workloads[].pattern)) or V(json)
+            (O(workloads[].path)).
+        type: str
+        choices: [regex, json]
+        required: true
+      pattern:
+        description:
+          - With V(regex), a Python regular expression with a named group C(value), searched line by line; the
+            last line that matches gives the figure.
+        type: str
+      path:
+        description:
+          - With V(json), a dotted path into the JSON document the command prints (C(results.0.throughput),
+            C([0].avg_ts); a segment of digits indexes a list, V(-1) its last element).
+        type: str
+      unit:
+        description: The figure's unit, shown in the finding (V(tok/s)).
+        type: str
+        default: ""
+      floor:
+        description:
+          - The least figure that passes VAL-012 (a number of at least 0); with O(workloads[].lower_is_better), the
+            most that passes VAL-013. Returned as given.
+        type: float
+        required: true
+      lower_is_better:
+        description:
+          - The figure is a time or a latency (TPOT, TTFT in ms), which passes at or below O(workloads[].floor),
+            judged by VAL-013 instead of VAL-012.
+        type: bool
+        default: false
+      env:
+        description: Variables set for the run, on top of the module's environment and C(LC_ALL=C).
+        type: dict
+        default: {}
 attributes:
   check_mode:
     description:
@@ -188,6 +256,18 @@ EXAMPLES = r"""
     measurements: [cpu_freq]
     duration_s: 5
     max_cpus: 64
+
+- name: The site's workload, llama.cpp's llama-bench, judged against a floor of 100 tok/s (VAL-012)
+  gpuhost.baseline.host_measure:
+    measurements: []
+    workloads:
+      - name: llama-bench tg128
+        argv: [llama-bench, -m, /models/model.gguf, -p, "0", -n, "128", -o, json]
+        timeout: 600
+        parser: json
+        path: "[0].avg_ts"
+        unit: tok/s
+        floor: 100
 
 - name: What would run (nothing is run in check mode)
   gpuhost.baseline.host_measure:
@@ -293,6 +373,19 @@ nccl:
            "command": "/opt/nccl-tests/build/all_reduce_perf -b 8M -e 1G -f 2 -g 8",
            "avg_busbw_gbs": 112.4, "max_busbw_gbs": 180.2, "out_of_bounds": 0, "out_of_bounds_ok": true,
            "wrong": [], "checked": true, "exit_status": 0}
+workloads:
+  description:
+    - One result per workload of O(workloads), in their order; absent when there are none and in check mode.
+    - C(name), C(unit), C(floor), C(lower_is_better), C(parser) and C(timeout_s) as defined; C(status) V(ok) when the figure was read,
+      else V(unknown) with C(reason) (not found, killed after its timeout, a non-zero exit with the last line it
+      printed, too much output, output without the figure with an excerpt); C(value) the figure (V(null) when
+      unknown); C(how) how it was read; C(command), C(seconds), C(exit_status).
+  returned: when O(workloads) is not empty and not in check mode
+  type: list
+  elements: dict
+  sample: [{"name": "llama-bench tg128", "status": "ok", "reason": null, "value": 118.88, "unit": "tok/s",
+            "floor": 100.0, "lower_is_better": false, "parser": "json", "how": "json path [0].avg_ts", "timeout_s": 600, "seconds": 41.3,
+            "command": "/usr/local/bin/llama-bench -m /models/m.gguf -p 0 -n 128 -o json", "exit_status": 0}]
 plan:
   description:
     - What runs (or, in check mode, would run); C(cpu_freq) has C(cpus) (a CPU list), C(not_allowed), C(sample), C(source),
@@ -301,6 +394,8 @@ plan:
     - Each GPU measurement asked for has C(status) (V(ok) it runs, V(unknown) it cannot, C(reason) says why, no
       GPU, no tool), C(tool), C(command) (V(null) when it cannot run), C(env) (the variables set for the run),
       C(timeout_s), and C(level) (dcgm_diag) or C(gpus) (nccl).
+    - C(workloads) (when O(workloads) is not empty) one entry per workload, C(name), C(status), C(reason),
+      C(command), C(env), C(timeout_s), C(parser).
   returned: always
   type: dict
   sample: {"timeout_s": 120, "cpu_freq": {"status": "ok", "cpus": "0-1", "sample": "all online CPUs",
@@ -320,6 +415,7 @@ from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.host import runner
 from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure_gpu, measure_host
+from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure_workload, workload
 from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.cpu import format_cpulist
 
 HOST_MEASUREMENTS = ["cpu_freq", "mem_bw"]
@@ -344,6 +440,18 @@ ARGUMENT_SPEC = dict(
     dcgm_health_timeout_s=dict(type="int", default=measure_gpu.GPU_TIMEOUTS["dcgm_health"]),
     nccl_timeout_s=dict(type="int", default=measure_gpu.GPU_TIMEOUTS["nccl"]),
     dcgm_diag_level=dict(type="int", choices=[1, 2, 3], default=1),
+    workloads=dict(type="list", elements="dict", default=[], options=dict(
+        name=dict(type="str", required=True),
+        argv=dict(type="list", elements="str", required=True),
+        timeout=dict(type="int", default=300),
+        parser=dict(type="str", choices=list(workload.PARSERS), required=True),
+        pattern=dict(type="str"),
+        path=dict(type="str"),
+        unit=dict(type="str", default=""),
+        floor=dict(type="float", required=True),
+        lower_is_better=dict(type="bool", default=False),
+        env=dict(type="dict", default={}),
+    )),
 )
 
 
@@ -362,6 +470,14 @@ def check_params(params):
     for option in sorted(GPU_TIMEOUT_OPTIONS.values()):
         if not 1 <= params[option] <= GPU_TIMEOUT_MAX:
             return "%s must be 1 to %d, not %d" % (option, GPU_TIMEOUT_MAX, params[option])
+    # a workload whose definition cannot work (a pattern without a value group) is that workload's unknown, with
+    # the reason (measure_workload.plan_workloads), not the module's failure: the other measurements still run
+    names = set()
+    for spec in params.get("workloads") or []:
+        name = spec.get("name") if isinstance(spec, dict) else None
+        if name in names:
+            return "workload %s is defined twice: each workload's name is its finding's subject" % name
+        names.add(name)
     return None
 
 
@@ -393,6 +509,11 @@ def gather(params, which, check_mode, gpus_dir=None, dev=None):
         gpus_dir=gpus_dir or measure_gpu.GPU_PROC, dev=dev or measure_gpu.GPU_DEV)
     for name, entry in gpu_plan.items():
         plan[name] = dict((key, value) for key, value in entry.items() if key != "argv")
+    workloads = params.get("workloads") or []
+    work_plan = measure_workload.plan_workloads(workloads, which)
+    if workloads:
+        plan["workloads"] = [dict((key, value) for key, value in entry.items() if key != "argv")
+                             for entry in work_plan]
     result = dict(plan=plan)
     if check_mode:
         result["msg"] = "check mode: nothing run"
@@ -403,6 +524,8 @@ def gather(params, which, check_mode, gpus_dir=None, dev=None):
         left = params["timeout_s"] - (time.monotonic() - began)
         result["mem_bw"] = measure_host.measure_mem_bw(mem_plan, max(0, int(left)), params["mem_duration_s"])
     result.update(measure_gpu.measure_gpu(gpu_plan))
+    if workloads:
+        result["workloads"] = measure_workload.measure_workloads(workloads, work_plan)
     return result
 
 

@@ -212,6 +212,17 @@ _HEALTHY = {
         "nccl": {"status": "ok", "reason": None, "gpus": 2, "avg_busbw_gbs": 41.7, "max_busbw_gbs": 47.9,
                  "out_of_bounds": 0, "out_of_bounds_ok": True, "wrong": [], "checked": True, "exit_status": 0,
                  "command": "all_reduce_perf -b 8M -e 1G -f 2 -g 2"},
+        # site workloads (VAL-012): llama.cpp's llama-bench, its figure above its floor
+        "workloads": [{"name": "llama-bench tg128", "status": "ok", "reason": None, "value": 118.88, "unit": "tok/s",
+                       "floor": 100.0, "parser": "json", "how": "json path [0].avg_ts", "timeout_s": 600,
+                       "command": "/usr/local/bin/llama-bench -m /models/model.gguf -p 0 -n 128 -o json",
+                       "seconds": 41.3, "exit_status": 0, "lower_is_better": False},
+                      # a lower-is-better one (VAL-013): vLLM's mean time per output token, below its limit
+                      {"name": "vllm mean TPOT", "status": "ok", "reason": None, "value": 71.02, "unit": "ms",
+                       "floor": 80.0, "lower_is_better": True, "parser": "regex", "timeout_s": 900,
+                       "how": "regex '^Mean TPOT \\(ms\\):\\s+(?P<value>\\S+)', the one matching line",
+                       "command": "/usr/local/bin/vllm bench serve --model m --dataset-name random",
+                       "seconds": 95.0, "exit_status": 0}],
     },
     "errors": [],
 }

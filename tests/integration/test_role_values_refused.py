@@ -51,6 +51,11 @@ def test_a_bad_serial_stops_validate_too(tmp_path):
     ({"gpuhost_validate_task_timeout_s": 0}, "gpuhost_validate_task_timeout_s must be 1 to 86400, not 0"),
     ({"gpuhost_validate_measurements": "cpu_freq,mem_bw"}, "gpuhost_validate_measurements must be a list"),
     ({"gpuhost_validate_dcgm_diag_timeout_s": 0}, "gpuhost_validate_dcgm_diag_timeout_s must be 1 to 14400"),
+    # a site workload without its floor, or with a parser the module does not know (VAL-012)
+    ({"gpuhost_validate_workloads": [{"name": "w", "argv": ["bench"], "parser": "regex"}]},
+     "missing required arguments: floor found in gpuhost_validate_workloads"),
+    ({"gpuhost_validate_workloads": [{"name": "w", "argv": ["bench"], "parser": "jmespath", "floor": 1}]},
+     "parser must be one of: regex, json, got: jmespath"),
 ])
 def test_validate_role_values_are_refused_before_any_host(tmp_path, extra, expected):
     extra = dict(extra, gpuhost_report_dir=str(tmp_path / "r"))

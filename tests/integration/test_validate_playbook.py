@@ -13,10 +13,12 @@ One inventory, two runs of the playbook (a module-scoped set-up shared by the te
 * ``gpu-snap``, the healthy snapshot: a snapshot is never measured (validate measures live hosts).
 
 The second run is ``--check``: it prints what each host would run, runs nothing, and judges no figure.
-About 25 s.
+``localhost`` also runs the site's workloads of :data:`WORKLOADS` (VAL-012, one finding each: pass, fail and
+unknown). About 25 s.
 """
 import json
 import os
+import sys
 
 import pytest
 
@@ -27,12 +29,26 @@ from helpers.runner import run_playbook, stdout_of
 BUSY = ("<processes>\n<process_info><gpu_instance_id>N/A</gpu_instance_id><compute_instance_id>N/A"
         "</compute_instance_id><pid>4343</pid><type>C</type><process_name>vllm</process_name>"
         "<used_memory>81000 MiB</used_memory></process_info>\n")
+BENCH = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "workload", "fake_bench.py")
+PATTERN = r"^throughput: (?P<value>\S+) tok/s"
+#: the site's workloads (VAL-012), the stand-in benchmark of tests/fixtures/workload/: above its floor, below
+#: it (JSON), and garbage; and one lower-is-better figure below its limit (VAL-013)
+WORKLOADS = [
+    {"name": "bench-pass", "argv": [sys.executable, BENCH], "timeout": 30, "parser": "regex", "pattern": PATTERN,
+     "unit": "tok/s", "floor": 100},
+    {"name": "bench-json-fail", "argv": [sys.executable, BENCH, "--json", "--figure", "61.5"], "timeout": 30,
+     "parser": "json", "path": "[0].avg_ts", "unit": "tok/s", "floor": 100.5},
+    {"name": "bench-garbage", "argv": [sys.executable, BENCH, "--garbage"], "timeout": 30, "parser": "regex",
+     "pattern": PATTERN, "unit": "tok/s", "floor": 1},
+    {"name": "bench-latency", "argv": [sys.executable, BENCH, "--figure", "71.02"], "timeout": 30, "parser": "regex",
+     "pattern": PATTERN, "unit": "ms", "floor": 80, "lower_is_better": True},
+]
 MEASURE = {"gpuhost_validate_measurements": ["cpu_freq", "mem_bw", "gpu_bw", "dcgm_diag", "dcgm_health", "nccl"],
-           "gpuhost_validate_mem_tools": ["mbw"], "gpuhost_validate_duration_s": 1}
+           "gpuhost_validate_mem_tools": ["mbw"], "gpuhost_validate_duration_s": 1,
+           "gpuhost_validate_workloads": WORKLOADS}
 
 
 def _inventory(snapshot_trees, tmp_path):
-    import sys  # pylint: disable=import-outside-toplevel
     busy = copy_tree(snapshot_trees["incident"], tmp_path / "busy")
     xml = os.path.join(busy, "commands", "nvidia-smi-q.xml")
     with open(xml) as handle:
@@ -88,6 +104,26 @@ def test_localhost_is_measured_and_judged_with_its_figures(runs):
         assert [f["status"] for f in _val(part, rule)] == ["not_applicable"], rule
 
 
+def test_the_site_workloads_are_judged_against_their_floors(runs):
+    dummy, where = runs["real"]
+    findings = dict((f["subject"], f) for f in _val(_host(where, "localhost"), "VAL-012"))
+    assert sorted(findings) == ["bench-garbage", "bench-json-fail", "bench-pass"]
+    passed, failed, unknown = findings["bench-pass"], findings["bench-json-fail"], findings["bench-garbage"]
+    assert (passed["status"], passed["observed"], passed["expected"]) == ("pass", 123.4, 100.0)
+    assert "123.4 tok/s, floor 100 tok/s, read with regex" in passed["message"]
+    assert (failed["status"], failed["observed"], failed["expected"]) == ("fail", 61.5, 100.5)
+    assert "61.5 tok/s, floor 100.5 tok/s, read with json path [0].avg_ts" in failed["message"]
+    assert unknown["status"] == "unknown" and unknown["observed"] is None
+    assert "no line matched the pattern" in unknown["message"] and "no figure here" in unknown["message"]
+    (latency,) = _val(_host(where, "localhost"), "VAL-013")
+    assert (latency["subject"], latency["status"], latency["observed"], latency["expected"]) == (
+        "bench-latency", "pass", 71.0, 80.0)
+    assert "71 ms, at most 80 ms" in latency["message"]
+    for host in ("gpu-busy", "gpu-snap"):  # the guards: not measured, so not applicable
+        for rule in ("VAL-012", "VAL-013"):
+            assert [f["status"] for f in _val(_host(where, host), rule)] == ["not_applicable"]
+
+
 def test_the_history_keeps_the_figures(runs):
     dummy, where = runs["real"]
     with open(os.path.join(str(where), "h", "localhost.jsonl")) as handle:
@@ -101,6 +137,8 @@ def test_a_progress_line_per_host_says_what_runs_and_what_came_out(runs):
     out = stdout_of(runner)
     assert "localhost: measuring cpu_freq, mem_bw, gpu_bw, dcgm_diag, dcgm_health, nccl" in out
     assert "localhost: cpu_freq ok; mem_bw ok; gpu_bw unknown (no NVIDIA GPU on this host" in " ".join(out.split())
+    assert "workloads bench-pass, bench-json-fail, bench-garbage, bench-latency" in " ".join(out.split())
+    assert "workload bench-pass ok (123.4 tok/s); workload bench-json-fail ok (61.5 tok/s)" in " ".join(out.split())
 
 
 def test_busy_gpus_and_snapshots_are_not_measured_and_the_report_says_why(runs):
@@ -120,5 +158,5 @@ def test_check_mode_says_what_would_run_and_runs_nothing(runs):
     assert runner.rc == 0, stdout_of(runner)
     out = " ".join(stdout_of(runner).split())
     assert "localhost: would measure cpu_freq, mem_bw" in out
-    assert "localhost would run:" in out and "mbw" in out
+    assert "localhost would run:" in out and "mbw" in out and "fake_bench.py --json --figure 61.5" in out
     assert {f["status"] for f in _val(_host(where, "localhost"))} == {"not_applicable"}

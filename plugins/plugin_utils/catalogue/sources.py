@@ -83,6 +83,7 @@ _COUNTER_HISTORY = ("/proc/sys/kernel/random/boot_id", "and the counter values o
 _MEASURE_CPU = ("host_measure cpu_freq", "the CPU clock under load")
 _MEASURE_MEM = ("host_measure mem_bw", "stress-ng, sysbench or mbw per NUMA node")
 _MEASURE_GPU = ("host_measure gpu_bw", "nvbandwidth")
+_MEASURE_WORKLOAD = ("host_measure workloads", "the site's workloads (gpuhost_validate_workloads)")
 
 #: fact key -> sources: a path (``/...``, with ``{field}`` and wildcards) or command, or a pair
 #: (path or command, what in it, or ``and ...`` for what else is read with it). Every key a shipped rule queries resolves here
@@ -206,6 +207,8 @@ SOURCES = {
     "derived.validation.gpus[].fraction": (_MEASURE_GPU,),
     "derived.validation.pairs[]": (_MEASURE_GPU,),
     "derived.validation.pairs[].fraction": (_MEASURE_GPU,),
+    "derived.validation.workloads[]": (_MEASURE_WORKLOAD,),
+    "derived.validation.workloads[].value": (_MEASURE_WORKLOAD,),
     "derived.health.gpus[].nccl_problems": (SMI_TOPO, DEVICES_DIR + "/*"),
     "derived.health.fabric_problems": ("systemctl show nvidia-fabricmanager.service",),
     "derived.health.gpudirect": ("/sys/module/nvidia_peermem", "/sys/class/infiniband"),

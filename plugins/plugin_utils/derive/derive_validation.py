@@ -26,7 +26,12 @@ not applicable (``measured`` false). Per measurement:
   out-of-bounds line, its exit status; VAL-010); ``gpu_bw_check``: whether nvbandwidth's copies were correct
   by its own pattern check and it did not abort (VAL-011). Where nvbandwidth (v0.10) prints no bus ids, its
   GPUs are matched to nvidia-smi's by PCI order (the runner sets ``CUDA_DEVICE_ORDER=PCI_BUS_ID``), and
-  each such element says so.
+  each such element says so;
+* ``workloads``: per site workload (``host_measure``'s ``workloads``, docs/validation.md "Site workloads") its
+  figure (``value``) against its ``floor``, with the unit and how the figure was read (VAL-012; VAL-013 for a
+  ``lower_is_better`` workload, a time or a latency, which passes at or below it); one that gave
+  no figure is ``unknown`` with the module's reason (killed after its timeout, the last line of a non-zero exit,
+  what was expected of garbage output).
 
 A measurement that did not run or could not be read becomes one element (or a null observation)
 with the module's reason, so its rule is ``unknown`` saying why, never a pass. Pure, no I/O, never
@@ -403,6 +408,45 @@ def _gpu_bw_check(measure):
             "detail": "no data check failed and nvbandwidth ran every testcase to its end"}
 
 
+def _fmt(value):
+    """A figure as a finding shows it: ``123.4``, ``200`` (no ``.0``)."""
+    return "%g" % value if isinstance(value, float) and abs(value) < 1e15 else str(value)
+
+
+def _workloads(measure):
+    """One element per site workload: ``name``, ``value`` (the figure, ``None`` when unknown), ``floor`` (the
+    least that passes, or with ``lower_is_better`` the most), ``lower_is_better`` (VAL-013, else VAL-012), ``unit``,
+    ``how``, ``detail`` and ``reason``."""
+    section = measure.get("workloads")
+    if not isinstance(section, list):
+        return []
+    out = []
+    for index, entry in enumerate(section):
+        entry = _dict(entry)
+        name = entry.get("name")
+        name = str(name)[:200] if name not in (None, "") else "workload %d" % (index + 1)
+        floor = _num(entry.get("floor"))
+        unit = str(entry.get("unit") or "")[:40]
+        suffix = " " + unit if unit else ""
+        value = _num(entry.get("value")) if entry.get("status") == "ok" else None
+        reason = None
+        if value is None:
+            reason = entry.get("reason") or "%s: %s" % (name, entry.get("status") or "no result")
+        elif floor is None:
+            reason = "%s: no floor to compare %s%s with" % (name, _fmt(value), suffix)
+        lower = entry.get("lower_is_better") is True
+        figure = "no figure" if value is None else _fmt(value) + suffix
+        detail = "%s, %s %s%s" % (figure, "at most" if lower else "floor", "none" if floor is None else _fmt(floor),
+                                  suffix)
+        if value is not None and entry.get("how"):
+            detail += ", read with %s" % str(entry.get("how"))[:200]
+        out.append({"name": name, "value": value, "floor": floor, "lower_is_better": lower, "unit": unit,
+                    "how": entry.get("how"),
+                    "command": entry.get("command"), "seconds": entry.get("seconds"),
+                    "detail": detail, "reason": None if reason is None else str(reason)[:500]})
+    return out
+
+
 def derive_validation(facts, params=None):
     """``derived.validation`` of ``facts`` (see the module docstring); ``params`` is unused, the rules
     compare with the parameters themselves. ``measured`` is false without a ``measure`` key."""
@@ -410,7 +454,7 @@ def derive_validation(facts, params=None):
     measure = facts.get("measure") if isinstance(facts, dict) else None
     if not isinstance(measure, dict):
         return {"measured": False, "cpus": [], "nodes": [], "cross": [], "gpus": [], "pairs": [],
-                "dcgm_diag": {}, "dcgm_health": {}, "nccl": {}, "nccl_check": {}, "gpu_bw_check": {}}
+                "dcgm_diag": {}, "dcgm_health": {}, "nccl": {}, "nccl_check": {}, "gpu_bw_check": {}, "workloads": []}
     nodes, local = _nodes(measure)
     gpus, pairs, links = _gpus(facts, measure)
     return {"measured": True, "cpus": _cpus(measure), "nodes": nodes, "cross": _cross(measure, local),
@@ -419,4 +463,5 @@ def derive_validation(facts, params=None):
             "dcgm_health": _tool(measure, "dcgm_health", "dcgmi health"),
             "nccl": _nccl(measure, links, len([g for g in (_get(facts, "nvidia", "gpus") or [])
                                                if isinstance(g, dict)])),
-            "nccl_check": _nccl_check(measure), "gpu_bw_check": _gpu_bw_check(measure)}
+            "nccl_check": _nccl_check(measure), "gpu_bw_check": _gpu_bw_check(measure),
+            "workloads": _workloads(measure)}

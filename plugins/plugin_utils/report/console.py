@@ -414,4 +414,14 @@ def measure_line(host, measure, names=None):
         reason = got.get("reason")
         parts.append("%s %s%s" % (escape(name, MAX_NAME), escape(status, MAX_NAME) if status is not None else "no result",
                                   " (%s)" % escape(reason, MAX_VALUE) if reason not in (None, "") else ""))
+    # the site's workloads (VAL-012): one part each, its figure or why there is none
+    workloads = measure.get("workloads")
+    for got in workloads if isinstance(workloads, list) else []:
+        got = got if isinstance(got, Mapping) else {}
+        status, reason, value = got.get("status"), got.get("reason"), got.get("value")
+        said = reason if reason not in (None, "") else (
+            "%s %s" % (value, got.get("unit") or "") if value is not None else "")
+        parts.append("workload %s %s%s" % (escape(got.get("name"), MAX_NAME),
+                                           escape(status, MAX_NAME) if status is not None else "no result",
+                                           " (%s)" % escape(said.strip(), MAX_VALUE) if said.strip() else ""))
     return "%s: %s" % (escape(host, MAX_NAME), "; ".join(parts) if parts else "nothing measured")

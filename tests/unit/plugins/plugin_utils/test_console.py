@@ -240,6 +240,17 @@ def test_measure_line_follows_the_names_asked_for_and_never_raises():
         "null: y 3 (['a\\\\x1b'])"
 
 
+def test_measure_line_has_a_part_per_site_workload():
+    measure = {"cpu_freq": {"status": "ok"},
+               "workloads": [{"name": "llama-bench tg128", "status": "ok", "value": 118.88, "unit": "tok/s"},
+                             {"name": "vllm\x1b[31m", "status": "unknown", "reason": "killed after 600 s"},
+                             "garbage", {"value": None}]}
+    assert console.measure_line("gpu01", measure) == (
+        "gpu01: cpu_freq ok; workload llama-bench tg128 ok (118.88 tok/s); workload vllm\\x1b[31m unknown "
+        "(killed after 600 s); workload null no result; workload null no result")
+    assert console.measure_line("h", {"workloads": "x"}) == "h: nothing measured"
+
+
 def test_validate_prints_the_escaped_line_of_the_action():
     import os
 

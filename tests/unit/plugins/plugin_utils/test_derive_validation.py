@@ -28,7 +28,7 @@ def test_an_audit_measures_nothing_so_no_val_rule_applies():
     del facts["measure"]
     assert derive_validation(facts)["measured"] is False
     findings = _judge(facts)
-    assert {f["id"] for f in findings} == {"VAL-%03d" % n for n in range(1, 12)}
+    assert {f["id"] for f in findings} == {"VAL-%03d" % n for n in range(1, 14)}
     assert {f["status"] for f in findings} == {"not_applicable"}
 
 
@@ -450,3 +450,58 @@ def test_each_kind_of_nvbandwidth_failure_has_its_words_and_severity():
     from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure  # pylint: disable=import-outside-toplevel
     from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive_validation import NVB_FAILURES  # pylint: disable=import-outside-toplevel
     assert sorted(NVB_FAILURES) == sorted(measure.NVB_FAILURE_KINDS)
+
+
+# -- site workloads (VAL-012) ----------------------------------------------------------------------
+def test_a_workload_figure_beside_its_floor_unit_and_how_it_was_read():
+    derived = derive_validation(healthy_facts())
+    assert derived["workloads"][0] == {
+        "name": "llama-bench tg128", "value": 118.88, "floor": 100.0, "lower_is_better": False, "unit": "tok/s",
+        "how": "json path [0].avg_ts", "command": "/usr/local/bin/llama-bench -m /models/model.gguf -p 0 -n 128 -o json",
+        "seconds": 41.3, "reason": None, "detail": "118.88 tok/s, floor 100 tok/s, read with json path [0].avg_ts"}
+    assert derived["workloads"][1]["lower_is_better"] is True
+    assert derived["workloads"][1]["detail"].startswith("71.02 ms, at most 80 ms, read with regex")
+    findings = _judge(healthy_facts())
+    # each workload is judged once: higher is better by VAL-012, lower is better by VAL-013
+    assert [(f["status"], f["subject"], f["observed"], f["expected"]) for f in _of(findings, "VAL-012")] == [
+        ("pass", "llama-bench tg128", 118.88, 100.0)]
+    assert [(f["status"], f["subject"], f["observed"], f["expected"]) for f in _of(findings, "VAL-013")] == [
+        ("pass", "vllm mean TPOT", 71.02, 80.0)]
+
+
+def test_a_lower_is_better_workload_fails_above_its_limit():
+    facts = healthy_facts()
+    facts["measure"]["workloads"][1]["value"] = 80.01
+    (finding,) = _of(_judge(facts), "VAL-013")
+    assert finding["status"] == "fail"
+    assert finding["message"].startswith("site workload time 80.01 > 80 on vllm mean TPOT (80.01 ms, at most 80 ms")
+
+
+@pytest.mark.parametrize("entry, reason", [
+    ({"name": "w", "status": "unknown", "value": None, "floor": 1.0, "reason": "exited 2: ImportError: no vllm"},
+     "exited 2: ImportError: no vllm"),
+    ({"name": "w", "status": "ok", "value": True, "floor": 1.0}, "w: ok"),
+    ({"name": "w", "status": "ok", "value": float("nan"), "floor": 1.0}, "w: ok"),
+    ({"name": "w", "status": "ok", "value": 5.0, "floor": "lots"}, "w: no floor to compare 5 with"),
+    ({"name": "w", "status": "ok", "value": 5.0}, "w: no floor to compare 5 with"),
+    ({"name": "w"}, "w: no result"),
+    ("garbage", "workload 1: no result"),
+])
+def test_a_workload_without_a_figure_or_floor_is_unknown_with_the_reason(entry, reason):
+    facts = healthy_facts()
+    facts["measure"]["workloads"] = [entry]
+    element = derive_validation(facts)["workloads"][0]
+    assert element["reason"] == reason
+    finding = _of(_judge(facts), "VAL-012")[0]
+    # without a floor the judge itself says the expected value is null (its words, not the element's reason)
+    said = "expected value {query: floor} is null" if "no floor" in reason else reason
+    assert finding["status"] == "unknown" and said in finding["message"]
+
+
+@pytest.mark.parametrize("section", [None, {}, "x", []])
+def test_no_workloads_defined_leaves_val_012_not_applicable(section):
+    facts = healthy_facts()
+    facts["measure"]["workloads"] = section
+    assert derive_validation(facts)["workloads"] == []
+    for rule in ("VAL-012", "VAL-013"):
+        assert [f["status"] for f in _of(_judge(facts), rule)] == ["not_applicable"]
