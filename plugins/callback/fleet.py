@@ -17,7 +17,7 @@ description:
   - A task whose hosts were all skipped or only C(ok) prints nothing, not even its banner (banners are printed
     when the first result to show arrives). C(changed), C(failed) and C(unreachable) results are shown as
     by C(default), and so is the message of every C(debug) task (the collection's playbooks speak through
-    them), whatever O(display_ok_hosts) says.
+    them), whatever O(display_ok_hosts) says; with C(-v) or more every C(ok) result is shown too.
   - Above 20 hosts (the console summary's folding threshold) the PLAY RECAP is one line per distinct set of
     counts, with the number of hosts and their names folded (the first five, the last two), instead of one
     line per host; and the hosts the verdict task fails (M(gpuhost.baseline.baseline_verdict), for
@@ -33,7 +33,7 @@ extends_documentation_fragment:
 options:
   display_ok_hosts:
     description:
-      - Show the C(ok) results of tasks other than C(debug).
+      - Show the C(ok) results of tasks other than C(debug) (with C(-v) they are shown whatever this says).
       - Defaults to V(false) here (V(true) in C(default)).
     type: bool
     default: false
@@ -201,8 +201,9 @@ class CallbackModule(DefaultCallback):
 
     def v2_runner_on_ok(self, result):
         task = _task(result)
-        if getattr(task, "action", None) in MESSAGE_ACTIONS and not self.get_option("display_ok_hosts"):
-            # a message of the playbook: shown as by the default callback
+        message = getattr(task, "action", None) in MESSAGE_ACTIONS
+        if (message or self._display.verbosity > 0) and not self.get_option("display_ok_hosts"):
+            # a message of the playbook, or any result asked for with -v: shown as by the default callback
             self.set_option("display_ok_hosts", True)
             try:
                 return super(CallbackModule, self).v2_runner_on_ok(result)

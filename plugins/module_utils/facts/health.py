@@ -125,6 +125,11 @@ _ADDRESS_RE = re.compile(r"^[0-9a-f]{4,8}:[0-9a-f]{2}:[0-9a-f]{2}\.[0-7]$")
 
 
 # -- kernel log ---------------------------------------------------------------------
+#: seconds between two audits the self-audit's kernel log watcher starts (gpuhost_self_audit_watch_interval):
+#: the bounds, checked by the role's inputs on the controller and by the runner on the host
+WATCH_INTERVAL_BOUNDS = (1, 3600)
+
+
 def is_fault_line(text):
     """Whether a kernel log line is one the audit keeps (:data:`_MARKS`: Xid, SXid, a GPU fallen off
     the bus or failing to initialise, GSP and reset-required lines): the self-audit's watcher starts

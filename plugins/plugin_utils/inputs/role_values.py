@@ -30,6 +30,7 @@ __metaclass__ = type
 import math
 import re
 
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.health import WATCH_INTERVAL_BOUNDS
 from ansible_collections.gpuhost.baseline.plugins.module_utils.host.runner import checked_timeouts
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.files import clip
 
@@ -40,6 +41,7 @@ INT_BOUNDS = {
     "gpuhost_self_audit_nice": (-20, 19),
     "gpuhost_self_audit_history_keep": (1, 100000),
     "gpuhost_self_audit_command_timeout": (1, 3600),
+    "gpuhost_self_audit_watch_interval": WATCH_INTERVAL_BOUNDS,  # the runner's own (--watch-interval)
     "gpuhost_validate_duration_s": (1, 60),
     "gpuhost_validate_mem_duration_s": (1, 120),
     "gpuhost_validate_timeout_s": (2, 86400),

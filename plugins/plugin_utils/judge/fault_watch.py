@@ -23,10 +23,11 @@ import select
 import subprocess
 import time
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.health import is_fault_line
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.health import WATCH_INTERVAL_BOUNDS, is_fault_line
 
-#: seconds between two starts of the audit (the role's gpuhost_self_audit_watch_interval)
+#: seconds between two starts of the audit (the role's gpuhost_self_audit_watch_interval) and its bounds
 DEFAULT_INTERVAL = 30
+INTERVAL_BOUNDS = WATCH_INTERVAL_BOUNDS
 #: seconds to wait before asking again when a run is in progress
 BUSY_RETRY = 5
 #: bounds of a systemctl call (seconds) and of one record read from /dev/kmsg (bytes; the kernel's is 8 KiB)

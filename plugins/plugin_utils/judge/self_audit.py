@@ -356,7 +356,7 @@ def parser():
                         "(Xid, SXid, fallen off the bus, RmInitAdapter, GSP), at most once per --watch-interval")
     p.add_argument("--watch-unit", default=WATCH_UNIT, help="the systemd unit --watch starts (default %(default)s)")
     p.add_argument("--watch-interval", type=float, default=fault_watch.DEFAULT_INTERVAL,
-                   help="seconds between two starts (default %(default)s; 1 to 3600)")
+                   help="seconds between two starts (default %%(default)s; %d to %d)" % fault_watch.INTERVAL_BOUNDS)
     return p
 
 
@@ -375,8 +375,10 @@ def run(argv):
     started, cpu_start = time.monotonic(), _cpu_seconds()
     args = parser().parse_args(argv)
     if args.watch:
-        if not 1 <= args.watch_interval <= 3600:
-            raise SelfAuditError("--watch-interval must be 1 to 3600 seconds, not %g" % args.watch_interval, status=2)
+        least, most = fault_watch.INTERVAL_BOUNDS
+        if not least <= args.watch_interval <= most:
+            raise SelfAuditError("--watch-interval must be %d to %d seconds, not %g" % (least, most, args.watch_interval),
+                                 status=2)
         try:
             fault_watch.watch(args.watch_unit, args.watch_interval, say=lambda text: say(text, sys.stderr))
         except fault_watch.WatchError as exc:

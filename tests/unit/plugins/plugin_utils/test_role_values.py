@@ -85,6 +85,9 @@ def test_remediate_and_self_audit_bounds():
     assert any("gpuhost_history_keep must be 1 to 100000" in p for p in problems("audit", {"gpuhost_history_keep": 0}))
     assert any("gpuhost_self_audit_nice must be -20 to 19" in p
                for p in problems("self_audit", {"gpuhost_self_audit_nice": 40}))
+    assert any("gpuhost_self_audit_watch_interval must be 1 to 3600" in p
+               for p in problems("self_audit", {"gpuhost_self_audit_watch_interval": 0}))
+    assert problems("self_audit", {"gpuhost_self_audit_watch_interval": 3600}) == []
 
 
 def test_every_bound_is_an_integer_option_of_a_role_and_every_timeout_has_one():
