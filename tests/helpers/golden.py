@@ -11,6 +11,23 @@ FILES = ("report.json", "report.md", "report.html", "junit.xml", "metrics.prom",
 STAMP = "2000-01-01T00:00:00+00:00"
 
 
+#: the golden run's gpuhost_cluster: set on the snapshot hosts' group, emptied on one host by its host
+#: variable, so that the golden files hold both forms (tests/integration/test_golden_reports.py and the
+#: ansible-core matrix, tests/matrix/check_version.py, build the same inventory with it)
+GOLDEN_CLUSTER = "lab-a"
+GOLDEN_CLUSTER_EMPTY_HOST = "demo-intel"
+
+
+def with_golden_cluster(inventory):
+    """``inventory`` (a dict with the snapshot hosts under ``all.children.snapshots``) with the golden
+    run's cluster variables set, returned for convenience."""
+    snapshots = inventory["all"]["children"]["snapshots"]
+    snapshots.setdefault("vars", {})["gpuhost_cluster"] = GOLDEN_CLUSTER
+    if GOLDEN_CLUSTER_EMPTY_HOST in snapshots["hosts"]:
+        snapshots["hosts"][GOLDEN_CLUSTER_EMPTY_HOST]["gpuhost_cluster"] = ""
+    return inventory
+
+
 def normalise(name, text):
     """The generation time (ISO in the documents, epoch seconds in metrics.prom) replaced by a constant."""
     # each facts reader's seconds (report.json's hosts.<name>.gather_s: one line per subsystem when indented)

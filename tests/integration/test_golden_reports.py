@@ -18,7 +18,7 @@ import subprocess
 
 import pytest
 
-from helpers.golden import FILES, normalise
+from helpers.golden import FILES, normalise, with_golden_cluster
 from helpers.runner import run_playbook, stdout_of
 from test_audit_playbook import fleet
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import expand_document
@@ -76,11 +76,8 @@ def html_events(text):
 def reports(snapshot_trees, tmp_path_factory):
     tmp = tmp_path_factory.mktemp("golden")
     trees = dict((name, snapshot_trees[name]) for name in ("incident", "healthy", "intel", "hostile"))
-    inventory = fleet(trees, live=False)
     # gpuhost_cluster from the inventory group, one host without: both forms are in the golden files
-    snapshots = inventory["all"]["children"]["snapshots"]
-    snapshots["vars"]["gpuhost_cluster"] = "lab-a"
-    snapshots["hosts"]["demo-intel"]["gpuhost_cluster"] = ""
+    inventory = with_golden_cluster(fleet(trees, live=False))
     runner = run_playbook(tmp, "audit.yml", inventory,
                           extravars={"gpuhost_report_dir": str(tmp / "reports")}, cmdline="--check")
     assert runner.rc == 0, stdout_of(runner)

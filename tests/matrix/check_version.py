@@ -31,7 +31,7 @@ import time
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 sys.path.insert(0, os.path.join(REPO, "tests"))
 
-from helpers.golden import FILES, first_difference, read_normalised  # noqa: E402
+from helpers.golden import FILES, first_difference, read_normalised, with_golden_cluster  # noqa: E402
 
 SNAPSHOTS = os.path.join(REPO, "build", "snapshots")
 GOLDEN = os.path.join(REPO, "tests", "fixtures", "golden")
@@ -46,9 +46,9 @@ class StepFailed(Exception):
 def inventory(path, names):
     """An inventory of demo snapshot hosts (JSON is YAML), audited over the local connection."""
     hosts = dict(("demo-%s" % name, {"gpuhost_root": os.path.join(SNAPSHOTS, name)}) for name in names)
-    document = {"all": {"children": {"snapshots": {
+    document = with_golden_cluster({"all": {"children": {"snapshots": {
         "vars": {"ansible_connection": "local", "ansible_python_interpreter": "{{ ansible_playbook_python }}"},
-        "hosts": hosts}}}}
+        "hosts": hosts}}}})
     with open(path, "w", encoding="utf-8") as handle:
         json.dump(document, handle, indent=1)
     return path
