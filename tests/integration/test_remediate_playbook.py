@@ -140,6 +140,22 @@ def test_a_fix_left_out_by_skip_tags_is_not_said_to_have_run(snapshot_trees, tmp
     assert "NUMA-001" not in fix_tasks_that_ran(runner)
 
 
+def test_tags_apply_only_the_fixes_they_name(snapshot_trees, tmp_path):
+    """``--tags numa`` (docs/remediation.md's example) applies the NUMA fixes and no other: the fix block's
+    `always` tag was inherited by every task of fix.yml, so each fix ran under any --tags."""
+    root = copy_tree(snapshot_trees["incident"], tmp_path / "tags")
+    runner = run_playbook(tmp_path, "remediate.yml", inventory(root), cmdline="--tags numa",
+                          extravars={"gpuhost_report_dir": str(tmp_path / "r")})
+    assert runner.rc == 0, stdout_of(runner)
+    ran = fix_tasks_that_ran(runner)
+    assert "NUMA-001" in ran and ran <= {"NUMA-001", "NUMA-002", "NUMA-006", "NUMA-007"}, ran
+    host = read_report(tmp_path / "r")
+    assert statuses(host["findings"], "NUMA-001") == {"pass"}
+    for rule in ("KERNEL-005", "PCI-001", "CPU-003", "NVIDIA-004"):
+        assert statuses(host["findings"], rule) == {"fail"}, rule
+        assert set(p["kind"] for p in host["pending"] if p["id"] == rule) == {"not-applied"}, rule
+
+
 def _make_busy(root):
     """A compute process on the GPUs of the snapshot ``root``; returns nothing."""
     xml = os.path.join(root, "commands", "nvidia-smi-q.xml")
