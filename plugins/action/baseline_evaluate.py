@@ -13,7 +13,7 @@ from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import CatalogueError
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.console import measure_line
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.console import measure_line, prove_line
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import compact_findings, pack_findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.gathering import gather_host
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.judge import HOST_VARS, judge_host
@@ -88,6 +88,9 @@ class ActionModule(ActionBase):
         if args["facts"] is not None and isinstance(facts.get("measure"), dict):
             # validate.yml's line of what was measured: the tools' messages escaped as every console line
             result["measure_line"] = measure_line(host, facts["measure"])
+        if "prove" in judgement.part:
+            # remediate.yml's line of what the fixes delivered (gpuhost_prove)
+            result["prove_line"] = prove_line(host, judgement.part["prove"])
         if not args["return_findings"]:
             # the bulk of the result: Ansible holds every host's until the play ends. host_report keeps
             # the findings once, as one JSON text (a third of the memory of the same findings as dicts)

@@ -79,6 +79,14 @@ options:
       - Without it the pending items never say that a fix ran.
     type: list
     elements: str
+  prove:
+    description:
+      - What the fixes delivered, for C(remediate.yml) with C(gpuhost_prove) (C(docs/remediation.md), "Prove what the
+        fixes delivered"). C(before) and C(after) are the registered M(gpuhost.baseline.host_measure) results (with
+        C(runs) when repeated); or C(note), why the host was not measured. The host's report gets C(prove), the
+        fixes of O(applied) and each figure before and after, its change and whether it exceeds the runs' spread;
+        the result gets C(prove_line), the console line of it.
+    type: dict
   note:
     description:
       - A message for this host in the report (for example why remediation skipped it).
@@ -341,6 +349,13 @@ measure_line:
   returned: when O(facts) has C(measure)
   type: str
   sample: "gpu01: cpu_freq ok; mem_bw ok; gpu_bw unknown (no NVIDIA GPU on this host)"
+prove_line:
+  description:
+    - With O(prove), remediate.yml's line of what the fixes delivered on this host - the fixes that ran, then each
+      figure before -> after with its change and verdict, every value escaped as on every console line.
+  returned: when O(prove) is given
+  type: str
+  sample: "gpu01: CPU-003 applied: lowest CPU clock under load 1,000 -> 2,000 MHz (+100.0 %, better)"
 rule_status:
   description:
     - Each judged rule's status on this host, a mapping of rule id to status - the worst of its findings (V(fail), V(unknown),
@@ -375,6 +390,7 @@ ARGUMENT_SPEC = dict(
     catalogue_dirs=dict(type="list", elements="path", default=[]),
     history_dir=dict(type="path"),
     applied=dict(type="list", elements="str"),
+    prove=dict(type="dict"),
     host=dict(type="str"),
     today=dict(type="raw"),
 )

@@ -163,6 +163,14 @@ options:
     type: int
     choices: [1, 2, 3]
     default: 1
+  repeats:
+    description:
+      - Run all the measurements this many times in a row (1 to 10). The results of the last run are the
+        module's keys; with more than one, C(runs) holds every run. The spread of the runs is the measurement's
+        own noise (C(remediate.yml) with C(gpuhost_prove)).
+      - O(timeout_s) bounds the CPU and memory measurements of each run; O(deadline_s) bounds them all.
+    type: int
+    default: 1
   workloads:
     description:
       - The site's workloads (C(docs/validation.md), "Site workloads"), run after the other measurements whenever
@@ -386,6 +394,15 @@ workloads:
   sample: [{"name": "llama-bench tg128", "status": "ok", "reason": null, "value": 118.88, "unit": "tok/s",
             "floor": 100.0, "lower_is_better": false, "parser": "json", "how": "json path [0].avg_ts", "timeout_s": 600, "seconds": 41.3,
             "command": "/usr/local/bin/llama-bench -m /models/m.gguf -p 0 -n 128 -o json", "exit_status": 0}]
+runs:
+  description:
+    - Every run of the measurements, in order, each a mapping with the keys above (C(cpu_freq), C(mem_bw), ...);
+      the module's own keys are the last run's.
+  returned: when O(repeats) is above 1 and not in check mode
+  type: list
+  elements: dict
+  sample: [{"cpu_freq": {"status": "ok", "cpus": {"0": {"observed_khz": 1500000}}}},
+           {"cpu_freq": {"status": "ok", "cpus": {"0": {"observed_khz": 1510000}}}}]
 plan:
   description:
     - What runs (or, in check mode, would run); C(cpu_freq) has C(cpus) (a CPU list), C(not_allowed), C(sample), C(source),
@@ -440,6 +457,7 @@ ARGUMENT_SPEC = dict(
     dcgm_health_timeout_s=dict(type="int", default=measure_gpu.GPU_TIMEOUTS["dcgm_health"]),
     nccl_timeout_s=dict(type="int", default=measure_gpu.GPU_TIMEOUTS["nccl"]),
     dcgm_diag_level=dict(type="int", choices=[1, 2, 3], default=1),
+    repeats=dict(type="int", default=1),
     workloads=dict(type="list", elements="dict", default=[], options=dict(
         name=dict(type="str", required=True),
         argv=dict(type="list", elements="str", required=True),
@@ -463,6 +481,9 @@ def check_params(params):
         return "mem_duration_s must be 1 to 120, not %d" % params["mem_duration_s"]
     if params["timeout_s"] <= params["duration_s"]:
         return "timeout_s (%d) must exceed duration_s (%d)" % (params["timeout_s"], params["duration_s"])
+    least, most = measure_host.REPEATS_BOUNDS
+    if not least <= params["repeats"] <= most:
+        return "repeats must be %d to %d, not %d" % (least, most, params["repeats"])
     if not 0 <= params["deadline_s"] <= 86400:
         return "deadline_s must be 0 (none) to 86400, not %d" % params["deadline_s"]
     if not 0 <= params["max_cpus"] <= measure_host.MAX_WORKERS:
@@ -518,14 +539,23 @@ def gather(params, which, check_mode, gpus_dir=None, dev=None):
     if check_mode:
         result["msg"] = "check mode: nothing run"
         return result
-    if cpu_plan is not None:
-        result["cpu_freq"] = measure_host.measure_cpu_freq(cpu_plan, params["duration_s"])
-    if mem_plan is not None:
-        left = params["timeout_s"] - (time.monotonic() - began)
-        result["mem_bw"] = measure_host.measure_mem_bw(mem_plan, max(0, int(left)), params["mem_duration_s"])
-    result.update(measure_gpu.measure_gpu(gpu_plan))
-    if workloads:
-        result["workloads"] = measure_workload.measure_workloads(workloads, work_plan)
+    runs = []
+    for dummy in range(params.get("repeats") or 1):
+        run = {}
+        if cpu_plan is not None:
+            run["cpu_freq"] = measure_host.measure_cpu_freq(cpu_plan, params["duration_s"])
+        if mem_plan is not None:
+            # timeout_s bounds the CPU and memory measurements of each run
+            left = params["timeout_s"] - (time.monotonic() - began)
+            run["mem_bw"] = measure_host.measure_mem_bw(mem_plan, max(0, int(left)), params["mem_duration_s"])
+        run.update(measure_gpu.measure_gpu(gpu_plan))
+        if workloads:
+            run["workloads"] = measure_workload.measure_workloads(workloads, work_plan)
+        runs.append(run)
+        began = time.monotonic()
+    result.update(runs[-1])
+    if len(runs) > 1:
+        result["runs"] = runs  # remediate.yml's gpuhost_prove: the spread of the runs is the measurement's noise
     return result
 
 

@@ -4,6 +4,7 @@ Runs as molecule's testinfra verifier, after check, converge and idempotence. ``
 guest (over SSH, as root); prepare's starting state and the runs' reports come from the
 scenario's ephemeral directory (molecule/shared/vmverify.py).
 """
+import os
 import re
 
 import pytest
@@ -187,3 +188,62 @@ def test_check_run_changed_nothing_it_reports(start):
     assert set(vm.statuses(report, "PCI-002").values()) == {"fail"}
     observed = dict((f["subject"], f["observed"]) for f in vm.findings(report, "PCI-002"))
     assert observed == dict((a, 128 if start["endpoints"][a][0] == vm.E1000E else 512) for a in observed)
+
+
+# -- gpuhost_prove (issue 39): the validate measurements before and after the fixes --------------------------------
+
+def figures(view):
+    return dict((entry["key"], entry) for entry in view["prove"]["figures"])
+
+
+def test_prove_the_governor_fix_lifted_the_capped_clock_under_load(converge_report):
+    # prepare.yml's powersave governor held both CPUs at the lowest P-state (1000 of 2000 MHz)
+    (governors,) = vm.findings(converge_report["before"], "CPU-003")
+    assert governors["observed"] == {"powersave": 2}, governors
+    prove = converge_report["prove"]
+    assert "CPU-003" in prove["fixes"] and prove["repeats"] == {"before": 2, "after": 2}, prove
+    assert prove["reason"] is None, prove
+    lowest = figures(converge_report)["cpu_freq/lowest"]
+    assert (lowest["before"], lowest["after"], lowest["unit"], lowest["rule"]) == (1000.0, 2000.0, "MHz", "VAL-001")
+    assert lowest["verdict"] == "better" and lowest["change_pct"] == 100.0, lowest
+    assert vm.statuses(converge_report["before"], "VAL-001") == {"cpu0": "fail", "cpu1": "fail"}
+    assert vm.statuses(converge_report, "VAL-001") == {"cpu0": "pass", "cpu1": "pass"}
+
+
+def test_prove_reports_the_memory_figures_it_cannot_move(converge_report):
+    # TCG's memory speed is the host's: the figures are reported with their noise, not expected to change
+    for node in ("0", "1"):
+        entry = figures(converge_report)["mem_bw/%s" % node]
+        assert entry["unit"] == "GB/s" and entry["before"] > 0 and entry["after"] > 0, entry
+        assert entry["noise"] is not None and entry["verdict"] in ("better", "worse", "within noise", "unchanged"), entry
+
+
+def test_prove_judges_the_site_workloads_pass_fail_and_unknown_with_the_reason(converge_report):
+    assert vm.statuses(converge_report, "VAL-012") == {"bench-above-floor": "pass", "bench-below-floor": "fail",
+                                                       "bench-hung": "unknown", "bench-garbage": "unknown"}
+    said = dict((f["subject"], f["message"]) for f in vm.findings(converge_report, "VAL-012"))
+    assert "123.4 < 200" in said["bench-below-floor"], said
+    assert "killed after 2 s" in said["bench-hung"], said
+    assert "no line matched" in said["bench-garbage"] and "no figure here" in said["bench-garbage"], said
+    above = figures(converge_report)["workload/bench-above-floor"]
+    assert (above["before"], above["after"], above["verdict"]) == (123.4, 123.4, "within noise"), above
+    assert "workload/bench-hung" not in figures(converge_report)
+
+
+def test_prove_figures_in_the_host_page_and_the_metrics():
+    run = vm.report_dirs("apply")[0]
+    with open(os.path.join(run, "report.md")) as handle:
+        page = handle.read()
+    assert "### What the fixes delivered" in page
+    assert "| lowest CPU clock under load (MHz) | VAL-001 | 1,000 | 2,000 | +1,000 (+100.0 %) | better |" in page
+    with open(os.path.join(run, "metrics.prom")) as handle:
+        series = handle.read()
+    assert re.search(r'^gpuhost_baseline_prove_figure\{host="%s",origin="controller",figure="cpu_freq/lowest",'
+                     r'unit="MHz",phase="before",cluster=""\} 1000(\.0)?$' % HOST, series, re.M), series
+
+
+def test_prove_again_after_nothing_left_to_fix_and_not_in_check_mode(idempotence_report):
+    lowest = figures(idempotence_report)["cpu_freq/lowest"]
+    assert (lowest["before"], lowest["after"]) == (2000.0, 2000.0) and lowest["verdict"] in ("within noise", "unchanged")
+    report = vm.host_report(vm.load_report(vm.report_dirs("check")[0]), HOST)
+    assert report["prove"]["figures"] == [] and report["prove"]["reason"] == "not measured: --check runs no measurement"

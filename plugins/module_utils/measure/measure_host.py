@@ -73,6 +73,9 @@ def _khz(text):
 
 #: the most CPUs loaded at once (one worker process each), whatever ``max_cpus`` says (``0``: all): the
 #: kernel's largest x86 NR_CPUS, so a garbage cpulist with no affinity mask to narrow it starts no more
+#: the least and most runs of the measurements one host_measure run makes (its ``repeats``; remediate.yml's
+#: gpuhost_prove_repeats, checked against the same bounds)
+REPEATS_BOUNDS = (1, 10)
 MAX_WORKERS = 8192
 
 

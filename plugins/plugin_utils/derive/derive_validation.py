@@ -447,6 +447,26 @@ def _workloads(measure):
     return out
 
 
+#: the measurement keys of a ``host_measure`` result (one run)
+MEASURE_KEYS = ("cpu_freq", "mem_bw", "gpu_bw", "dcgm_diag", "dcgm_health", "nccl", "workloads")
+
+
+def measure_runs(result):
+    """``(runs, reason)`` of a registered ``host_measure`` result: its ``runs`` (``repeats`` above 1) or the
+    one run its measurement keys hold; ``reason`` says why there is none (a failed, unreachable or skipped
+    task, its message)."""
+    if not isinstance(result, dict):
+        return [], "not measured"
+    if result.get("unreachable") or result.get("failed"):
+        return [], "host_measure did not complete: %s" % str(result.get("msg") or "no message")[:300]
+    if result.get("skipped"):
+        return [], "not measured"
+    if isinstance(result.get("runs"), list):
+        return [run for run in result["runs"] if isinstance(run, dict)], None
+    run = dict((key, result[key]) for key in MEASURE_KEYS if key in result)
+    return ([run], None) if run else ([], "host_measure returned no measurement")
+
+
 def derive_validation(facts, params=None):
     """``derived.validation`` of ``facts`` (see the module docstring); ``params`` is unused, the rules
     compare with the parameters themselves. ``measured`` is false without a ``measure`` key."""

@@ -38,6 +38,9 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.files import
 INT_BOUNDS = {
     "gpuhost_history_keep": (1, 100000),
     "gpuhost_reboot_timeout": (1, 86400),
+    # host_measure's repeats (module_utils/measure/measure_host.REPEATS_BOUNDS, which controller code may not
+    # import: tests/unit/plugins/plugin_utils/test_role_values.py holds the two equal)
+    "gpuhost_prove_repeats": (1, 10),
     "gpuhost_self_audit_nice": (-20, 19),
     "gpuhost_self_audit_history_keep": (1, 100000),
     "gpuhost_self_audit_command_timeout": (1, 3600),

@@ -24,6 +24,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalog
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import CatalogueError, choose_profile
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive_counters import counter_values
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.evaluation import evaluate, host_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.prove import prove_summary
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import RULE_TEXT_FIELDS, expand_findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.history import boot_id_of, with_history
 
@@ -43,6 +44,7 @@ HOST_VARS = {
     "failure": None,       # why work on the host did not complete: state failed, findings kept
     "applied": None,       # rule ids whose fix task ran (remediate.yml): only those can be "not fixed"
     "cluster": None,       # gpuhost_cluster: the report's and the metrics' cluster of the host
+    "prove": None,         # the measurements before and after the fixes (remediate.yml, gpuhost_prove)
 }
 
 
@@ -124,6 +126,9 @@ def judge_host(facts, catalogue, host_vars, history=None, history_name=None, bun
     keep_rule_text(part, catalogue, bundled)
     if isinstance(options["cluster"], str) and options["cluster"]:
         part["cluster"] = options["cluster"]
+    proven = prove_summary(options["prove"], options["applied"])
+    if proven is not None:
+        part["prove"] = proven  # what the fixes delivered, measured before and after them
     if why:
         part["profile_reason"] = why  # the report says why this profile judged the host
     # the boot this audit saw: the report writer keeps it in the history (same boot or across a reboot)

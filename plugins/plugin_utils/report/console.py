@@ -425,3 +425,48 @@ def measure_line(host, measure, names=None):
                                            escape(status, MAX_NAME) if status is not None else "no result",
                                            " (%s)" % escape(said.strip(), MAX_VALUE) if said.strip() else ""))
     return "%s: %s" % (escape(host, MAX_NAME), "; ".join(parts) if parts else "nothing measured")
+
+
+def number_text(value):
+    """``1,500``, ``61.3``, ``-`` (none or not a number)."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        return "-"
+    if abs(value) >= 100:
+        return "{:,.0f}".format(value)
+    return "{:,.2f}".format(value).rstrip("0").rstrip(".")
+
+
+def figure_text(entry):
+    """``lowest CPU clock under load 1,500 -> 3,400 MHz (+126.7 %, better)``: one figure of a host's ``prove``
+    (``judge.prove.prove_summary``), its label and unit escaped."""
+    unit = (" " + entry["unit"]) if entry.get("unit") else ""
+    text = "%s %s -> %s%s" % (escape(entry.get("label"), MAX_NAME), number_text(entry.get("before")),
+                              number_text(entry.get("after")), escape(unit, MAX_NAME))
+    details = []
+    if isinstance(entry.get("change_pct"), (int, float)) and not isinstance(entry.get("change_pct"), bool):
+        details.append("%+.1f %%" % entry["change_pct"])
+    verdict = entry.get("verdict")
+    if verdict == "within noise":
+        details.append("within noise (%s%s)" % (number_text(entry.get("noise")), unit))
+    elif verdict == "unknown":
+        details.append("not measured %s" % ("before" if entry.get("before") is None else "after"))
+    else:
+        verdict = escape(verdict, MAX_NAME)
+        details.append(verdict if entry.get("noise") is not None else "%s, noise not measured (one run)" % verdict)
+    return "%s (%s)" % (text, ", ".join(details))
+
+
+def prove_line(host, summary):
+    """remediate.yml's line of what the fixes delivered on ``host`` (``gpuhost_prove``): the fixes that ran, then
+    each figure before -> after (:func:`figure_text`), from the host's ``prove`` (``judge.prove.prove_summary``).
+    Host values escaped as every console line. Never raises on odd input."""
+    host = escape(host, MAX_NAME)
+    if not isinstance(summary, Mapping):
+        return "%s: nothing measured" % host
+    fixes = ", ".join(escape(rule, MAX_NAME) for rule in summary.get("fixes") or []) or "no fix"
+    head = "%s: %s applied" % (host, fixes)
+    figures = [entry for entry in summary.get("figures") or [] if isinstance(entry, Mapping)]
+    reason = escape(summary.get("reason"), MAX_VALUE) if summary.get("reason") else None
+    if not figures:
+        return "%s; %s" % (head, reason or "nothing measured")
+    return "%s: %s%s" % (head, "; ".join(figure_text(entry) for entry in figures), " (%s)" % reason if reason else "")

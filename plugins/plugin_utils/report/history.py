@@ -158,11 +158,13 @@ def _time_text(value):
 
 
 def make_record(host, findings, time, boot_id=None, collection_version=None, profile=None, state="audited",
-                counters=None):
+                counters=None, prove=None):
     """The compact record of one audit of ``host``: ``findings`` (report.json findings, or any
     mappings with ``id``, ``subject``, ``status``, ``observed``) become ``[id, subject, status, observed]``;
     ``counters`` (``derive_counters.counter_values``: ``{"ib|mlx5_0/1|link_downed": 3}``), kept only
-    when there are any, are what the counter rules judge the next audits' increases against."""
+    when there are any, are what the counter rules judge the next audits' increases against. ``prove`` (the
+    host's report ``prove``: remediate.yml with gpuhost_prove) keeps each figure as ``[key, unit, before, after,
+    noise, verdict]`` with the fixes that ran, so the history says what each maintenance window delivered."""
     rows = []
     for finding in findings or []:
         if not isinstance(finding, dict) or not isinstance(finding.get("id"), str):
@@ -183,6 +185,12 @@ def make_record(host, findings, time, boot_id=None, collection_version=None, pro
     kept = _counters(counters)
     if kept:
         record["counters"] = kept
+    if isinstance(prove, dict):
+        record["prove"] = {
+            "fixes": [str(rule) for rule in prove.get("fixes") or [] if isinstance(rule, str)],
+            "figures": [[_plain(entry.get("key")), _plain(entry.get("unit")), entry.get("before"), entry.get("after"),
+                         entry.get("noise"), _plain(entry.get("verdict"))]
+                        for entry in prove.get("figures") or [] if isinstance(entry, dict)]}
     return record
 
 
@@ -219,6 +227,10 @@ def _check_record(record, host):
     counters = record.get("counters")
     if counters is not None and (not isinstance(counters, dict) or len(_counters(counters)) != len(counters)):
         return "counters is not a mapping of names to counts from 0 to 2**64"
+    prove = record.get("prove")
+    if prove is not None and not (isinstance(prove, dict) and isinstance(prove.get("figures"), list)
+                                  and all(isinstance(row, list) and len(row) == 6 for row in prove["figures"])):
+        return "prove is not a mapping with figures [key, unit, before, after, noise, verdict]"
     for row in rows:
         if not (isinstance(row, list) and len(row) == 4 and isinstance(row[0], str)
                 and (row[1] is None or isinstance(row[1], str)) and isinstance(row[2], str)):
@@ -713,7 +725,8 @@ def record_report(report, boot_ids, directory, keep=DEFAULT_KEEP, counters=None)
             continue  # unreachable, or failed before any finding: nothing seen, nothing to keep
         record = make_record(name, seen["findings"], time, boot_id=(boot_ids or {}).get(name),
                              collection_version=read.get("collection_version"), profile=seen.get("profile"),
-                             state=seen.get("state") or "audited", counters=(counters or {}).get(name))
+                             state=seen.get("state") or "audited", counters=(counters or {}).get(name),
+                             prove=seen.get("prove"))
         try:
             dummy, changes, problems = record_audit(directory, name, record, keep)
         except (HistoryError, IOError, OSError, RecursionError) as exc:  # never the report's end

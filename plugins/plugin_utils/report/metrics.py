@@ -100,6 +100,12 @@ FAMILIES = (
      "1 for each NVIDIA GPU of the host: its findings' subject (the PCI address) with dcgm-exporter's labels "
      "gpu (the index), UUID, pci_bus_id and Hostname (hostname since its 2026-05 main branch), to join the two "
      "(docs/report.md)."),
+    ("gpuhost_baseline_prove_figure", ("host", "origin", "figure", "unit", "phase"),
+     "A figure of the validate measurements of the host before (phase before) and after (phase after) the fixes of "
+     "its last remediation with gpuhost_prove: the median of the phase's runs (hosts.<host>.prove)."),
+    ("gpuhost_baseline_prove_noise", ("host", "origin", "figure", "unit"),
+     "The noise of the figure at the host's last remediation with gpuhost_prove: the largest spread of one phase's "
+     "runs; a change no larger than it is within noise."),
     ("gpuhost_baseline_numa_free_memory_ratio", ("host", "origin", "node"),
      "Free memory of the NUMA node as a ratio of its total (0 to 1) at audit time."),
 )
@@ -290,6 +296,17 @@ def _host_samples(report, name, host, origin, bulk=True):
             value = finding.get(key)
             if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
                 add(family, (finding.get("id"), finding.get("subject")), value)
+    prove = host.get("prove")
+    for figure in prove.get("figures") or [] if isinstance(prove, dict) else ():
+        if not isinstance(figure, dict):
+            continue
+        for phase in ("before", "after"):
+            value = _number(figure.get(phase))
+            if value is not None:
+                add("gpuhost_baseline_prove_figure", (figure.get("key"), figure.get("unit"), phase), value)
+        noise = _number(figure.get("noise"))
+        if noise is not None:
+            add("gpuhost_baseline_prove_noise", (figure.get("key"), figure.get("unit")), noise)
     hostname = host.get("hostname") or name
     for gpu in host.get("gpus") or []:
         if isinstance(gpu, dict) and isinstance(gpu.get("bus_id"), str):

@@ -180,6 +180,49 @@ def _gather_seconds(value):
     return out or None
 
 
+#: what a figure's change before -> after the fixes is called (remediate.yml's gpuhost_prove, judge/prove.py)
+PROVE_VERDICTS = ("better", "worse", "unchanged", "within noise", "unknown")
+#: the numbers of a figure of ``prove``
+_PROVE_NUMBERS = ("before", "after", "change", "change_pct", "noise")
+
+
+def _finite(value):
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
+        return value
+    return None
+
+
+def _count(value):
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _normalize_prove(value):
+    """A host's ``prove`` (what the fixes delivered, measured before and after them): ``fixes`` (rule ids),
+    ``repeats`` (runs per phase), ``figures`` (each ``key``, ``label``, ``unit``, ``rule``, ``higher_is_better``,
+    the numbers before, after, change, change_pct, noise, and ``verdict``), ``left_out`` and ``reason``. Text is
+    kept as text, numbers when finite (else ``None``), an unknown verdict as ``unknown``; ``None`` when absent."""
+    if not isinstance(value, dict):
+        return None
+    figures = []
+    for entry in value.get("figures") or [] if isinstance(value.get("figures"), list) else []:
+        if not isinstance(entry, dict) or not isinstance(entry.get("key"), str):
+            continue
+        figure = dict((key, _plain(entry.get(key)) if isinstance(entry.get(key), str) else None)
+                      for key in ("key", "label", "unit", "rule"))
+        figure["label"] = figure["label"] or figure["key"]
+        figure["unit"] = figure["unit"] or ""
+        figure["higher_is_better"] = entry.get("higher_is_better") is not False
+        figure.update((key, _finite(entry.get(key))) for key in _PROVE_NUMBERS)
+        figure["verdict"] = entry.get("verdict") if entry.get("verdict") in PROVE_VERDICTS else "unknown"
+        figures.append(figure)
+    repeats = value.get("repeats") if isinstance(value.get("repeats"), dict) else {}
+    return {"fixes": [_plain(rule) for rule in value.get("fixes") or [] if isinstance(rule, str)]
+            if isinstance(value.get("fixes"), list) else [],
+            "repeats": dict((phase, _count(repeats.get(phase))) for phase in ("before", "after")),
+            "figures": figures, "left_out": _count(value.get("left_out")),
+            "reason": _plain(value["reason"]) if isinstance(value.get("reason"), str) else None}
+
+
 def _normalize_gpus(value):
     """A host's GPUs (``host_report``'s ``gpus``) as metrics.prom joins them with dcgm-exporter's series:
     each ``{"index", "uuid", "bus_id", "name"}``, an integer index and text, the rest ``None``; an entry
@@ -227,6 +270,9 @@ def _normalize_host(name, data, default_profile):
         host["gather_s"] = gather_s
     if isinstance(data.get("cluster"), str) and data["cluster"]:
         host["cluster"] = data["cluster"]  # gpuhost_cluster: a label of every series of the host
+    prove = _normalize_prove(data.get("prove"))
+    if prove is not None:
+        host["prove"] = prove  # remediate.yml's gpuhost_prove: what the fixes delivered
     gpus = _normalize_gpus(data.get("gpus"))
     if gpus is not None:
         host["gpus"] = gpus

@@ -22,7 +22,7 @@ import os
 import re
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import area_view_key
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.console import escape_controls
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.console import escape_controls, number_text
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.schema import COLLECTION_ROOT  # templates/ beside plugins/
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import (
     FINDING_KINDS, KIND_LABELS, SEVERITIES, SEVERITY_RANK, STATUS_LABELS, STATUS_WORST_FIRST, STATUSES, STORED_SCHEMA,
@@ -185,6 +185,28 @@ def _changes(host):
         if key not in seen:
             out.append((f["id"], f.get("subject"), None, f["status"]))
     return out
+
+
+def _prove_rows(host):
+    """The rows of a host's "what the fixes delivered" table (remediate.yml, gpuhost_prove): per figure
+    ``(label, unit, rule, before, after, change, verdict)``, the numbers as text (``-`` when not measured), the change
+    with its percent and the verdict with the noise when it is within it."""
+    prove = host.get("prove") or {}
+    rows = []
+    for figure in prove.get("figures") or []:
+        change = number_text(figure["change"])
+        if figure["change"] is not None and figure["change"] > 0:
+            change = "+" + change
+        if figure["change_pct"] is not None:
+            change += " (%+.1f %%)" % figure["change_pct"]
+        verdict = figure["verdict"]
+        if verdict == "within noise":
+            verdict += " (%s %s)" % (number_text(figure["noise"]), figure["unit"])
+        elif figure["noise"] is None and verdict != "unknown":
+            verdict += ", noise not measured"
+        rows.append((figure["label"], figure["unit"], figure["rule"] or "", number_text(figure["before"]),
+                     number_text(figure["after"]), change if figure["change"] is not None else "-", verdict))
+    return rows
 
 
 # ---------------------------------------------------------------------------
@@ -466,7 +488,7 @@ def _template_environment(template_dir=None):
     # report_schema: the schema report.json is stored in (the stamp), not the expanded document's
     env.globals.update(report_schema=STORED_SCHEMA,
                        statuses=STATUSES, statuses_worst_first=STATUS_WORST_FIRST, status_labels=STATUS_LABELS,
-                       cell_marks=CELL_MARKS, changes=_changes, observed_view=observed_view,
+                       cell_marks=CELL_MARKS, changes=_changes, prove_rows=_prove_rows, observed_view=observed_view,
                        expected_view=expected_view, hosts_worst_first=hosts_worst_first, memo=_memo)
     return env
 

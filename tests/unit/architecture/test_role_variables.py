@@ -43,6 +43,18 @@ def drift(source_spec, source_defaults, role_spec, role_defaults):
     return out
 
 
+#: a role that reads another's variables declares them as that role does: remediate's gpuhost_prove measures
+#: with the validate role's settings (gpuhost_validate_*)
+BORROWED = (("validate", "remediate"),)
+
+
+@pytest.mark.parametrize("source,role", BORROWED)
+def test_borrowed_variables_are_declared_as_their_role_declares_them(source, role):
+    borrowed = [name for name in spec(source) if name.startswith("gpuhost_%s_" % source)]
+    assert borrowed and set(borrowed) <= set(spec(role))
+    assert drift(spec(source), defaults(source), spec(role), defaults(role)) == []
+
+
 @pytest.mark.parametrize("role", OTHERS)
 def test_shared_variables_are_declared_as_the_audit_role_declares_them(role):
     shared = set(spec(SOURCE)) & set(spec(role))

@@ -165,3 +165,20 @@ def test_the_modules_deadline_ends_a_workload_before_its_own_timeout(tmp_path):
     assert out["hang"]["status"] == "unknown"
     assert "was still running at the module's deadline (deadline_s 2)" in out["hang"]["reason"]
     assert out["after"]["status"] == "unknown" and "not run: the module's deadline" in out["after"]["reason"]
+
+
+def test_repeats_run_every_measurement_again_and_keep_each_run():
+    """gpuhost_prove's noise: repeats 3 gives three runs, the module's own keys being the last one's."""
+    values = params(bench("above"))
+    values["repeats"] = 3
+    result = host_measure.gather(values, shutil.which, False)
+    assert len(result["runs"]) == 3
+    assert [run["workloads"][0]["value"] for run in result["runs"]] == [123.4] * 3
+    assert result["workloads"] == result["runs"][-1]["workloads"]
+    values["repeats"] = 1
+    assert "runs" not in host_measure.gather(values, shutil.which, False)
+    for wrong in (0, 11):
+        values["repeats"] = wrong
+        assert host_measure.check_params(values) == "repeats must be 1 to 10, not %d" % wrong
+    values["repeats"] = 3
+    assert "runs" not in host_measure.gather(values, shutil.which, True)  # check mode runs nothing

@@ -102,8 +102,15 @@ def test_every_bound_is_an_integer_option_of_a_role_and_every_timeout_has_one():
         assert least <= ints[name].get("default", least) <= most, name
 
 
+def test_prove_repeats_are_bounded_as_host_measure_bounds_them():
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure_host
+
+    assert role_values.INT_BOUNDS["gpuhost_prove_repeats"] == measure_host.REPEATS_BOUNDS
+    assert any("gpuhost_prove_repeats must be 1 to 10" in p for p in problems("remediate", {"gpuhost_prove_repeats": 0}))
+
+
 def test_the_validate_role_passes_every_gpu_timeout_to_host_measure():
-    with open(os.path.join(COLLECTION_ROOT, "roles", "validate", "tasks", "main.yml")) as handle:
+    with open(os.path.join(COLLECTION_ROOT, "roles", "validate", "tasks", "measure.yml")) as handle:
         tasks = yaml.safe_load(handle)
     (measure,) = [t for t in tasks if "gpuhost.baseline.host_measure" in t]
     args = measure["gpuhost.baseline.host_measure"]
