@@ -30,7 +30,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.schema impor
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.evaluation import evaluate
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.gathering import gather_host
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inputs.learn import (
-    build_profile, learn_inventory, profile_name, render_profile,
+    build_profile, learn_inventory, learn_workload_floors, profile_name, render_profile,
 )
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.files import atomic_write, read_text
 from ansible_collections.gpuhost.baseline.plugins.modules.baseline_learn import ARGUMENT_SPEC
@@ -89,9 +89,9 @@ def check_profile(text, name, site_dirs):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
-def learn(facts, name, extends, dest, tolerance_pct, site_dirs, source):
-    """``(path, profile, text, self_check)`` for the golden host's ``facts``; raises
-    :class:`LearnError` or :class:`CatalogueError` naming what is wrong."""
+def learn(facts, name, extends, dest, tolerance_pct, site_dirs, source, workload_floors=None):
+    """``(path, profile, text, self_check)`` for the golden host's ``facts`` (and ``workload_floors``, learned from
+    its runs of the site's workloads); raises :class:`LearnError` or :class:`CatalogueError` naming what is wrong."""
     if not isinstance(name, str) or not _NAME_RE.match(name):
         raise LearnError("name: a profile name is lower case letters, digits and dashes, got %r" % (name,))
     dest_abs = os.path.abspath(os.path.expanduser(dest))
@@ -103,7 +103,7 @@ def learn(facts, name, extends, dest, tolerance_pct, site_dirs, source):
         raise LearnError("name: the learned profile cannot have the name of the profile it extends (%s)" % name)
     rule_ids = [r.id for r in catalogue.rules if r.area == INVENTORY_AREA and r.id not in parent.rule_ids]
     inventory = learn_inventory(facts, tolerance_pct, source=source)
-    profile = build_profile(inventory, parent.name, rule_ids)
+    profile = build_profile(inventory, parent.name, rule_ids, workload_floors=workload_floors)
     text = render_profile(profile, os.path.join(COLLECTION_ROOT, "schemas", "profile.schema.json"), _yaml())
     checked, unused_params = check_profile(text, name, others)
     # the golden host judged against its own inventory: anything failing here would fail on every host
@@ -141,9 +141,16 @@ class ActionModule(ActionBase):
             result.update(gathered)
             return result
         facts = plain(gathered["facts"])
+        floors, learned, workload_notes = {}, {}, []
+        if args["workloads"] is not None:
+            margin = args["workload_margin_pct"]
+            if not 0 <= margin < 100:
+                result.update(failed=True, msg="workload_margin_pct must be from 0 to less than 100, got %s" % margin)
+                return result
+            floors, learned, workload_notes = learn_workload_floors(plain(args["workloads"]), margin)
         try:
             path, profile, text, self_check = learn(facts, name, args["extends"], args["dest"], tolerance,
-                                                    args["catalogue_dirs"], args["root"])
+                                                    args["catalogue_dirs"], args["root"], floors)
         except (LearnError, CatalogueError) as exc:
             result.update(failed=True, msg="learning %s: %s" % (host, exc))
             return result
@@ -161,9 +168,11 @@ class ActionModule(ActionBase):
                 len(inventory["unknown"]), host, "; ".join(inventory["unknown"])))
         if self_check:
             warnings.append("the golden host fails its own inventory: %s" % "; ".join(self_check))
+        warnings.extend(workload_notes)
         result.update(
             changed=changed, path=path, name=name, extends=profile["extends"], profile=profile,
             unknown=inventory["unknown"], self_check=self_check, catalogue_dir=os.path.dirname(os.path.dirname(path)),
+            workload_floors=floors, workloads_learned=learned,
             msg="%s %s: profile %s (extends %s) from %s; audit with gpuhost_catalogue_dirs: [%s] and gpuhost_profile: %s" % (
                 "would write" if self._task.check_mode else ("wrote" if changed else "unchanged"), path, name,
                 profile["extends"], host, os.path.dirname(os.path.dirname(path)), name))

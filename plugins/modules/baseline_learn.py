@@ -72,6 +72,21 @@ options:
     type: list
     elements: path
     default: []
+  workloads:
+    description:
+      - The registered result of M(gpuhost.baseline.host_measure) run on the golden host with its
+        C(workloads) (C(runs) when repeated; C(learn.yml) with C(gpuhost_learn_workloads) runs it). Each workload
+        that gave a figure gets a learned floor in the profile's parameter C(workload_floors) - the median of its
+        runs less O(workload_margin_pct) percent (plus, for a C(lower_is_better) one) - which VAL-012 and VAL-013
+        judge every host's run of that workload against when the workload sets no C(floor) of its own.
+      - A workload without a figure in any run gets no floor and a warning with the reason.
+    type: dict
+  workload_margin_pct:
+    description:
+      - How far below the golden host's median figure a learned floor lies, in percent (0 to less than 100;
+        above it for a lower-is-better workload). Runs on identical hosts differ by a few percent.
+    type: float
+    default: 10
 notes:
   - Runs on the controller; only the facts are gathered on the host (as root with C(become) for the PCI extended
     configuration space).
@@ -94,6 +109,20 @@ EXAMPLES = r"""
     name: fleet-b200
     extends: amd-epyc-nvidia
     memory_tolerance_pct: 1
+
+- name: Run the site's workloads three times on the golden host
+  gpuhost.baseline.host_measure:
+    measurements: []
+    workloads: "{{ gpuhost_validate_workloads }}"
+    repeats: 3
+  become: true
+  register: golden_runs
+
+- name: Learn gpu07 with floors 10 % below its workload figures
+  gpuhost.baseline.baseline_learn:
+    dest: /srv/site-baseline
+    workloads: "{{ golden_runs }}"
+  become: true
 """
 
 RETURN = r"""
@@ -133,6 +162,17 @@ self_check:
   type: list
   elements: str
   sample: []
+workload_floors:
+  description: The learned floors written to the profile's C(workload_floors), by workload name (empty without O(workloads)).
+  returned: success
+  type: dict
+  sample: {"llama-bench tg128": 107.0}
+workloads_learned:
+  description: Per workload with a learned floor, C(median), C(runs), C(spread) (highest - lowest), C(unit), C(lower_is_better) and C(margin_pct).
+  returned: success
+  type: dict
+  sample: {"llama-bench tg128": {"median": 118.889, "runs": 3, "spread": 0.6, "unit": "tok/s", "lower_is_better": false,
+           "margin_pct": 10.0}}
 msg:
   description: What was done, and the inventory variables to audit with the profile.
   returned: always
@@ -151,6 +191,8 @@ ARGUMENT_SPEC = dict(
     extends=dict(type="str", default="auto"),
     memory_tolerance_pct=dict(type="float", default=2),
     catalogue_dirs=dict(type="list", elements="path", default=[]),
+    workloads=dict(type="dict"),
+    workload_margin_pct=dict(type="float", default=10),
 )
 
 

@@ -218,8 +218,10 @@ options:
         description:
           - The least figure that passes VAL-012 (a number of at least 0); with O(workloads[].lower_is_better), the
             most that passes VAL-013. Returned as given.
+          - Without it the judge takes the floor the profile learned from a golden host (its parameter
+            C(workload_floors), written by C(learn.yml) with C(gpuhost_learn_workloads)); with neither the workload is
+            measured and its rule is V(unknown), saying so.
         type: float
-        required: true
       lower_is_better:
         description:
           - The figure is a time or a latency (TPOT, TTFT in ms), which passes at or below O(workloads[].floor),
@@ -466,7 +468,7 @@ ARGUMENT_SPEC = dict(
         pattern=dict(type="str"),
         path=dict(type="str"),
         unit=dict(type="str", default=""),
-        floor=dict(type="float", required=True),
+        floor=dict(type="float"),
         lower_is_better=dict(type="bool", default=False),
         env=dict(type="dict", default={}),
     )),

@@ -130,7 +130,7 @@ def split_path(path):
 
 def check_workload(spec):
     """The message of what is wrong with one workload's definition (``name``, ``argv``, ``timeout``,
-    ``parser`` with ``pattern`` or ``path``, ``unit``, ``floor``, optional ``lower_is_better`` and ``env``), or
+    ``parser`` with ``pattern`` or ``path``, ``unit``, optional ``floor``, ``lower_is_better`` and ``env``), or
     ``None``."""
     if not isinstance(spec, dict):
         return "a workload is a mapping (name, argv, timeout, parser, unit, floor), not %s" % type(spec).__name__
@@ -152,9 +152,10 @@ def check_workload(spec):
         dummy, error = split_path(spec.get("path"))
     if error:
         return "workload %s: %s" % (name, error)
-    floor = spec.get("floor")
-    if isinstance(floor, bool) or not isinstance(floor, (int, float)) or not math.isfinite(floor) or floor < 0:
-        return "workload %s: floor must be a number of at least 0, not %r" % (name, floor)
+    floor = spec.get("floor")  # none: the profile's learned floor (workload_floors), judged on the controller
+    if floor is not None and (isinstance(floor, bool) or not isinstance(floor, (int, float)) or not math.isfinite(floor)
+                              or floor < 0):
+        return "workload %s: floor must be a number of at least 0 (or none: the learned one), not %r" % (name, floor)
     if not isinstance(spec.get("lower_is_better", False), bool):
         return "workload %s: lower_is_better must be true or false" % name
     unit = spec.get("unit")

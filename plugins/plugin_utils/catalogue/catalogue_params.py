@@ -75,17 +75,27 @@ def param_constraints():
             if isinstance(item, dict) and item.get("pattern") and item.get("type") == "string":
                 entry["version"] = re.compile(item["pattern"])
                 entry["per_key"] = item is not spec
+            elif isinstance(item, dict) and item is not spec and ("minimum" in item or "maximum" in item):
+                # a mapping of names to bounded numbers (workload_floors): each value checked
+                entry["range"] = (item.get("minimum"), item.get("maximum"))
+                entry["per_key"] = True
             table[name] = entry
         _PARAM_CONSTRAINTS.append(table)
     return _PARAM_CONSTRAINTS[0]
 
 
-def _check_param_range(name, value, where):
+def _check_param_range(name, value, where, spec=None):
     """Numbers finite and in range, choices and sizes among the allowed, versions dotted numbers
-    (the bounds of :func:`param_constraints`)."""
+    (the bounds of :func:`param_constraints`; ``spec`` instead of the parameter's own: one value of a mapping)."""
     if isinstance(value, float) and (math.isnan(value) or math.isinf(value)):
         raise CatalogueError("%s: parameter %s must be a finite number, got %r" % (where, name, value))
-    spec = param_constraints().get(name) or {}
+    spec = spec if spec is not None else (param_constraints().get(name) or {})
+    if "range" in spec and spec.get("per_key") and isinstance(value, dict):
+        for key, item in value.items():
+            if isinstance(item, bool) or not isinstance(item, (int, float)):
+                raise CatalogueError("%s: parameter %s.%s must be a number, got %r" % (where, name, key, item))
+            _check_param_range("%s.%s" % (name, key), item, where, spec)
+        return
     number = isinstance(value, (int, float)) and not isinstance(value, bool)
     if "range" in spec and number:
         low, high = spec["range"]

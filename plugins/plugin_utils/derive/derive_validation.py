@@ -413,19 +413,23 @@ def _fmt(value):
     return "%g" % value if isinstance(value, float) and abs(value) < 1e15 else str(value)
 
 
-def _workloads(measure):
+def _workloads(measure, learned=None):
     """One element per site workload: ``name``, ``value`` (the figure, ``None`` when unknown), ``floor`` (the
-    least that passes, or with ``lower_is_better`` the most), ``lower_is_better`` (VAL-013, else VAL-012), ``unit``,
-    ``how``, ``detail`` and ``reason``."""
+    least that passes, or with ``lower_is_better`` the most: the workload's own, else the one the profile learned
+    from a golden host, ``learned`` = its parameter ``workload_floors``, name -> number), ``lower_is_better``
+    (VAL-013, else VAL-012), ``unit``, ``how``, ``detail`` and ``reason``."""
     section = measure.get("workloads")
     if not isinstance(section, list):
         return []
+    learned = learned if isinstance(learned, dict) else {}
     out = []
     for index, entry in enumerate(section):
         entry = _dict(entry)
         name = entry.get("name")
         name = str(name)[:200] if name not in (None, "") else "workload %d" % (index + 1)
-        floor = _num(entry.get("floor"))
+        floor, whose = _num(entry.get("floor")), ""
+        if floor is None and _num(learned.get(name)) is not None:
+            floor, whose = _num(learned.get(name)), " (learned)"
         unit = str(entry.get("unit") or "")[:40]
         suffix = " " + unit if unit else ""
         value = _num(entry.get("value")) if entry.get("status") == "ok" else None
@@ -433,11 +437,12 @@ def _workloads(measure):
         if value is None:
             reason = entry.get("reason") or "%s: %s" % (name, entry.get("status") or "no result")
         elif floor is None:
-            reason = "%s: no floor to compare %s%s with" % (name, _fmt(value), suffix)
+            reason = ("%s: no floor to compare %s%s with: the workload sets none and the profile learned none (learn.yml "
+                      "with gpuhost_learn_workloads on a golden host)" % (name, _fmt(value), suffix))
         lower = entry.get("lower_is_better") is True
         figure = "no figure" if value is None else _fmt(value) + suffix
-        detail = "%s, %s %s%s" % (figure, "at most" if lower else "floor", "none" if floor is None else _fmt(floor),
-                                  suffix)
+        detail = "%s, %s %s%s%s" % (figure, "at most" if lower else "floor", "none" if floor is None else _fmt(floor),
+                                    suffix, whose)
         if value is not None and entry.get("how"):
             detail += ", read with %s" % str(entry.get("how"))[:200]
         out.append({"name": name, "value": value, "floor": floor, "lower_is_better": lower, "unit": unit,
@@ -468,9 +473,10 @@ def measure_runs(result):
 
 
 def derive_validation(facts, params=None):
-    """``derived.validation`` of ``facts`` (see the module docstring); ``params`` is unused, the rules
-    compare with the parameters themselves. ``measured`` is false without a ``measure`` key."""
-    del params
+    """``derived.validation`` of ``facts`` (see the module docstring); of ``params`` only ``workload_floors`` is
+    read (the floors learned from a golden host, for workloads without their own); the other rules compare with
+    the parameters themselves. ``measured`` is false without a ``measure`` key."""
+    learned = params.get("workload_floors") if isinstance(params, dict) else None
     measure = facts.get("measure") if isinstance(facts, dict) else None
     if not isinstance(measure, dict):
         return {"measured": False, "cpus": [], "nodes": [], "cross": [], "gpus": [], "pairs": [],
@@ -484,4 +490,4 @@ def derive_validation(facts, params=None):
             "nccl": _nccl(measure, links, len([g for g in (_get(facts, "nvidia", "gpus") or [])
                                                if isinstance(g, dict)])),
             "nccl_check": _nccl_check(measure), "gpu_bw_check": _gpu_bw_check(measure),
-            "workloads": _workloads(measure)}
+            "workloads": _workloads(measure, learned)}

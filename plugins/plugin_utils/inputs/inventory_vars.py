@@ -39,6 +39,9 @@ INVENTORY_ONLY = {
     "gpuhost_learn_profile": "learn.yml: the site profile's name",
     "gpuhost_learn_extends": "learn.yml: the bundled profile it extends",
     "gpuhost_learn_memory_tolerance_pct": "learn.yml: memory size tolerance",
+    "gpuhost_learn_workloads": "learn.yml: run the site's workloads on the golden host and learn their floors",
+    "gpuhost_learn_workload_repeats": "learn.yml: runs of each workload on the golden host",
+    "gpuhost_learn_workload_margin_pct": "learn.yml: how far below the golden host's figure a learned floor lies",
     "gpuhost_snapshot_dir": "snapshot.yml: where the snapshots are unpacked on the controller",
     "gpuhost_snapshot_remote": "snapshot.yml: the tarball's path on the host",
 }

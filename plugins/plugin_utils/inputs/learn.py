@@ -17,6 +17,7 @@ from __future__ import absolute_import, division, print_function
 import re
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.docpath import get as _get
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive_validation import measure_runs
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.inventory_observe import (
     DEFAULT_MEMORY_TOLERANCE_PCT, _number, _pci_devices, _smi_gpus, _text, fact_reason, idle_state, observe, speed_gts,
 )
@@ -24,6 +25,9 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.inventory_
 __metaclass__ = type
 
 _NAME_BAD_RE = re.compile(r"[^a-z0-9-]+")
+#: how far below the golden host's median figure a learned workload floor lies (above it for a lower-is-better
+#: workload), in percent: runs on identical hosts differ by a few percent
+DEFAULT_WORKLOAD_MARGIN_PCT = 10.0
 
 
 def _unknowns(facts, inventory):
@@ -125,6 +129,50 @@ def _forget_idle_speeds(facts, gpus):
     return notes
 
 
+def learn_workload_floors(result, margin_pct=DEFAULT_WORKLOAD_MARGIN_PCT):
+    """The floors of the site's workloads learned from the golden host's runs of them: ``result`` is the registered
+    ``host_measure`` result (``runs`` when repeated). Returns ``(floors, learned, notes)``: ``floors`` maps each
+    workload with a figure to the median of its runs less ``margin_pct`` percent (plus, for a lower-is-better one),
+    rounded to 3 decimals (the profile parameter ``workload_floors``); ``learned`` says per workload the median,
+    the runs, the spread and the unit; ``notes`` one line per workload without a figure (or why nothing ran)."""
+    margin = _number(margin_pct)
+    margin = DEFAULT_WORKLOAD_MARGIN_PCT if margin is None or not 0 <= margin < 100 else margin
+    runs, why = measure_runs(result)
+    if why:
+        return {}, {}, ["no workload floor learned: %s" % why]
+    figures, lower, units, reasons, order = {}, {}, {}, {}, []
+    for run in runs:
+        for entry in run.get("workloads") or [] if isinstance(run.get("workloads"), list) else []:
+            if not isinstance(entry, dict) or not isinstance(entry.get("name"), str):
+                continue
+            name = entry["name"]
+            if name not in figures:
+                figures[name], order = [], order + [name]
+            lower[name] = entry.get("lower_is_better") is True
+            units[name] = entry.get("unit") if isinstance(entry.get("unit"), str) else ""
+            value = _number(entry.get("value")) if entry.get("status") == "ok" else None
+            if value is None:
+                reasons[name] = _text(entry.get("reason")) or "no figure"
+            else:
+                figures[name].append(value)
+    floors, learned, notes = {}, {}, []
+    for name in order:
+        values = sorted(figures[name])
+        if not values:
+            notes.append("workload %s: no floor learned, no run gave a figure (%s)" % (name, reasons.get(name)))
+            continue
+        middle = len(values) // 2
+        median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2.0
+        factor = 1 + margin / 100.0 if lower[name] else 1 - margin / 100.0
+        floors[name] = round(median * factor, 3)
+        learned[name] = {"median": round(median, 3), "runs": len(values), "spread": round(values[-1] - values[0], 3),
+                         "unit": units[name], "lower_is_better": lower[name], "margin_pct": margin}
+        if len(values) < len(runs):
+            notes.append("workload %s: %d of %d run(s) gave no figure (%s); the floor is the others' median" % (
+                name, len(runs) - len(values), len(runs), reasons.get(name)))
+    return floors, learned, notes
+
+
 def profile_name(text):
     """A profile name (``^[a-z0-9][a-z0-9-]*$``) made of ``text``: lower case, other characters as
     dashes; ``None`` when nothing is left."""
@@ -134,9 +182,10 @@ def profile_name(text):
     return name or None
 
 
-def build_profile(inventory, extends, rule_ids, description=None):
+def build_profile(inventory, extends, rule_ids, description=None, workload_floors=None):
     """The profile document: ``extends`` the bundled (or site) profile, adds the inventory rules
-    ``rule_ids`` by id and holds the inventory as the parameter ``inventory``."""
+    ``rule_ids`` by id and holds the inventory as the parameter ``inventory`` (and the learned floors of the site's
+    workloads as ``workload_floors``, when there are any)."""
     host = inventory.get("learned_from") or "the golden host"
     where = inventory.get("source")
     text = description or "Hosts that must look like %s%s (learned by playbooks/learn.yml): %s plus the " \
@@ -145,6 +194,8 @@ def build_profile(inventory, extends, rule_ids, description=None):
     if rule_ids:
         profile["rules"] = {"include": list(rule_ids)}
     profile["params"] = {"inventory": inventory}
+    if workload_floors:
+        profile["params"]["workload_floors"] = dict(workload_floors)
     return profile
 
 

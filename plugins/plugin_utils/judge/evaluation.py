@@ -210,6 +210,22 @@ def _source_key(rule, text):
     return sources.fact_key(text, rule.subjects.text if rule.subjects is not None else None)
 
 
+def _stated_reason(rule, scope, budget):
+    """The text the rule's ``unknown_reason`` gives for the subject in ``scope`` (a list joined), ``None`` when
+    it has none or gives none."""
+    if rule.unknown_reason is None:
+        return None
+    try:
+        reason = rule.unknown_reason.search(scope, budget)
+    except EvaluationError:
+        return None
+    if isinstance(reason, list):
+        return "; ".join(_fmt(r) for r in reason if r) or None
+    if reason is not None and not isinstance(reason, str):
+        return _fmt(reason)
+    return reason or None
+
+
 def _null_reason(doc, key, element):
     """Why the fact ``key`` is null: the file or command it comes from and what its reader
     recorded (``sources``), else the generic 'no data'."""
@@ -239,15 +255,8 @@ def _evaluate_one(rule, doc, scope, params, subject, detail, budget):
     if observed is None:
         key = _source_key(rule, rule.query.text)
         reason = _missing_reason(rule, doc) if subject is None else None
-        if not reason and rule.unknown_reason is not None:
-            try:
-                reason = rule.unknown_reason.search(scope, budget)
-            except EvaluationError:
-                reason = None
-            if isinstance(reason, list):
-                reason = "; ".join(_fmt(r) for r in reason if r) or None
-            elif reason is not None and not isinstance(reason, str):
-                reason = _fmt(reason)
+        if not reason:
+            reason = _stated_reason(rule, scope, budget)
             if reason:
                 reason = _with_source(reason, key, element)
         if not reason:
@@ -256,7 +265,11 @@ def _evaluate_one(rule, doc, scope, params, subject, detail, budget):
     if expected is None and OPERATORS[rule.op] != "flag":
         what = rule.operand.describe()
         why = ""
-        if rule.operand.query is not None:
+        # the subject's own reason first (a site workload without a floor says where one comes from)
+        stated = _stated_reason(rule, scope, budget)
+        if stated:
+            why = " (%s)" % stated
+        elif rule.operand.query is not None:
             key = _source_key(rule, rule.operand.query.text)
             why = sources.no_value(key, doc, element) if key else None
             why = " (%s)" % why if why else ""
