@@ -51,9 +51,10 @@ def test_a_bad_serial_stops_validate_too(tmp_path):
     ({"gpuhost_validate_task_timeout_s": 0}, "gpuhost_validate_task_timeout_s must be 1 to 86400, not 0"),
     ({"gpuhost_validate_measurements": "cpu_freq,mem_bw"}, "gpuhost_validate_measurements must be a list"),
     ({"gpuhost_validate_dcgm_diag_timeout_s": 0}, "gpuhost_validate_dcgm_diag_timeout_s must be 1 to 14400"),
-    # a site workload without its floor, or with a parser the module does not know (VAL-012)
-    ({"gpuhost_validate_workloads": [{"name": "w", "argv": ["bench"], "parser": "regex"}]},
-     "missing required arguments: floor found in gpuhost_validate_workloads"),
+    # a site workload without its program (its floor may be left to the profile's learned one), or with a parser
+    # the module does not know (VAL-012)
+    ({"gpuhost_validate_workloads": [{"name": "w", "parser": "regex", "floor": 1}]},
+     "missing required arguments: argv found in gpuhost_validate_workloads"),
     ({"gpuhost_validate_workloads": [{"name": "w", "argv": ["bench"], "parser": "jmespath", "floor": 1}]},
      "parser must be one of: regex, json, got: jmespath"),
 ])
