@@ -287,6 +287,12 @@ def test_dcgm_health_real_healthy_host():
     assert error is None and result["overall"] == "healthy" and result["entities"] == {}
 
 
+def test_dcgm_health_real_healthy_while_a_gpu_waits_for_a_reset():
+    # NVIDIA/DCGM issue 263: GPU 1 of 8 needs a reset (nvidia-smi's gpu_recovery_action), the watches see nothing
+    result, error = measure.parse_dcgm_health(fixture("dcgm-health-healthy-gpu-reset-pending-real.json"))
+    assert error is None and result == {"overall": "healthy", "entities": {}}
+
+
 def test_dcgm_health_healthy_and_warning():
     result, error = measure.parse_dcgm_health(fixture("dcgm-health-healthy.json"))
     assert error is None and result == {"overall": "healthy", "entities": {}}
