@@ -192,6 +192,19 @@ def test_dcgm_health_that_misses_a_gpu_waiting_for_a_reset_passes():
     assert health["status"] == "pass" and health["observed"] == "healthy"
 
 
+def test_a_real_dcgm_power_warning_fails_naming_the_gpu_and_the_system():
+    """The L4 at its power limit (DCGM 4.6.1, text layout): VAL-008 fails at the rule's severity, naming GPU 0,
+    its Power system and DCGM's message; derived.validation keeps the same line for the report."""
+    facts = healthy_facts()
+    facts["measure"]["dcgm_health"] = _dcgm_health_of("dcgm-health-v4.6-l4-power-warning-text.txt")
+    line = ("GPU 0 Power system: warning Detected clocks event due to power violation in GPU 0. Monitor the power "
+            "conditions. This GPU can still perform workload.")
+    assert derive_validation(facts)["dcgm_health"]["problems"] == [line[:300]]
+    (health,) = _of(_judge(facts), "VAL-008")
+    assert health["status"] == "fail" and health["severity"] == "high" and health["observed"] == "warning"
+    assert line in health["message"]
+
+
 @pytest.mark.parametrize("measure", [
     {"cpu_freq": {"status": "ok", "cpus": {"0": "x", "1": {"observed_khz": "fast"}}}},
     {"mem_bw": {"status": "ok", "nodes": {"0": [], "1": {"status": "ok", "bandwidth_mbs": True}},
