@@ -256,6 +256,31 @@ def health_invalid_utf8():
     return HEALTH.replace(b"PCIe", b"PC\xff\xfeIe")
 
 
+# dcgmi health -c (no -j): DCGM's text layout, a real one (an L4's power warning, DCGM 4.6.1)
+HEALTH_TEXT = fixture(os.path.join(MEASURE, "dcgm-health-v4.6-l4-power-warning-text.txt"))
+HEALTH_TEXT_LINES = HEALTH_TEXT.splitlines(True)
+HEALTH_OVERFLOW_ROW = HEALTH_TEXT_LINES[8]  # a part of the message: a row with no label
+
+
+def health_text_many_rows():
+    """Millions of characters of message parts under the one system row: one result, the message clipped."""
+    rows = HEALTH_OVERFLOW_ROW * ((SIZE - len(HEALTH_TEXT)) // len(HEALTH_OVERFLOW_ROW))
+    return b"".join(HEALTH_TEXT_LINES[:9]) + rows + b"".join(HEALTH_TEXT_LINES[9:])
+
+
+def health_text_deep():
+    """A thousand rows each indented a level below the last (1.5 MB): a reason, not a deep document."""
+    rows = b"".join(b"| " + b" " * (3 * level) + b"-> x | Warning |\n" for level in range(1000))
+    return b"".join(HEALTH_TEXT_LINES[:4]) + rows + HEALTH_TEXT_LINES[-1]
+
+
+def health_text_long_rows():
+    """Rows of a few KiB with a bar in their value, filling the table: one result, each value clipped."""
+    row = b"| -> " + b"7" * 20 + b" | " + b"Warning | " * (LONG // 12) + b"|\n"
+    rows = row * ((SIZE - len(HEALTH_TEXT)) // len(row))
+    return b"".join(HEALTH_TEXT_LINES[:5]) + rows + b"".join(HEALTH_TEXT_LINES[5:])
+
+
 # -- nccl-tests ----------------------------------------------------------------------------------------
 NCCL = fixture(os.path.join(MEASURE, "nccl-all-reduce-gb10-2rank.txt"))
 NCCL_HEADER = b"#       size         count      type   redop    root     time   algbw   busbw  #wrong     time   algbw   busbw  #wrong"
@@ -488,6 +513,9 @@ CASES = [
     ("parse_dcgm_health", health_odd_numbers, either),
     ("parse_dcgm_health", health_nul, reason("NUL")),
     ("parse_dcgm_health", health_invalid_utf8, result()),
+    ("parse_dcgm_health", health_text_many_rows, result()),
+    ("parse_dcgm_health", health_text_deep, reason("dcgmi health", "below no row")),
+    ("parse_dcgm_health", health_text_long_rows, result()),
     # nccl-tests
     ("parse_nccl_tests", nccl_crafted_header, reason("no result table header")),
     ("parse_nccl_tests", nccl_widest_header_read, reason("no result table header")),

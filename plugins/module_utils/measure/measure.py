@@ -40,7 +40,9 @@ Formats (real outputs and where they come from: tests/fixtures/measure/README.md
 * ``dcgmi health -c -j`` (DCGM ``dcgmi/Health.cpp``, ``DcgmiOutput.cpp``): ``{"header": ["Health Monitor
   Report"], "body": {"Overall Health": {"value": "Healthy"}, "GPU": {"children": {"0": {"value":
   "Warning", "children": {"Errors": {"children": {"PCIe system": {"value": "Warning", "overflow":
-  [message parts]}}}}}}}}}``.
+  [message parts]}}}}}}}}}``; without ``-j`` the same tree as DCGM's text layout (``DcgmiOutputTree``): a frame
+  of ``+---+---+`` lines, ``| Overall Health            | Warning |``, ``| -> 0 | Warning |``, each level 3 spaces
+  deeper, a message's parts as rows without a label.
 * nccl-tests (https://github.com/NVIDIA/nccl-tests, ``src/util.cu``): a ``#`` header naming the columns
   (``size count type redop root time algbw busbw #wrong time algbw busbw #wrong``, out-of-place then
   in-place), one row per message size, then ``# Out of bounds values : 0 OK`` and
@@ -564,31 +566,74 @@ def parse_dcgm_diag(data):
 
 # -- dcgmi health -c -j ---------------------------------------------------------------------------
 _HEALTH = {"healthy": "healthy", "warning": "warning", "failure": "failure"}
+#: a frame line of DCGM's text layout (``DcgmiOutputTree``: two columns, ``-`` or ``=`` under the header)
+_TREE_HLINE_RE = re.compile(r"^\+[-=]+\+[-=]+\+$")
+#: the deepest row of that layout read: ``dcgmi health -c`` writes 4 levels (section, entity, Errors, system)
+TREE_MAX_LEVEL = 8
 
 
 def _health(value):
     return _HEALTH.get(str(value or "").strip().lower(), "unknown")
 
 
-def parse_dcgm_health(data):
-    """``dcgmi health -c -j`` -> ``(result, None)`` or ``(None, reason)``.
+def _health_tree(text):
+    """``dcgmi health -c`` without ``-j``: DCGM's text layout (``dcgmi/DcgmiOutput.cpp`` ``DcgmiOutputTree``)
+    -> ``(document, None)``, the document ``-j`` prints for the same report, or ``(None, reason)``.
 
-    ``result``: ``overall`` (``healthy``, ``warning``, ``failure``, ``unknown`` for DCGM's "Internal error" or
-    anything else) and ``entities`` ``{"GPU 0": {"health", "systems": {"PCIe system": {"health",
-    "message"}}}}``: only the entities with incidents are listed (DCGM lists no others).
-    """
-    text, error = _text(data)
-    if error:
-        return None, "dcgmi health: %s" % error
-    if not text.lstrip().startswith("{") and "Error:" in text:
-        line = [line for line in text.splitlines() if "Error:" in line][0].strip()
-        return None, "dcgmi health: %s" % line[:300]
-    obj, error = _json_object(text, "dcgmi health")
-    if error:
-        return None, error
+    The layout: a frame of ``+---+---+`` lines, the header rows, a ``+===+===+`` line, then one row
+    ``| <label> | <value> |`` per node, a child's label indented 3 spaces a level below its parent's and
+    written ``-> <label>``, and after a node's row its ``overflow`` parts (a message cut in pieces of at most
+    54 characters) as rows with no label. A text without its closing frame line is cut short: a reason."""
+    lines = [line.strip() for line in _lines(text) if line.strip()]
+    frames = [index for index, line in enumerate(lines) if _TREE_HLINE_RE.match(line)]
+    if len(frames) < 3 or frames[-1] != len(lines) - 1:
+        return None, "dcgmi health printed a table without its frame: truncated or not dcgmi health -c output"
+    under_header = [index for index in frames if "=" in lines[index]]
+    if not under_header:
+        return None, "dcgmi health printed a table without a header: not dcgmi health -c output"
+    header = [line.strip("|").strip() for line in lines[frames[0] + 1:under_header[0]]]
+    body = {}
+    path = []  # the nodes from the current section down to the last row read
+    for line in lines[under_header[0] + 1:frames[-1]]:
+        if _TREE_HLINE_RE.match(line):
+            continue
+        split = line.find("|", 1)
+        if not line.startswith("|") or not line.endswith("|") or split < 0 or split == len(line) - 1:
+            return None, "dcgmi health printed a table line that is not a row: %r" % line[:120]
+        left = line[1:split]
+        left = left[1:] if left.startswith(" ") else left  # the row's own blank after the bar
+        label = left.strip()
+        value = line[split + 1:-1].strip()
+        if not label:
+            if value and path:  # a part of the message of the node above
+                path[-1].setdefault("overflow", []).append(value)
+            continue
+        indent = len(left) - len(left.lstrip(" "))
+        if label.startswith("->"):
+            level = indent // 3 + 1
+            label = label[2:].strip()
+        elif indent:
+            return None, "dcgmi health printed a row indented without its '->': %r" % line[:120]
+        else:
+            level = 0
+        if level > len(path) or level > TREE_MAX_LEVEL:
+            return None, "dcgmi health printed a row below no row above it: %r" % line[:120]
+        node = {"value": value} if value else {}
+        if level == 0:
+            body[label] = node
+        else:
+            path[level - 1].setdefault("children", {})[label] = node
+        path[level:] = [node]
+    return {"header": header, "body": body}, None
+
+
+def _health_result(obj, table):
+    """The result of :func:`parse_dcgm_health` from the document ``-j`` prints (``table``: read from the text layout)."""
     body = obj.get("body")
     overall = body.get("Overall Health") if isinstance(body, dict) else None
     if not isinstance(overall, dict) or "value" not in overall:
+        if table:
+            return None, "a table without an \"Overall Health\" row: not dcgmi health -c output (truncated?)"
         return None, "JSON without body.\"Overall Health\": not dcgmi health -c -j output (truncated?)"
     entities = {}
     for group, section in body.items():
@@ -611,6 +656,30 @@ def parse_dcgm_health(data):
             entities["%s %s" % (str(group)[:30], str(entity_id)[:20])] = {
                 "health": _health(entity.get("value")), "systems": systems}
     return {"overall": _health(overall.get("value")), "entities": entities}, None
+
+
+def parse_dcgm_health(data):
+    """``dcgmi health -c -j`` (or ``dcgmi health -c``, DCGM's text layout of the same report) -> ``(result,
+    None)`` or ``(None, reason)``.
+
+    ``result``: ``overall`` (``healthy``, ``warning``, ``failure``, ``unknown`` for DCGM's "Internal error" or
+    anything else) and ``entities`` ``{"GPU 0": {"health", "systems": {"PCIe system": {"health",
+    "message"}}}}``: only the entities with incidents are listed (DCGM lists no others).
+    """
+    text, error = _text(data)
+    if error:
+        return None, "dcgmi health: %s" % error
+    first = text.lstrip()[:1]
+    if first == "+":
+        obj, error = _health_tree(text)
+    else:
+        if first != "{" and "Error:" in text:
+            line = [line for line in text.splitlines() if "Error:" in line][0].strip()
+            return None, "dcgmi health: %s" % line[:300]
+        obj, error = _json_object(text, "dcgmi health")
+    if error:
+        return None, error
+    return _health_result(obj, first == "+")
 
 
 # -- nccl-tests -----------------------------------------------------------------------------------

@@ -2,15 +2,18 @@
 are compared to, and every way a measurement can be missing or odd giving ``unknown`` with the reason
 (or, for an audit that measured nothing, ``not_applicable``), never a pass and never an exception."""
 import copy
+import os
 
 import pytest
 
 from helpers.baseline_facts import GPU0, GPU1, healthy_facts
 
+from ansible_collections.gpuhost.baseline.plugins.module_utils.measure import measure_gpu
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge import evaluation
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive_validation import _norm_bus, derive_validation
 
 TODAY = "2026-06-01"
+MEASURE_FIXTURES = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "..", "fixtures", "measure")
 
 
 def _judge(facts, **params):
@@ -169,6 +172,37 @@ def test_dcgm_failures_and_health_warnings_are_listed():
     assert diag["status"] == "fail" and "PCIe on 0: replay rate 12/min" in diag["message"]
     (health,) = _of(findings, "VAL-008")
     assert health["status"] == "fail" and "GPU 1 Memory: failure A double-bit ECC error" in health["message"]
+
+
+def _dcgm_health_of(name):
+    """What the module's runner records for ``dcgmi health -c -j`` printing fixture ``name`` (tests/fixtures/measure/)."""
+    with open(os.path.join(MEASURE_FIXTURES, name)) as handle:
+        out = handle.read()
+    entry = {"status": "ok", "argv": ["/usr/bin/dcgmi", "health", "-c", "-j"], "command": "dcgmi health -c -j",
+             "timeout_s": 60}
+    return measure_gpu.measure_one("dcgm_health", entry, run=lambda argv, timeout_s, env=None: (0, out, None))
+
+
+def test_dcgm_health_that_misses_a_gpu_waiting_for_a_reset_passes():
+    """NVIDIA/DCGM issue 263 (a real ``dcgmi health -c -j``): GPU 1 of 8 needs a reset, DCGM says Healthy. VAL-008
+    judges what DCGM's watches saw, so it passes; a pending recovery action is no health incident of DCGM's."""
+    facts = healthy_facts()
+    facts["measure"]["dcgm_health"] = _dcgm_health_of("dcgm-health-healthy-gpu-reset-pending-real.json")
+    (health,) = _of(_judge(facts), "VAL-008")
+    assert health["status"] == "pass" and health["observed"] == "healthy"
+
+
+def test_a_real_dcgm_power_warning_fails_naming_the_gpu_and_the_system():
+    """The L4 at its power limit (DCGM 4.6.1, text layout): VAL-008 fails at the rule's severity, naming GPU 0,
+    its Power system and DCGM's message; derived.validation keeps the same line for the report."""
+    facts = healthy_facts()
+    facts["measure"]["dcgm_health"] = _dcgm_health_of("dcgm-health-v4.6-l4-power-warning-text.txt")
+    line = ("GPU 0 Power system: warning Detected clocks event due to power violation in GPU 0. Monitor the power "
+            "conditions. This GPU can still perform workload.")
+    assert derive_validation(facts)["dcgm_health"]["problems"] == [line[:300]]
+    (health,) = _of(_judge(facts), "VAL-008")
+    assert health["status"] == "fail" and health["severity"] == "high" and health["observed"] == "warning"
+    assert line in health["message"]
 
 
 @pytest.mark.parametrize("measure", [

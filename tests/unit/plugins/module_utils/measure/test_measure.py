@@ -287,6 +287,12 @@ def test_dcgm_health_real_healthy_host():
     assert error is None and result["overall"] == "healthy" and result["entities"] == {}
 
 
+def test_dcgm_health_real_healthy_while_a_gpu_waits_for_a_reset():
+    # NVIDIA/DCGM issue 263: GPU 1 of 8 needs a reset (nvidia-smi's gpu_recovery_action), the watches see nothing
+    result, error = measure.parse_dcgm_health(fixture("dcgm-health-healthy-gpu-reset-pending-real.json"))
+    assert error is None and result == {"overall": "healthy", "entities": {}}
+
+
 def test_dcgm_health_healthy_and_warning():
     result, error = measure.parse_dcgm_health(fixture("dcgm-health-healthy.json"))
     assert error is None and result == {"overall": "healthy", "entities": {}}
@@ -294,6 +300,65 @@ def test_dcgm_health_healthy_and_warning():
     assert error is None and result["overall"] == "warning"
     assert result["entities"] == {"GPU 0": {"health": "warning", "systems": {"PCIe system": {
         "health": "warning", "message": "Detected more than 8 PCIe replays per minute for GPU 0 : 13"}}}}
+
+
+L4_POWER = "dcgm-health-v4.6-l4-power-warning-text.txt"
+
+
+def test_dcgm_health_real_text_power_warning():
+    # dcgmi health -c (no -j) of DCGM 4.6.1 on an L4 running a training job at its 72 W power limit
+    result, error = measure.parse_dcgm_health(fixture(L4_POWER))
+    assert error is None and result["overall"] == "warning"
+    assert result["entities"] == {"GPU 0": {"health": "warning", "systems": {"Power system": {
+        "health": "warning", "message": "Detected clocks event due to power violation in GPU 0. Monitor the power "
+                                        "conditions. This GPU can still perform workload."}}}}
+
+
+def test_dcgm_health_text_is_read_as_the_json_document_of_the_same_report():
+    # DcgmiOutputTree and DcgmiOutputJson print the one tree: the text gives what -j would have printed
+    document, error = measure._health_tree(fixture(L4_POWER))
+    assert error is None and document == {"header": ["Health Monitor Report"], "body": {
+        "Overall Health": {"value": "Warning"},
+        "GPU": {"children": {"0": {"value": "Warning", "children": {"Errors": {"children": {"Power system": {
+            "value": "Warning", "overflow": ["Detected clocks event due to power violation in GPU 0.",
+                                             "Monitor the power conditions. This GPU can still",
+                                             "perform workload."]}}}}}}}}}
+
+
+def test_dcgm_health_real_text_healthy_and_pasted_indented():
+    # NVIDIA/DCGM issue 313: a GB200 with a GPU of 54.7e9 corrected ECC errors, DCGM 4.5.2 says Healthy
+    result, error = measure.parse_dcgm_health(fixture("dcgm-health-v4.5-gb200-healthy-text.txt"))
+    assert error is None and result == {"overall": "healthy", "entities": {}}
+    # the same report pasted into a Markdown list or a log, every line indented alike
+    indented = "".join("    " + line for line in fixture(L4_POWER).splitlines(True))
+    assert measure.parse_dcgm_health(indented) == measure.parse_dcgm_health(fixture(L4_POWER))
+
+
+def test_dcgm_health_text_cut_anywhere_is_a_reason():
+    # a report cut before its closing frame line could have lost the rows of a failing GPU: never a result
+    data = fixture(L4_POWER, "rb")
+    for end in range(len(data.rstrip(b"\n"))):
+        result, error = measure.parse_dcgm_health(data[:end])
+        assert result is None and error, (end, result)
+
+
+def _l4_lines(change):
+    lines = fixture(L4_POWER).splitlines()
+    change(lines)
+    return "\n".join(lines) + "\n"
+
+
+@pytest.mark.parametrize("text, reason", [
+    (_l4_lines(lambda lines: lines.pop()), "without its frame"),  # the closing frame line lost
+    (_l4_lines(lambda lines: lines.__setitem__(2, lines[2].replace("=", "-"))), "without a header"),
+    (_l4_lines(lambda lines: lines.__setitem__(5, lines[5].replace("| -> 0    ", "|    -> 0 "))), "below no row"),
+    (_l4_lines(lambda lines: lines.__setitem__(6, lines[6].replace("-> Errors", "   Errors"))), "without its '->'"),
+    (_l4_lines(lambda lines: lines.__setitem__(4, "| GPU")), "not a row"),
+    (_l4_lines(lambda lines: lines.pop(3)), "Overall Health"),
+])
+def test_dcgm_health_broken_text_is_a_reason(text, reason):
+    result, error = measure.parse_dcgm_health(text)
+    assert result is None and reason in error, error
 
 
 @pytest.mark.parametrize("text, reason", [
@@ -426,6 +491,7 @@ def test_hostile_input_never_raises_and_never_passes(parser, data):
     (measure.parse_nvbandwidth, "nvbandwidth-v0.2-8x4090-ce.txt"),
     (measure.parse_dcgm_diag, "dcgm-diag-v4-r2-memory-fail.json"),
     (measure.parse_dcgm_health, "dcgm-health-pcie-warning.json"),
+    (measure.parse_dcgm_health, L4_POWER),
     (measure.parse_nccl_tests, "nccl-all-reduce-gb10-2rank.txt"),
 ])
 def test_every_truncation_of_a_real_output_is_handled(parser, name):
