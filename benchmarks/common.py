@@ -4,6 +4,7 @@ that tools/make_fixtures.py --only large generates, the demo snapshots, and the 
 command's process tree (fleet.py, live.py)."""
 import json
 import os
+import signal
 import subprocess
 import sys
 import tempfile
@@ -109,13 +110,21 @@ def timed(argv, env, ok=(0,)):
     handle, figures = tempfile.mkstemp(prefix="gpuhost-bench-rusage-")
     os.close(handle)
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", MEASURE, figures] + list(argv), cwd=REPO, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
+    # its own process group: stopped with the whole tree if this process is (an error, ^C, SIGTERM)
+    proc = subprocess.Popen([sys.executable, "-c", MEASURE, figures] + list(argv), cwd=REPO, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True)
+    try:
+        output = proc.communicate()[0]
+    except BaseException:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait()
+        os.unlink(figures)
+        raise
     elapsed = time.perf_counter() - start
     with open(figures) as stream:
         use = json.load(stream)
     os.unlink(figures)
     if proc.returncode not in ok:
-        sys.stderr.write(proc.stdout[-3000:])
+        sys.stderr.write(output[-3000:])
         raise SystemExit("%s failed with rc %d" % (argv[0], proc.returncode))
-    return elapsed, use["cpu"], use["maxrss_kib"] / 1024.0, proc.stdout
+    return elapsed, use["cpu"], use["maxrss_kib"] / 1024.0, output

@@ -19,16 +19,21 @@ Runs, interleaved (playbook, setup, playbook, setup, ...; --pairs, at least 3 fo
 Each run is measured by common.timed (its own measuring process, subreaper of the tree: ssh's
 ControlPersist masters are ended and counted when the command exits), and around it:
   * controller CPU: user + system of the ansible process tree, ssh clients included;
-  * machine CPU: the whole machine's busy time from /proc/stat (all CPUs, everything but idle and
-    iowait) over the run and the end of its SSH sessions;
+  * machine CPU: everything the run costs the machine, over the run and the end of its SSH sessions:
+    the CPU of a cgroup (v1 cpuacct) of the benchmark's own, which holds it and all it starts (sshd,
+    each session, the modules' Python, ansible, ssh) and nothing else; where no such group can be
+    made, the /proc/stat figure;
+  * /proc/stat: the whole machine's busy time (all CPUs, everything but idle and iowait) over the
+    same span, whatever else runs on the machine (on a quiet machine, the machine CPU plus the
+    kernel's own work);
   * host side: the sshd's CPU, its own and its reaped children's (each session, the module's Python);
   * wall and peak RSS (the tree's largest process: the controller).
 The ratio of each pair is playbook / its setup; the table gives the medians of the pairs.
 
---check-imports: one more audit over 3 hosts with PYTHONPROFILEIMPORTTIME=1 first: a module a
-forked worker imports is imported once per worker, so any module listed more than once was imported
-after the fork; those of the collection, jsonschema and yaml must not be (issue 41: everything a
-worker needs is loaded once, before Ansible forks). Exit code 1 when one is.
+--check-imports: one more audit over 3 hosts first, each forked worker recording the modules it
+imported itself and the schema validators it built (WORKER_DRIVER): none of the collection's modules,
+jsonschema, jmespath, yaml or jinja2, and no validator, may be (issue 41: everything a worker needs is loaded
+once, before Ansible forks). Exit code 1 when one is.
 
 Goals (issue 41, 60 hosts, one run): audit controller CPU <= 1.0x setup, machine CPU <= 0.9x,
 wall <= 1.0x, peak RSS <= 1.5x; remediate --check machine CPU <= 2x setup.
@@ -38,8 +43,8 @@ Usage: python benchmarks/live.py [--hosts 60] [--pairs 3] [--forks 20] [--remedi
 Not run in CI (.ci/run): it starts an sshd and needs root for it.
 """
 import argparse
+import json
 import os
-import re
 import shutil
 import signal
 import socket
@@ -56,7 +61,7 @@ TICK = float(os.sysconf("SC_CLK_TCK"))
 GOALS = {"audit": {"controller CPU": 1.0, "machine CPU": 0.9, "wall": 1.0, "peak RSS": 1.5},
          "remediate": {"machine CPU": 2.0}}
 #: the collection's modules and the libraries it loads, none of which a forked worker may import
-WORKER_IMPORT_PREFIXES = ("ansible_collections.gpuhost", "jsonschema", "referencing", "rpds", "yaml", "jinja2")
+WORKER_IMPORT_PREFIXES = ("ansible_collections.gpuhost", "jsonschema", "referencing", "rpds", "jmespath", "yaml", "jinja2")
 
 
 def machine_busy():
@@ -66,6 +71,70 @@ def machine_busy():
         fields = [int(value) for value in stat.readline().split()[1:]]
     user, nice, system, unused_idle, unused_iowait, irq, softirq, steal = (fields + [0] * 8)[:8]
     return (user + nice + system + irq + softirq + steal) / TICK
+
+
+class CpuGroup(object):
+    """A cgroup v1 ``cpuacct`` group of this benchmark's own, with this process in it, so that everything it
+    starts (sshd, its sessions, the modules, ansible, ssh) is counted in ``cpuacct.usage`` and nothing else
+    on the machine is; ``None`` from :meth:`make` where no cpuacct hierarchy can be written."""
+
+    ROOT = "/sys/fs/cgroup/cpuacct"
+
+    def __init__(self, path):
+        self.path = path
+
+    @classmethod
+    def make(cls):
+        path = os.path.join(cls.ROOT, "gpuhost-live-%d" % os.getpid())
+        try:
+            os.mkdir(path)
+            with open(os.path.join(path, "cgroup.procs"), "w") as handle:
+                handle.write(str(os.getpid()))
+        except OSError:
+            if os.path.isdir(path):
+                os.rmdir(path)
+            return None
+        return cls(path)
+
+    def seconds(self):
+        with open(os.path.join(self.path, "cpuacct.usage")) as handle:
+            return int(handle.read()) / 1e9
+
+    def others(self):
+        with open(os.path.join(self.path, "cgroup.procs")) as handle:
+            return [int(pid) for pid in handle.read().split() if int(pid) != os.getpid()]
+
+    def remove(self):
+        """Whatever this benchmark started and is still running ended (after an error or ^C: ssh's
+        ControlPersist masters, which leave every process group, the sessions they hold), this process back
+        into the root group, and the group removed."""
+        try:
+            for sig in (signal.SIGTERM, signal.SIGKILL):
+                left = self.others()
+                for pid in left:
+                    try:
+                        os.kill(pid, sig)
+                    except OSError:
+                        pass
+                deadline = time.time() + 5
+                while left and time.time() < deadline:
+                    time.sleep(0.1)
+                    left = self.others()
+                if not left:
+                    break
+            with open(os.path.join(self.ROOT, "cgroup.procs"), "w") as handle:
+                handle.write(str(os.getpid()))
+            deadline = time.time() + 10
+            while True:
+                try:
+                    os.rmdir(self.path)
+                    return
+                except OSError:
+                    if time.time() > deadline:
+                        raise
+                    time.sleep(0.1)
+        except OSError as exc:
+            sys.stderr.write("benchmarks/live.py: cannot remove %s: %s\n" % (self.path, exc))
 
 
 def stat_fields(pid):
@@ -184,41 +253,46 @@ def write_inventory(path, hosts, snapshots, sshd, control_dir):
                 handle.write("        {}\n")
 
 
-def measured(argv, env, sshd, ok=(0,)):
-    """One run: wall, controller CPU, peak RSS, machine CPU, host side (sshd) CPU, output."""
-    machine, host = machine_busy(), sshd.cpu()
+def measured(argv, env, sshd, group, ok=(0,)):
+    """One run: wall, controller CPU, peak RSS, machine CPU (the benchmark's cgroup, else /proc/stat), the
+    whole machine's (/proc/stat), host side (sshd) CPU, the load before, the output."""
+    load = os.getloadavg()[0]
+    machine, ours, host = machine_busy(), group.seconds() if group else None, sshd.cpu()
     wall, cpu, rss, out = timed(argv, env, ok=ok)
     sshd.settle()
-    return {"wall": wall, "controller CPU": cpu, "peak RSS": rss, "machine CPU": machine_busy() - machine,
-            "host side": sshd.cpu() - host, "load": os.getloadavg()[0]}, out
+    whole = machine_busy() - machine
+    return {"wall": wall, "controller CPU": cpu, "peak RSS": rss,
+            "machine CPU": group.seconds() - ours if group else whole, "/proc/stat": whole,
+            "host side": sshd.cpu() - host, "load": load}, out
 
 
-COLUMNS = ("wall", "controller CPU", "machine CPU", "host side", "peak RSS")
+COLUMNS = ("wall", "controller CPU", "machine CPU", "/proc/stat", "host side", "peak RSS")
 
 
-def run_pairs(name, argv, setup_argv, pairs, env, sshd, hosts):
+def run_pairs(name, argv, setup_argv, pairs, env, sshd, group, hosts):
     runs = {name: [], "setup": []}
     for pair in range(pairs):
         for side, command in ((name, argv), ("setup", setup_argv)):
             # the playbooks exit 2 for drifted hosts (the incident snapshot is drifted)
-            figures, unused_out = measured(command, env, sshd, ok=(0, 2))
+            figures, unused_out = measured(command, env, sshd, group, ok=(0, 2))
             runs[side].append(figures)
             sys.stderr.write("  %d hosts, pair %d, %-9s %s\n" % (hosts, pair + 1, side, ", ".join(
                 "%s %.1f%s" % (key, figures[key], " MiB" if key == "peak RSS" else "s") for key in COLUMNS)))
     return runs
 
 
-def print_table(name, runs, hosts, pairs):
+def print_table(name, runs, hosts, pairs, group):
     label = {"audit": "audit.yml --check", "remediate": "remediate.yml --check", "setup": "ansible -m setup"}
-    print("\n%s against setup: %d hosts over SSH, %d interleaved pairs, %d CPUs" % (name, hosts, pairs, os.cpu_count()))
-    print("%-6s %-22s %8s %15s %12s %10s %10s %6s" % ("pair", "", "wall", "controller CPU", "machine CPU",
-                                                      "host side", "peak RSS", "load"))
+    print("\n%s against setup: %d hosts over SSH, %d interleaved pairs, %d CPUs; machine CPU: %s"
+          % (name, hosts, pairs, os.cpu_count(), "the benchmark's cgroup (cpuacct)" if group else "/proc/stat"))
+    print("%-6s %-22s %8s %15s %12s %11s %10s %10s %6s" % ("pair", "", "wall", "controller CPU", "machine CPU",
+                                                           "/proc/stat", "host side", "peak RSS", "load"))
     for index in range(pairs):
         for side in (name, "setup"):
             run = runs[side][index]
-            print("%-6d %-22s %7.1fs %14.1fs %11.1fs %9.1fs %6.0f MiB %6.2f" % (
-                index + 1, label[side], run["wall"], run["controller CPU"], run["machine CPU"], run["host side"],
-                run["peak RSS"], run["load"]))
+            print("%-6d %-22s %7.1fs %14.1fs %11.1fs %10.1fs %9.1fs %6.0f MiB %6.2f" % (
+                index + 1, label[side], run["wall"], run["controller CPU"], run["machine CPU"], run["/proc/stat"],
+                run["host side"], run["peak RSS"], run["load"]))
     print("%s / setup, median of the pairs' ratios (the pairs' ratios):" % name)
     met = True
     for key in COLUMNS:
@@ -231,24 +305,62 @@ def print_table(name, runs, hosts, pairs):
             verdict = "  goal <= %.1f: %s" % (goal, "met" if ok else "NOT MET")
         print("  %-15s %5.2fx (%s)%s" % (key, median(ratios) if ratios else float("nan"),
                                         ", ".join("%.2f" % ratio for ratio in ratios), verdict))
-    per_host = dict((key, median([run[key] for run in runs[name]]) / hosts) for key in COLUMNS[1:4])
+    per_host = dict((key, median([run[key] for run in runs[name]]) / hosts)
+                    for key in ("controller CPU", "machine CPU", "host side"))
     print("  per host (%s): %s" % (name, ", ".join("%s %.3f s" % item for item in per_host.items())))
     return met
 
 
-def worker_imports(inventory, env, work):
-    """Modules an audit's forked workers imported (those imported more than once under
-    PYTHONPROFILEIMPORTTIME: once per worker), with how many times."""
-    argv = ["env", "PYTHONPROFILEIMPORTTIME=1", os.path.join(BIN, "ansible-playbook"), "-i", inventory,
-            "playbooks/audit.yml", "--check", "-e", "gpuhost_report_dir=%s" % os.path.join(work, "reports-imports")]
-    # measured like the others: its ssh masters ended with it
-    unused_wall, unused_cpu, unused_rss, out = timed(argv, env, ok=(0, 2))
-    counts = {}
-    for line in out.splitlines():
-        match = re.match(r"import time:\s+\d+ \|\s+\d+ \|\s*(\S+)", line)
-        if match:
-            counts[match.group(1)] = counts.get(match.group(1), 0) + 1
-    return dict((name, count) for name, count in counts.items() if count > 1)
+#: ansible-playbook with each forked worker recording what it loaded itself (after the fork): the modules new
+#: in its sys.modules and the schema validators new in plugin_utils/base/schema.py's cache, one JSON file a
+#: worker in the directory named first. Ansible points a worker's stderr at /dev/null, so
+#: PYTHONPROFILEIMPORTTIME cannot show this.
+WORKER_DRIVER = r"""
+import json, os, sys
+OUT = sys.argv.pop(1)
+from ansible.executor.process import worker
+
+SCHEMA = "ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.schema"
+_run = worker.WorkerProcess._run
+
+
+def validators():
+    module = sys.modules.get(SCHEMA)
+    return set(getattr(module, "_VALIDATORS", {}))
+
+
+def run(self):
+    modules, built = set(sys.modules), validators()
+    try:
+        return _run(self)
+    finally:
+        with open(os.path.join(OUT, "%d.json" % os.getpid()), "w") as handle:
+            json.dump({"task": self._task.get_name(), "modules": sorted(set(sys.modules) - modules),
+                       "validators": sorted(validators() - built)}, handle)
+
+
+worker.WorkerProcess._run = run
+from ansible.cli.playbook import main
+sys.argv[0] = "ansible-playbook"
+sys.exit(main())
+"""
+
+
+def worker_loads(inventory, env, work):
+    """What the forked workers of an audit over ``inventory`` loaded themselves: ``{module or "validator
+    <kind>": [task names]}``."""
+    out = os.path.join(work, "workers")
+    os.makedirs(out)
+    argv = [sys.executable, "-c", WORKER_DRIVER, out, "-i", inventory, "playbooks/audit.yml", "--check",
+            "-e", "gpuhost_report_dir=%s" % os.path.join(work, "reports-imports")]
+    timed(argv, env, ok=(0, 2))  # measured like the others: its ssh masters ended with it
+    loaded = {}
+    for name in sorted(os.listdir(out)):
+        with open(os.path.join(out, name)) as handle:
+            record = json.load(handle)
+        for item in record["modules"] + ["validator %s" % kind for kind in record["validators"]]:
+            loaded.setdefault(item, set()).add(record["task"])
+    return dict((item, sorted(tasks)) for item, tasks in loaded.items())
 
 
 def main():
@@ -264,11 +376,18 @@ def main():
     args = parser.parse_args()
     if os.geteuid() != 0:
         raise SystemExit("benchmarks/live.py starts an sshd that logs in as root: run it as root")
+    # SIGTERM ends it as ^C does: through the finally below (sshd stopped, files removed), which a second
+    # one does not interrupt
+    def terminated(signum, unused_frame):
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        sys.exit(128 + signum)
+    signal.signal(signal.SIGTERM, terminated)
     work = tempfile.mkdtemp(prefix="gpuhost-live-")
     # the ControlPath sockets in a short path of their own (a Unix socket's path is at most 107 bytes)
     control = tempfile.mkdtemp(prefix="gpuhost-live-cp-", dir="/tmp")
     sshd = None
     failed = False
+    group = CpuGroup.make()
     try:
         snaps = demo_snapshots(work)
         sshd = Sshd(work)
@@ -285,35 +404,38 @@ def main():
             small = os.path.join(work, "hosts-3.yml")
             write_inventory(small, 3, snaps, sshd, os.path.join(control, "imports"))
             os.makedirs(os.path.join(control, "imports"))
-            imported = worker_imports(small, env, work)
+            loaded = worker_loads(small, env, work)
             sshd.settle()
-            ours = sorted(name for name in imported if name.startswith(WORKER_IMPORT_PREFIXES))
-            print("modules imported by forked workers (after the fork): %d%s" % (
-                len(imported), ": " + ", ".join(sorted(imported)) if imported else ""))
+            ours = sorted(item for item in loaded if item.startswith(WORKER_IMPORT_PREFIXES + ("validator ",)))
+            print("loaded by forked workers (after the fork), audit of 3 hosts: %d module(s)%s" % (
+                len(loaded), ": " + ", ".join(sorted(loaded)) if loaded else ""))
             if ours:
-                print("NOT LOADED BEFORE THE FORK: %s" % ", ".join(ours))
+                print("NOT LOADED BEFORE THE FORK: %s" % "; ".join(
+                    "%s (%s)" % (item, ", ".join(loaded[item])) for item in ours))
                 failed = True
             else:
-                print("none of the collection's modules nor its libraries (%s) imported after the fork"
-                      % ", ".join(WORKER_IMPORT_PREFIXES))
+                print("none of the collection's modules, its libraries (%s) or its schema validators loaded "
+                      "after the fork" % ", ".join(WORKER_IMPORT_PREFIXES))
         inventory = os.path.join(work, "hosts.yml")
         write_inventory(inventory, args.hosts, snaps, sshd, control)
         setup_argv = [os.path.join(BIN, "ansible"), "all", "-i", inventory, "-m", "ansible.builtin.setup"]
         # connect each host once before measuring (host keys into nothing, the page cache warm)
-        measured(setup_argv, env, sshd)
+        measured(setup_argv, env, sshd, group)
         playbooks = ([] if args.no_audit else ["audit"]) + (["remediate"] if args.remediate else [])
         results = []
         for name in playbooks:
             argv = [os.path.join(BIN, "ansible-playbook"), "-i", inventory, "playbooks/%s.yml" % name, "--check",
                     "-e", "gpuhost_report_dir=%s" % os.path.join(work, "reports-" + name)]
-            results.append((name, run_pairs(name, argv, setup_argv, args.pairs, env, sshd, args.hosts)))
+            results.append((name, run_pairs(name, argv, setup_argv, args.pairs, env, sshd, group, args.hosts)))
         for name, runs in results:
-            if not print_table(name, runs, args.hosts, args.pairs):
+            if not print_table(name, runs, args.hosts, args.pairs, group):
                 print("(%s: a goal not met)" % name)
     finally:
         if sshd is not None:
             sshd.stop()
         shutil.rmtree(control, ignore_errors=True)
+        if group is not None:
+            group.remove()
         if args.keep:
             print("\nkept: %s" % work)
         else:

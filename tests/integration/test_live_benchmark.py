@@ -22,7 +22,7 @@ def test_live_benchmark_runs_over_ssh_and_cleans_up(tmp_path):
                            "--check-imports"], cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                           text=True, timeout=300, check=False)
     assert proc.returncode == 0, proc.stdout[-3000:]
-    assert "none of the collection's modules nor its libraries" in proc.stdout
+    assert "none of the collection's modules, its libraries" in proc.stdout
     assert "audit against setup: 2 hosts over SSH" in proc.stdout
     for key in ("controller CPU", "machine CPU", "host side", "peak RSS"):
         assert "  %s " % key in proc.stdout
