@@ -1,7 +1,8 @@
 """Benchmark: host_facts on a synthetic 768-CPU host against the floor of merely reading its files.
 
 Prints, from one run, for the synthetic 768-CPU host (2 sockets x 192 cores x 2 threads, 8 NUMA
-nodes, 64 PCI devices with 8 GPUs behind switches) and for the demo incident snapshot:
+nodes, 64 PCI devices with 8 GPUs behind switches) and for each demo snapshot (incident, healthy,
+intel, hostile: build/snapshots, made when missing):
   * host_facts: the full gather over the snapshot (path containment included);
   * bare read: open+read of exactly the files host_facts read (learned by recording one gather)
     plus the directory listings and links it made;
@@ -9,7 +10,9 @@ both in this process, interleaved (gather, read, gather, read, ...), as process 
 figure to trust on a busy machine), with the load average; the ratio is the median of the pairs'.
 Then the same gather on this machine's live / and the time of lspci -vvv, numastat -m, cpupower
 frequency-info and cpupower idle-info here, for scale.
-Target (issue 20): host_facts <= 1.5x the bare read on both snapshots.
+Then, for the incident snapshot, the same per subsystem (each gatherer against the bare read of the
+files it read), which says where the gather costs more than its reads.
+Target (issues 20 and 41): host_facts <= 1.5x the bare read on every snapshot.
 
 Usage: python benchmarks/facts.py [--runs 9] [--keep DIR]
 """
@@ -18,15 +21,14 @@ import os
 import shutil
 import statistics
 import subprocess
-import sys
 import tempfile
 import time
 
-from common import REPO, import_collection, large_host
+from common import demo_snapshots, import_collection, large_host
 
 import_collection()
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import gather_facts  # noqa: E402
+from ansible_collections.gpuhost.baseline.plugins.module_utils.facts.gather import GATHERERS, gather_facts  # noqa: E402
 from ansible_collections.gpuhost.baseline.plugins.module_utils.host.root import Recorder, Root  # noqa: E402
 
 
@@ -98,6 +100,24 @@ def snapshot_pair(name, snapshot, runs):
     return t_facts, t_floor, ratio
 
 
+#: the demo snapshots (tools/make_fixtures.py), each measured
+DEMO = ("incident", "healthy", "intel", "hostile")
+
+
+def subsystem_rows(snapshot, runs):
+    """``[(subsystem, gather CPU s, bare read CPU s)]``: each gatherer of ``snapshot`` against the bare read
+    of the files it read, interleaved, medians."""
+    rows = []
+    for name, gather in GATHERERS:
+        recorder = Recorder()
+        gather(Root(snapshot, recorder=recorder))
+        read_all = floor_reader(snapshot, recorder)[0]
+        read_all()
+        t_gather, t_floor, unused_ratio = paired(lambda: gather(Root(snapshot)), read_all, runs)
+        rows.append((name, t_gather, t_floor))
+    return rows
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--runs", type=int, default=9)
@@ -105,19 +125,17 @@ def main():
     args = parser.parse_args()
     workdir = args.keep or tempfile.mkdtemp(prefix="gpuhost-bench-")
     large = large_host(workdir)
-    incident = os.path.join(REPO, "build", "snapshots", "incident")
-    if not os.path.isdir(incident):
-        incident = os.path.join(workdir, "incident")
-        if not os.path.isdir(incident):
-            subprocess.run([sys.executable, os.path.join(REPO, "tools", "make_fixtures.py"), workdir, "--only", "incident"],
-                           check=True, stdout=subprocess.DEVNULL)
+    snapshots = demo_snapshots(workdir, DEMO)
 
     facts = gather_facts(Root(large))
     cpu, pci, numa = facts["cpu"] or {}, facts["pci"] or {}, facts["numa"] or {}
     print("synthetic host: %s CPUs, %s NUMA nodes, %s PCI devices, %s GPUs (nvidia-smi)" % (
         cpu.get("threads"), numa.get("node_count"), pci.get("count"), len((facts["nvidia"] or {}).get("gpus") or [])))
-    pairs = [("768-CPU snapshot", snapshot_pair("768-CPU snapshot", large, args.runs)),
-             ("incident snapshot", snapshot_pair("incident snapshot", incident, args.runs))]
+    pairs = [("768-CPU snapshot", snapshot_pair("768-CPU snapshot", large, args.runs))]
+    for name in DEMO:
+        label = "%s snapshot" % name
+        pairs.append((label, snapshot_pair(label, os.path.join(snapshots, name), args.runs)))
+    per_subsystem = subsystem_rows(os.path.join(snapshots, "incident"), args.runs)
     t_live = median_time(lambda: gather_facts(Root("/", which=shutil.which,
                                                    run_command=lambda argv: (127, "", "not run in benchmark"))),
                          args.runs)
@@ -130,6 +148,10 @@ def main():
     for argv in (["lspci", "-vvv"], ["numastat", "-m"], ["cpupower", "frequency-info"], ["cpupower", "idle-info"]):
         seconds, why = tool_time(argv)
         rows.append(("%s (this machine, wall)" % " ".join(argv), seconds, why))
+    print()
+    print("%-40s %12s %12s %10s" % ("incident snapshot, by subsystem (CPU ms)", "gather", "bare read", "excess"))
+    for name, t_gather, t_floor in per_subsystem:
+        print("%-40s %12.2f %12.2f %10.2f" % (name, t_gather * 1000, t_floor * 1000, (t_gather - t_floor) * 1000))
     print()
     for name, seconds, why in rows:
         print("%-40s %12s" % (name, "%.1f ms" % (seconds * 1000) if seconds is not None else why))

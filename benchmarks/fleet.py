@@ -43,10 +43,9 @@ import sys
 import tempfile
 import time
 
-from common import tree_size
+from common import BIN, SNAPSHOTS, demo_snapshots, median, timed, tree_size
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-BIN = os.path.join(REPO, ".venv", "bin")
 
 # One task per rule of the catalogue, as people write an audit without a facts module: read
 # what the rule judges with cat/grep/od over the host's files (here the snapshot's), one
@@ -107,8 +106,6 @@ NAIVE_CHECKS = [
 ]
 
 
-#: The demo snapshots the hosts cycle through.
-SNAPSHOTS = ("incident", "healthy", "intel")
 CHROMIUM = "/usr/bin/chromium"
 
 
@@ -141,36 +138,6 @@ def catalogue_ids():
         with open(path) as handle:
             ids.update(re.findall(r"^- id: (\S+)", handle.read(), re.M))
     return ids
-
-
-#: Runs a command and writes the resource use of its process tree (CPU seconds, peak RSS of its
-#: largest process in KiB, as getrusage(RUSAGE_CHILDREN) gives them) to the file named first.
-MEASURE = (
-    "import json, resource, subprocess, sys\n"
-    "rc = subprocess.call(sys.argv[2:])\n"
-    "use = resource.getrusage(resource.RUSAGE_CHILDREN)\n"
-    "json.dump({'rc': rc, 'cpu': use.ru_utime + use.ru_stime, 'maxrss_kib': use.ru_maxrss}, open(sys.argv[1], 'w'))\n"
-    "sys.exit(rc)\n"
-)
-
-
-def timed(argv, env, ok=(0,)):
-    """Wall seconds, CPU seconds (user + system of the whole process tree), peak RSS (MiB, its
-    largest process) and the output of one command, run under its own measuring process so the
-    peak of one command is not that of an earlier one."""
-    handle, figures = tempfile.mkstemp(prefix="gpuhost-fleet-rusage-")
-    os.close(handle)
-    start = time.perf_counter()
-    proc = subprocess.run([sys.executable, "-c", MEASURE, figures] + list(argv), cwd=REPO, env=env,
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, check=False)
-    elapsed = time.perf_counter() - start
-    with open(figures) as stream:
-        use = json.load(stream)
-    os.unlink(figures)
-    if proc.returncode not in ok:
-        sys.stderr.write(proc.stdout[-3000:])
-        raise SystemExit("%s failed with rc %d" % (argv[0], proc.returncode))
-    return elapsed, use["cpu"], use["maxrss_kib"] / 1024.0, proc.stdout
 
 
 def chromium_seconds(url, repeat=3):
@@ -232,12 +199,6 @@ def run_pairs(args, inventory, reports, env, hosts):
     return runs, audit_out
 
 
-def median(values):
-    values = sorted(values)
-    middle = len(values) // 2
-    return values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2.0
-
-
 def print_pairs(hosts, args, runs):
     print("\n%d hosts (%s cycled), forks=%d, local connection, %d CPUs, %d interleaved pairs (audit, setup)"
           % (hosts, "/".join(SNAPSHOTS), args.forks, os.cpu_count() or 0, args.pairs))
@@ -286,12 +247,7 @@ def main():
     if args.naive and missing:
         raise SystemExit("benchmarks/fleet.py: no naive task for %s: add one to NAIVE_CHECKS" % ", ".join(sorted(missing)))
     work = tempfile.mkdtemp(prefix="gpuhost-fleet-")
-    snaps = os.path.join(REPO, "build", "snapshots")
-    if not all(os.path.isdir(os.path.join(snaps, snap)) for snap in SNAPSHOTS):
-        snaps = os.path.join(work, "snapshots")
-        for snap in SNAPSHOTS:
-            subprocess.run([sys.executable, os.path.join(REPO, "tools", "make_fixtures.py"), snaps, "--only", snap],
-                           check=True)
+    snaps = demo_snapshots(work)
     inventory = os.path.join(work, "hosts.yml")
     write_inventory(inventory, args.hosts, snaps)
     reports = os.path.join(work, "reports")

@@ -11,6 +11,7 @@ from __future__ import absolute_import, division, print_function
 
 from ansible.plugins.action import ActionBase
 
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base import schema
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import CatalogueError
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.console import measure_line, prove_line
@@ -37,6 +38,8 @@ def _warm_catalogue():
 
 
 _warm_catalogue()
+# the schema validators too (jsonschema with them): each host's waivers are checked with them
+schema.warm()
 
 
 class ActionModule(ActionBase):

@@ -15,11 +15,12 @@ from ansible.errors import AnsibleActionFail, AnsibleError
 from ansible.module_utils.common.arg_spec import ArgumentSpecValidator
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import validate
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import load_catalogue, validate
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import CatalogueError
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.controller_libs import MissingLibraries, check as check_libraries
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inputs.role_values import (
     SERIAL_ROLES, max_fail_problem, option_problems, serial_problem)
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base import schema
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.schema import COLLECTION_ROOT
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.gathering import missing_demo_roots
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inputs.inventory_vars import (
@@ -36,6 +37,27 @@ __metaclass__ = type
 
 #: how many hosts a problem shared by many names before "and N more"
 HOSTS_NAMED = 5
+
+
+def _warm():
+    """Load what this action's workers need when this module is imported, in the controller's main process
+    before it forks a worker per host (as baseline_evaluate's ``_warm_catalogue``): the controller's
+    libraries (jsonschema, jmespath), the schema validators, the known gpuhost_* names (the controller
+    guard, per host, reads them: 54 YAML files) and the bundled catalogue. Every worker inherits them instead
+    of redoing it. Nothing is reported here: each task's own check says what is wrong."""
+    try:
+        check_libraries()
+    except Exception:  # pylint: disable=broad-except  # MissingLibraries: said by the task
+        return
+    schema.warm()
+    for warm in (lambda: known_names(COLLECTION_ROOT), lambda: load_catalogue(site_dirs=[])):
+        try:
+            warm()
+        except Exception:  # pylint: disable=broad-except  # a bad file is said where it is read
+            pass
+
+
+_warm()
 
 
 class ActionModule(ActionBase):

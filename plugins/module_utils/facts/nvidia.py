@@ -70,10 +70,24 @@ def _clean(value):
     return value
 
 
+def _find(elem, path):
+    """``elem.find(path)`` for a path of plain tags (``"pcie_gen/max_link_gen"``): the first match in
+    document order, as ElementPath finds it, without ElementPath's Python machinery (a simple tag is
+    found in C): a gather looks up a few hundred such paths."""
+    if "/" not in path:
+        return elem.find(path)
+    first, rest = path.split("/", 1)
+    for child in elem.findall(first):
+        found = _find(child, rest)
+        if found is not None:
+            return found
+    return None
+
+
 def _text(elem, path):
     if elem is None:
         return None
-    found = elem.find(path)
+    found = _find(elem, path)
     if found is None:
         return None
     return _clean(found.text)
@@ -258,7 +272,7 @@ def pstate_number(value):
 
 
 def _pcie(gpu):
-    link = gpu.find("pci/pci_gpu_link_info")
+    link = _find(gpu, "pci/pci_gpu_link_info")
     return {
         "gen_current": _int(_text(link, "pcie_gen/current_link_gen")),
         "gen_max": _int(_text(link, "pcie_gen/max_link_gen")),
@@ -286,7 +300,7 @@ def _ecc_corrected(gpu):
     """Corrected ECC errors since the driver loaded (``ecc_errors/volatile``): ``sram_correctable``
     plus ``dram_correctable`` (Ampere and newer), or ``single_bit/total`` (older); ``None`` when
     nvidia-smi gives none (ECC off: N/A, a GPU without ECC, a trimmed capture)."""
-    section = gpu.find("ecc_errors/volatile")
+    section = _find(gpu, "ecc_errors/volatile")
     if section is None:
         return None
     older = _int(_text(section, "single_bit/total"))

@@ -77,6 +77,8 @@ MAX_FILE_BYTES = 4 * 1024 * 1024
 MAX_LARGE_BYTES = 64 * 1024 * 1024
 #: Symlinks followed while resolving one path (the kernel's own limit is 40).
 MAX_LINKS = 40
+#: Largest file a snapshot gather keeps to answer a second read of it (sysfs attributes: a page).
+MEMO_BYTES = 4096
 
 
 def as_text(data):
@@ -146,6 +148,14 @@ _OPEN = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_NOCTTY", 0)
 _OPEN_NOFOLLOW = _OPEN | getattr(os, "O_NOFOLLOW", 0)
 
 
+def _not_regular(mode, display):
+    """:class:`Refused` for a file of ``mode`` that is not a regular file."""
+    kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
+        "a device" if (stat.S_ISCHR(mode) or stat.S_ISBLK(mode)) else "a socket" if stat.S_ISSOCK(mode) \
+        else "not a regular file"
+    return Refused(display, "is %s, not a regular file" % kind)
+
+
 def open_regular(real, display, nofollow=False):
     """``(fd, fstat)`` of the regular file ``real``, opened read-only without blocking (a FIFO never
     hangs the reader) and, with ``nofollow``, never through a link as its last component;
@@ -153,12 +163,8 @@ def open_regular(real, display, nofollow=False):
     fd = os.open(real, _OPEN_NOFOLLOW if nofollow else _OPEN)
     try:
         status = os.fstat(fd)
-        mode = status.st_mode
-        if not stat.S_ISREG(mode):
-            kind = "a directory" if stat.S_ISDIR(mode) else "a FIFO" if stat.S_ISFIFO(mode) else \
-                "a device" if (stat.S_ISCHR(mode) or stat.S_ISBLK(mode)) else "a socket" if stat.S_ISSOCK(mode) \
-                else "not a regular file"
-            raise Refused(display, "is %s, not a regular file" % kind)
+        if not stat.S_ISREG(status.st_mode):
+            raise _not_regular(status.st_mode, display)
     except BaseException:
         os.close(fd)
         raise
@@ -172,8 +178,12 @@ def read_regular(real, display, cap=MAX_FILE_BYTES, limit=None, nofollow=False):
     when it is not a regular file or holds more than ``cap`` bytes. ``display`` names the
     file in messages (the host path, not the snapshot path).
     """
-    fd, status = open_regular(real, display, nofollow)
+    # open_regular's steps, inline: a gather reads thousands of files through here
+    fd = os.open(real, _OPEN_NOFOLLOW if nofollow else _OPEN)
     try:
+        status = os.fstat(fd)
+        if not stat.S_ISREG(status.st_mode):
+            raise _not_regular(status.st_mode, display)
         want = cap + 1 if limit is None else min(limit, cap + 1)
         data = os.read(fd, min(65536, want))
         # one read holds a file of the size it says it has (a snapshot's files); else more reads until
@@ -240,6 +250,12 @@ class Root:
         # in a few hundred directories, and resolving each full path again costs an lstat per
         # component (3x the reads themselves at 768 CPUs). None disables it (fixes, which write).
         self.dir_cache = {}
+        # (host path, limit, cap) -> bytes of a small file this gather already read under a snapshot
+        # root: gatherers read some attributes twice (a PCI function's vendor and class, its AER
+        # counters: pci.py and health.py), and a snapshot does not change while it is read. Used
+        # only with :attr:`dir_cache` (not by fixes, which write); failures are not kept, so a
+        # second read of a missing file still records its error.
+        self._read_memo = {}
 
     # -- paths -----------------------------------------------------------------
     def host_path(self, path, follow_last=True):
@@ -328,14 +344,30 @@ class Root:
     def _read_file(self, path, cap, limit):
         if self.live:
             return read_regular(path, path, cap=cap, limit=limit)
+        cache = self.dir_cache
+        real = None
+        if cache is not None:
+            data = self._read_memo.get((path, limit, cap))
+            if data is not None:
+                return data
+            # host_path(path, follow_last=False) of a normal path whose directory is resolved already
+            parent, unused_sep, name = path.rpartition("/")
+            real_parent = cache.get(parent)
+            if real_parent is not None and _normal(path):
+                real = real_parent + "/" + name
         try:
             # most files are not links: open the last component without following it, and only
             # when it is one (ELOOP) resolve the whole path inside the root
-            return read_regular(self.host_path(path, follow_last=False), path, cap=cap, limit=limit, nofollow=True)
+            if real is None:
+                real = self.host_path(path, follow_last=False)
+            data = read_regular(real, path, cap=cap, limit=limit, nofollow=True)
         except OSError as exc:
             if exc.errno != errno.ELOOP:
                 raise
-        return read_regular(self.host_path(path), path, cap=cap, limit=limit, nofollow=True)
+            data = read_regular(self.host_path(path), path, cap=cap, limit=limit, nofollow=True)
+        if cache is not None and len(data) <= MEMO_BYTES:
+            self._read_memo[(path, limit, cap)] = data
+        return data
 
     def read_text(self, path, subsystem, optional=False, cap=MAX_FILE_BYTES):
         data = self.read_bytes(path, subsystem, optional=optional, cap=cap)
@@ -345,10 +377,10 @@ class Root:
 
     def read_value(self, path, subsystem, optional=False):
         """A one-line sysfs/procfs attribute, stripped; ``None`` when unreadable or empty."""
-        text = self.read_text(path, subsystem, optional=optional)
-        if text is None:
+        data = self.read_bytes(path, subsystem, optional=optional)  # read_text's steps, inline
+        if data is None:
             return None
-        text = text.strip()
+        text = data.decode("utf-8", "replace").strip()
         if not text:
             self.error(subsystem, path, "empty file")
             return None

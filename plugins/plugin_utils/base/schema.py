@@ -62,6 +62,21 @@ def validator(kind):
     return _VALIDATORS[kind]
 
 
+def warm():
+    """Build the validator of every kind of :data:`SCHEMA_FILES` now, ``jsonschema`` imported with them.
+
+    Called when an action plugin is imported: Ansible imports it in the controller's main process
+    before it forks a worker per host, and each worker inherits the validators instead of importing
+    jsonschema and building them again (about 55 ms a host). Nothing is reported here: a missing
+    library or a broken schema is said where a validator is used, as always."""
+    for kind in SCHEMA_FILES:
+        try:
+            # one validation too: jsonschema builds some of its machinery on first use
+            validator(kind).is_valid(None)
+        except Exception:  # pylint: disable=broad-except
+            pass
+
+
 _DOCUMENTS = {}
 
 
