@@ -22,7 +22,9 @@ export PIP_DISABLE_PIP_VERSION_CHECK := 1
 # munge, slurmctld, slurmd and slurm-client: tests/integration/test_slurm_action.py starts its own
 # munged, slurmctld and slurmd with its own config, ports, socket and key (it uses no service the
 # packages may enable on a systemd host, and changes none).
-DEB_TEST_PACKAGES := python3-venv shellcheck pciutils numactl linux-cpupower prometheus prometheus-node-exporter chromium qemu-system-x86 qemu-utils debootstrap acpica-tools jq munge slurmctld slurmd slurm-client mbw sqlite3 poppler-utils
+# openssh-server: tests/integration/test_live_benchmark.py starts its own sshd on 127.0.0.1 with its own config
+# and keys (benchmarks/live.py, the audit over real SSH); the package's own service is not used.
+DEB_TEST_PACKAGES := python3-venv shellcheck pciutils numactl linux-cpupower prometheus prometheus-node-exporter chromium qemu-system-x86 qemu-utils debootstrap acpica-tools jq munge slurmctld slurmd slurm-client mbw sqlite3 poppler-utils openssh-server
 
 MATRIX := 2.16 2.17 2.18 2.20 2.21
 
