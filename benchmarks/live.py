@@ -304,7 +304,7 @@ def print_table(name, runs, hosts, pairs, group):
             met = met and ok
             verdict = "  goal <= %.1f: %s" % (goal, "met" if ok else "NOT MET")
         print("  %-15s %5.2fx (%s)%s" % (key, median(ratios) if ratios else float("nan"),
-                                        ", ".join("%.2f" % ratio for ratio in ratios), verdict))
+                                         ", ".join("%.2f" % ratio for ratio in ratios), verdict))
     per_host = dict((key, median([run[key] for run in runs[name]]) / hosts)
                     for key in ("controller CPU", "machine CPU", "host side"))
     print("  per host (%s): %s" % (name, ", ".join("%s %.3f s" % item for item in per_host.items())))
@@ -378,6 +378,7 @@ def main():
         raise SystemExit("benchmarks/live.py starts an sshd that logs in as root: run it as root")
     # SIGTERM ends it as ^C does: through the finally below (sshd stopped, files removed), which a second
     # one does not interrupt
+
     def terminated(signum, unused_frame):
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
         sys.exit(128 + signum)

@@ -18,8 +18,7 @@ from __future__ import absolute_import, division, print_function
 
 import math
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive_validation import MEASURE_KEYS, measure_runs
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import PROVE_VERDICTS
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive_validation import measure_runs
 
 __metaclass__ = type
 
@@ -51,7 +50,7 @@ def _node_key(key):
 
 def run_figures(run):
     """``[(key, label, unit, rule, higher_is_better, value)]`` of one measurement run (a mapping with the keys of
-    :data:`MEASURE_KEYS`, as ``host_measure`` returns them); a measurement that is not ``ok`` gives none."""
+    ``derive_validation.MEASURE_KEYS``, as ``host_measure`` returns them); a measurement that is not ``ok`` gives none."""
     run = run if isinstance(run, dict) else {}
     out = []
     cpu = _ok(run.get("cpu_freq"))
@@ -182,4 +181,3 @@ def prove_summary(prove, applied=None):
         out["left_out"] = len(out["figures"]) - MAX_FIGURES
         out["figures"] = out["figures"][:MAX_FIGURES]
     return out
-

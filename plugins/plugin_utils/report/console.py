@@ -23,6 +23,7 @@ capture can neither move the cursor, recolour the terminal, fake a line nor floo
 
 from __future__ import absolute_import, division, print_function
 
+import math
 import re
 from collections.abc import Mapping
 
@@ -429,7 +430,7 @@ def measure_line(host, measure, names=None):
 
 def number_text(value):
     """``1,500``, ``61.3``, ``-`` (none or not a number)."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or math.isnan(value):
         return "-"
     if abs(value) >= 100:
         return "{:,.0f}".format(value)

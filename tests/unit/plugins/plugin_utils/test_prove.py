@@ -68,7 +68,7 @@ def test_a_capped_clock_fixed_is_better_beyond_its_noise_and_an_unmoved_node_wit
     assert lowest["noise"] == 5.0 and lowest["verdict"] == "better" and lowest["change_pct"] == 126.167
     node0, node1 = figures["mem_bw/0"], figures["mem_bw/1"]
     assert (node0["before"], node0["after"], node0["verdict"], node0["rule"]) == (60.75, 117.75, "better", "VAL-003")
-    # node 1 moved 0.2 GB/s, less than the 1 GB/s its runs spread before the fixes: said as within noise, its runs spread 1 GB/s before the fixes: said as within noise
+    # node 1 moved 0.2 GB/s, less than the 1 GB/s its runs spread before the fixes: said as within noise
     assert node1["verdict"] == "within noise" and node1["noise"] == 1.0 and node1["change"] == -0.2
 
 
@@ -81,8 +81,8 @@ def test_worse_unchanged_and_lower_is_better_workloads():
     assert prove.compare_figure([10.0], [10.0], True)["verdict"] == "unchanged"
     summary = prove.prove_summary({"before": registered(workload(80.0, True)), "after": registered(workload(40.0, True))})
     (ttft,) = summary["figures"]  # the unknown workload gives no figure
-    assert (ttft["key"], ttft["rule"], ttft["higher_is_better"], ttft["verdict"]) == ("workload/ttft", "VAL-013", False,
-                                                                                       "better")
+    assert (ttft["key"], ttft["rule"], ttft["higher_is_better"], ttft["verdict"]) == \
+        ("workload/ttft", "VAL-013", False, "better")
     assert ttft["noise"] is None and summary["repeats"] == {"before": 1, "after": 1}
 
 
