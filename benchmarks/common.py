@@ -63,6 +63,21 @@ def demo_snapshots(work, names=SNAPSHOTS):
     return snaps
 
 
+def ansible_env(forks, **extra):
+    """The environment the benchmarks run ansible with: this checkout as the collection, its ansible.cfg,
+    ``forks`` workers, no colour, the checkout's venv first in PATH, and ``extra`` variables."""
+    env = dict(os.environ)
+    env.update({
+        "ANSIBLE_COLLECTIONS_PATH": os.path.join(REPO, "build", "collections"),
+        "ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg"),
+        "ANSIBLE_FORKS": str(forks),
+        "ANSIBLE_NOCOLOR": "1",
+        "PATH": BIN + os.pathsep + env.get("PATH", ""),
+    })
+    env.update(extra)
+    return env
+
+
 def median(values):
     values = sorted(values)
     middle = len(values) // 2

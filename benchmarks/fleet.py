@@ -43,7 +43,7 @@ import sys
 import tempfile
 import time
 
-from common import BIN, SNAPSHOTS, demo_snapshots, median, timed, tree_size
+from common import BIN, SNAPSHOTS, ansible_env, demo_snapshots, median, timed, tree_size
 
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -251,14 +251,7 @@ def main():
     inventory = os.path.join(work, "hosts.yml")
     write_inventory(inventory, args.hosts, snaps)
     reports = os.path.join(work, "reports")
-    env = dict(os.environ)
-    env.update({
-        "ANSIBLE_COLLECTIONS_PATH": os.path.join(REPO, "build", "collections"),
-        "ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg"),
-        "ANSIBLE_FORKS": str(args.forks),
-        "ANSIBLE_NOCOLOR": "1",
-        "PATH": BIN + os.pathsep + env.get("PATH", ""),
-    })
+    env = ansible_env(args.forks)
     small = None
     if args.slope_hosts and args.slope_hosts < args.hosts:
         small_inventory = os.path.join(work, "hosts-small.yml")

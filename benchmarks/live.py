@@ -53,7 +53,7 @@ import sys
 import tempfile
 import time
 
-from common import BIN, REPO, SNAPSHOTS, demo_snapshots, median, timed
+from common import BIN, SNAPSHOTS, ansible_env, demo_snapshots, median, timed
 
 SSHD = "/usr/sbin/sshd"
 HOST_PYTHON = "/usr/bin/python3" if os.access("/usr/bin/python3", os.X_OK) else os.path.join(BIN, "python")
@@ -392,15 +392,7 @@ def main():
     try:
         snaps = demo_snapshots(work)
         sshd = Sshd(work)
-        env = dict(os.environ)
-        env.update({
-            "ANSIBLE_COLLECTIONS_PATH": os.path.join(REPO, "build", "collections"),
-            "ANSIBLE_CONFIG": os.path.join(REPO, "ansible.cfg"),
-            "ANSIBLE_FORKS": str(args.forks),
-            "ANSIBLE_NOCOLOR": "1",
-            "ANSIBLE_LOCAL_TEMP": os.path.join(work, "ansible-tmp"),
-            "PATH": BIN + os.pathsep + env.get("PATH", ""),
-        })
+        env = ansible_env(args.forks, ANSIBLE_LOCAL_TEMP=os.path.join(work, "ansible-tmp"))
         if args.check_imports:
             small = os.path.join(work, "hosts-3.yml")
             write_inventory(small, 3, snaps, sshd, os.path.join(control, "imports"))
