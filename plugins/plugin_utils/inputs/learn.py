@@ -15,6 +15,7 @@ Nothing here reads a file or raises on odd facts: a value that cannot be read is
 from __future__ import absolute_import, division, print_function
 
 import re
+from statistics import median
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.docpath import get as _get
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive_validation import measure_runs
@@ -161,11 +162,10 @@ def learn_workload_floors(result, margin_pct=DEFAULT_WORKLOAD_MARGIN_PCT):
         if not values:
             notes.append("workload %s: no floor learned, no run gave a figure (%s)" % (name, reasons.get(name)))
             continue
-        middle = len(values) // 2
-        median = values[middle] if len(values) % 2 else (values[middle - 1] + values[middle]) / 2.0
+        middle = median(values)
         factor = 1 + margin / 100.0 if lower[name] else 1 - margin / 100.0
-        floors[name] = round(median * factor, 3)
-        learned[name] = {"median": round(median, 3), "runs": len(values), "spread": round(values[-1] - values[0], 3),
+        floors[name] = round(middle * factor, 3)
+        learned[name] = {"median": round(middle, 3), "runs": len(values), "spread": round(values[-1] - values[0], 3),
                          "unit": units[name], "lower_is_better": lower[name], "margin_pct": margin}
         if len(values) < len(runs):
             notes.append("workload %s: %d of %d run(s) gave no figure (%s); the floor is the others' median" % (

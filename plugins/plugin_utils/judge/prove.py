@@ -16,9 +16,9 @@ Standard library only, Python 3.8+ (the judge's module set).
 
 from __future__ import absolute_import, division, print_function
 
-import math
+from statistics import median
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive_validation import measure_runs
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.derive.derive_validation import _num, measure_runs
 
 __metaclass__ = type
 
@@ -27,21 +27,8 @@ __metaclass__ = type
 MAX_FIGURES = 64
 
 
-def _num(value):
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    value = float(value)
-    return value if math.isfinite(value) else None
-
-
 def _ok(section):
     return section if isinstance(section, dict) and section.get("status") == "ok" else None
-
-
-def _median(values):
-    ordered = sorted(values)
-    middle = len(ordered) // 2
-    return ordered[middle] if len(ordered) % 2 else (ordered[middle - 1] + ordered[middle]) / 2.0
 
 
 def _node_key(key):
@@ -60,7 +47,7 @@ def run_figures(run):
         clocks = [khz / 1000.0 for khz in clocks if khz is not None]
         if clocks:
             out.append(("cpu_freq/lowest", "lowest CPU clock under load", "MHz", "VAL-001", True, min(clocks)))
-            out.append(("cpu_freq/median", "median CPU clock under load", "MHz", "VAL-001", True, _median(clocks)))
+            out.append(("cpu_freq/median", "median CPU clock under load", "MHz", "VAL-001", True, median(clocks)))
     mem = _ok(run.get("mem_bw"))
     if mem is not None:
         for group, rule in (("nodes", "VAL-003"), ("cross", "VAL-004")):
@@ -126,24 +113,22 @@ def compare_figure(before, after, higher_is_better=True):
     after (lists of numbers; either may be empty)."""
     entry = {"before": None, "after": None, "change": None, "change_pct": None, "noise": None, "verdict": "unknown"}
     if before:
-        entry["before"] = _median(before)
+        entry["before"] = median(before)
     if after:
-        entry["after"] = _median(after)
+        entry["after"] = median(after)
     spreads = [max(values) - min(values) for values in (before, after) if len(values) > 1]
     if spreads:
         entry["noise"] = max(spreads)
-    if entry["before"] is None or entry["after"] is None:
-        return dict((key, _round(value) if key != "verdict" else value) for key, value in entry.items())
-    change = entry["after"] - entry["before"]
-    entry["change"] = change
-    if entry["before"]:
-        entry["change_pct"] = 100.0 * change / abs(entry["before"])
-    if entry["noise"] is not None and abs(change) <= entry["noise"]:
-        entry["verdict"] = "within noise"
-    elif change == 0:
-        entry["verdict"] = "unchanged"
-    else:
-        entry["verdict"] = "better" if (change > 0) == bool(higher_is_better) else "worse"
+    if entry["before"] is not None and entry["after"] is not None:
+        change = entry["change"] = entry["after"] - entry["before"]
+        if entry["before"]:
+            entry["change_pct"] = 100.0 * change / abs(entry["before"])
+        if entry["noise"] is not None and abs(change) <= entry["noise"]:
+            entry["verdict"] = "within noise"
+        elif change == 0:
+            entry["verdict"] = "unchanged"
+        else:
+            entry["verdict"] = "better" if (change > 0) == bool(higher_is_better) else "worse"
     return dict((key, _round(value) if key != "verdict" else value) for key, value in entry.items())
 
 

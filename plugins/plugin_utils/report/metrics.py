@@ -38,6 +38,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base import files
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import HOST_STATES, SEVERITY_RANK, STATUSES, finding_kind, hosts_by_kind
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.isotime import epoch_seconds
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import expand_document
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.report import finite_number as _number
 
 __metaclass__ = type
 
@@ -150,13 +151,6 @@ def prom_escape(value):
     lone surrogates, which UTF-8 cannot encode, become U+FFFD."""
     text = _SURROGATE.sub(u"\ufffd", label_text(value))
     return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
-
-
-def _number(value):
-    """A finite int/float that is not a bool, else ``None``."""
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return None
-    return value if math.isfinite(value) else None
 
 
 def _value_text(value):

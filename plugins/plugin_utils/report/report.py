@@ -186,7 +186,8 @@ PROVE_VERDICTS = ("better", "worse", "unchanged", "within noise", "unknown")
 _PROVE_NUMBERS = ("before", "after", "change", "change_pct", "noise")
 
 
-def _finite(value):
+def finite_number(value):
+    """A finite int/float that is not a bool, else ``None`` (metrics.prom's sample values too)."""
     if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value):
         return value
     return None
@@ -212,7 +213,7 @@ def _normalize_prove(value):
         figure["label"] = figure["label"] or figure["key"]
         figure["unit"] = figure["unit"] or ""
         figure["higher_is_better"] = entry.get("higher_is_better") is not False
-        figure.update((key, _finite(entry.get(key))) for key in _PROVE_NUMBERS)
+        figure.update((key, finite_number(entry.get(key))) for key in _PROVE_NUMBERS)
         figure["verdict"] = entry.get("verdict") if entry.get("verdict") in PROVE_VERDICTS else "unknown"
         figures.append(figure)
     repeats = value.get("repeats") if isinstance(value.get("repeats"), dict) else {}
