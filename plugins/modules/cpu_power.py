@@ -334,25 +334,13 @@ backup_files:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.base import FIX_OPTIONS, run_fix
-from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.cpu import apply
+from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.cpu import ARGUMENT_SPEC, REQUIRED_ONE_OF, apply_params
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            governor=dict(type="str"),
-            epp=dict(type="str"),
-            boost=dict(type="bool"),
-            idle_latency_max_us=dict(type="int"),
-            persist=dict(type="str", default="auto", choices=["auto", "systemd", "tuned", "none"]),
-            **FIX_OPTIONS
-        ),
-        required_one_of=[["governor", "epp", "boost", "idle_latency_max_us"]],
-        supports_check_mode=True,
-    )
-    p = module.params
-    run_fix(module, lambda host: apply(host, p["governor"], p["epp"], p["boost"], p["idle_latency_max_us"],
-                                       p["persist"], module._diff))
+    module = AnsibleModule(argument_spec=dict(ARGUMENT_SPEC, **FIX_OPTIONS), required_one_of=REQUIRED_ONE_OF,
+                           supports_check_mode=True)
+    run_fix(module, lambda host: apply_params(host, module.params, module._diff))
 
 
 if __name__ == "__main__":

@@ -181,23 +181,14 @@ backup_files:
 
 from ansible.module_utils.basic import AnsibleModule
 
-from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.cmdline import apply
+from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.cmdline import ARGUMENT_SPEC, REQUIRED_ONE_OF, apply_params
 from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.base import FIX_OPTIONS, run_fix
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            add=dict(type="raw"),
-            remove=dict(type="list", elements="str"),
-            bootloader=dict(type="str", default="auto", choices=["auto", "grub", "systemd-boot", "bls"]),
-            **FIX_OPTIONS
-        ),
-        required_one_of=[["add", "remove"]],
-        supports_check_mode=True,
-    )
-    p = module.params
-    run_fix(module, lambda host: apply(host, p["add"], p["remove"], p["bootloader"], module._diff))
+    module = AnsibleModule(argument_spec=dict(ARGUMENT_SPEC, **FIX_OPTIONS), required_one_of=REQUIRED_ONE_OF,
+                           supports_check_mode=True)
+    run_fix(module, lambda host: apply_params(host, module.params, module._diff))
 
 
 if __name__ == "__main__":

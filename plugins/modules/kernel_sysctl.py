@@ -151,24 +151,13 @@ commands:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.base import FIX_OPTIONS, run_fix
-from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.sysctl import DEFAULT_FILE, apply
+from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.sysctl import ARGUMENT_SPEC, REQUIRED_ONE_OF, apply_params
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            key=dict(type="str", required=True, no_log=False),
-            value=dict(type="str", required=True),
-            runtime=dict(type="bool", default=True),
-            persist=dict(type="bool", default=True),
-            sysctl_file=dict(type="path", default=DEFAULT_FILE),
-            **FIX_OPTIONS
-        ),
-        supports_check_mode=True,
-    )
-    p = module.params
-    run_fix(module, lambda host: apply(host, p["key"], p["value"], p["runtime"], p["persist"], p["sysctl_file"],
-                                       module._diff))
+    module = AnsibleModule(argument_spec=dict(ARGUMENT_SPEC, **FIX_OPTIONS), required_one_of=REQUIRED_ONE_OF,
+                           supports_check_mode=True)
+    run_fix(module, lambda host: apply_params(host, module.params, module._diff))
 
 
 if __name__ == "__main__":

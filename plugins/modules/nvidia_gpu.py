@@ -165,25 +165,15 @@ commands:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.base import FixError, Host
-from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.nvidia import apply
+from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.nvidia import ARGUMENT_SPEC, apply_params
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            persistence=dict(type="bool"),
-            persistence_method=dict(type="str", choices=["auto", "daemon", "smi"], default="auto"),
-            power_limit=dict(type="str"),
-            gpus=dict(type="list", elements="str", default=[]),
-            force=dict(type="bool", default=False),
-            nvidia_smi=dict(type="str", default="nvidia-smi"),
-            root=dict(type="path", default="/"),
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=dict(ARGUMENT_SPEC, root=dict(type="path", default="/")),
+                           supports_check_mode=True)
     host = Host(module, module.params["root"])
     try:
-        result = apply(host, module.params, module._diff)
+        result = apply_params(host, module.params, module._diff)
     except FixError as exc:
         module.fail_json(msg=exc.msg, commands=host.commands, **exc.result)
     for warning in result.pop("warnings"):

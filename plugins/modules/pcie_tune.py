@@ -241,27 +241,13 @@ commands:
 from ansible.module_utils.basic import AnsibleModule
 
 from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.base import FIX_OPTIONS, run_fix
-from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.pcie import KINDS, apply
-
-SIZES = [128, 256, 512, 1024, 2048, 4096]
+from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.pcie import ARGUMENT_SPEC, REQUIRED_ONE_OF, apply_params
 
 
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            addresses=dict(type="list", elements="str"),
-            vendor=dict(type="list", elements="str"),
-            kinds=dict(type="list", elements="str", choices=list(KINDS)),
-            max_read_request=dict(type="int", choices=SIZES),
-            max_payload=dict(type="int", choices=SIZES),
-            acs_redirect=dict(type="str", choices=["keep", "disable"], default="keep"),
-            acs_bridges=dict(type="list", elements="str", default=["auto"]),
-            persist=dict(type="bool", default=True),
-            **FIX_OPTIONS
-        ),
-        supports_check_mode=True,
-    )
-    run_fix(module, lambda host: apply(host, module.params, module._diff))
+    module = AnsibleModule(argument_spec=dict(ARGUMENT_SPEC, **FIX_OPTIONS), required_one_of=REQUIRED_ONE_OF,
+                           supports_check_mode=True)
+    run_fix(module, lambda host: apply_params(host, module.params, module._diff))
 
 
 if __name__ == "__main__":

@@ -582,3 +582,17 @@ def apply(host, add=None, remove=None, bootloader="auto", diff=False):
         result["configured_after"] = parse_cmdline(_default_entry(_bls_entries(host))["options"])
         result["reboot_required"] = reboot_required(running, result["configured_after"], keys)
     return result
+
+
+#: The module's own options (kernel_cmdline; host_fix's steps with module kernel_cmdline), besides root and backup.
+ARGUMENT_SPEC = dict(
+    add=dict(type="raw"),
+    remove=dict(type="list", elements="str"),
+    bootloader=dict(type="str", default="auto", choices=["auto", "grub", "systemd-boot", "bls"]),
+)
+REQUIRED_ONE_OF = [["add", "remove"]]
+
+
+def apply_params(host, p, diff=False):
+    """:func:`apply` with the module's validated options ``p``."""
+    return apply(host, p["add"], p["remove"], p["bootloader"], diff)

@@ -718,3 +718,19 @@ def apply(host, governor=None, epp=None, boost=None, idle_latency_max_us=None, p
         # what the kernel made of it (EPP follows the performance governor on a live host)
         result["runtime_after"] = summarize(read_state(host))
     return result
+
+
+#: The module's own options (cpu_power; host_fix's steps with module cpu_power), besides root and backup.
+ARGUMENT_SPEC = dict(
+    governor=dict(type="str"),
+    epp=dict(type="str"),
+    boost=dict(type="bool"),
+    idle_latency_max_us=dict(type="int"),
+    persist=dict(type="str", default="auto", choices=["auto", "systemd", "tuned", "none"]),
+)
+REQUIRED_ONE_OF = [["governor", "epp", "boost", "idle_latency_max_us"]]
+
+
+def apply_params(host, p, diff=False):
+    """:func:`apply` with the module's validated options ``p``."""
+    return apply(host, p["governor"], p["epp"], p["boost"], p["idle_latency_max_us"], p["persist"], diff)

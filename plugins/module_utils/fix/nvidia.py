@@ -380,3 +380,20 @@ def _onoff(value):
 
 def _watts(value):
     return "unknown" if value is None else format_watts(value)
+
+
+#: The module's own options (nvidia_gpu; host_fix's steps with module nvidia_gpu), besides root.
+ARGUMENT_SPEC = dict(
+    persistence=dict(type="bool"),
+    persistence_method=dict(type="str", choices=["auto", "daemon", "smi"], default="auto"),
+    power_limit=dict(type="str"),
+    gpus=dict(type="list", elements="str", default=[]),
+    force=dict(type="bool", default=False),
+    nvidia_smi=dict(type="str", default="nvidia-smi"),
+)
+REQUIRED_ONE_OF = []
+
+
+def apply_params(host, p, diff=False):
+    """:func:`apply` with the module's validated options ``p``."""
+    return apply(host, p, diff)

@@ -723,3 +723,22 @@ def _commands(host, file_changes, link_change):
         host.run(["systemctl", "daemon-reload"], "so systemd does not know the new %s yet" % UNIT_NAME)
     if UDEV_PATH in paths:
         host.run(list(UDEV_RELOAD), "so udev has not read %s yet" % UDEV_PATH)
+
+
+#: The module's own options (pcie_tune; host_fix's steps with module pcie_tune), besides root and backup.
+ARGUMENT_SPEC = dict(
+    addresses=dict(type="list", elements="str"),
+    vendor=dict(type="list", elements="str"),
+    kinds=dict(type="list", elements="str", choices=list(KINDS)),
+    max_read_request=dict(type="int", choices=SIZES),
+    max_payload=dict(type="int", choices=SIZES),
+    acs_redirect=dict(type="str", choices=["keep", "disable"], default="keep"),
+    acs_bridges=dict(type="list", elements="str", default=["auto"]),
+    persist=dict(type="bool", default=True),
+)
+REQUIRED_ONE_OF = []
+
+
+def apply_params(host, p, diff=False):
+    """:func:`apply` with the module's validated options ``p``."""
+    return apply(host, p, diff)

@@ -229,3 +229,19 @@ def apply(host, key, value, runtime=True, persist=True, sysctl_file=DEFAULT_FILE
     if persist_change:
         host.write_file(sysctl_file, to_bytes(our_after), mode=0o644)  # explicit: not the umask's
     return result
+
+
+#: The module's own options (kernel_sysctl; host_fix's steps with module kernel_sysctl), besides root and backup.
+ARGUMENT_SPEC = dict(
+    key=dict(type="str", required=True, no_log=False),
+    value=dict(type="str", required=True),
+    runtime=dict(type="bool", default=True),
+    persist=dict(type="bool", default=True),
+    sysctl_file=dict(type="path", default=DEFAULT_FILE),
+)
+REQUIRED_ONE_OF = []
+
+
+def apply_params(host, p, diff=False):
+    """:func:`apply` with the module's validated options ``p``."""
+    return apply(host, p["key"], p["value"], p["runtime"], p["persist"], p["sysctl_file"], diff)
