@@ -89,15 +89,19 @@ def test_fix_mode_wrote_the_intended_state(remediated):
 
 
 def fix_tasks_that_ran(runner, host="gpu-incident"):
-    """Rule ids in the names of the fix tasks that ran on ``host`` (ok, changed, failed or cut off: not
-    skipped, not left out), from the run's events."""
+    """Rule ids in the names of the fix steps that ran on ``host`` (host_fix's ``ran``: ok, changed or failed;
+    its ``selected`` when the connection was cut; not left out) and of the other fix tasks that ran (the kernel
+    package), from the run's events."""
     ran = set()
     for event in runner.events:
         data = event.get("event_data") or {}
         if event.get("event") in ("runner_on_ok", "runner_on_failed", "runner_on_unreachable") and data.get("host") == host:
-            head = (data.get("task") or "").split(" - ", 1)
-            if len(head) == 2:
-                ran.update(RULE_ID.findall(head[0]))
+            result = data.get("res") or {}
+            names = result.get("ran") or result.get("selected") if "selected" in result else [data.get("task") or ""]
+            for name in names or []:
+                head = name.split(" - ", 1)
+                if len(head) == 2:
+                    ran.update(RULE_ID.findall(head[0]))
     return ran
 
 

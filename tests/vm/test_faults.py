@@ -19,12 +19,12 @@ from helpers.runner import run_playbook, stdout_of
 
 pytestmark = [pytest.mark.vm, pytest.mark.slow]
 
-FIRST_FIX = "NUMA-001 NUMA-006"
+FIRST_FIX = "Apply the failing rules' fixes"  # the host_fix task (roles/remediate/tasks/fix.yml)
 WRAPPER = "/usr/local/bin/gpuhost-python-drop"
 MARK = "/run/gpuhost-drop"
 # The fault test's interpreter (ansible_python_interpreter). It keeps the module it is given (on
-# stdin when pipelining, else as the script argument) and runs it, except the first kernel_sysctl
-# module (its AnsiballZ wrapper names the module in plain text): for that one it marks MARK, kills
+# stdin when pipelining, else as the script argument) and runs it, except the first host_fix
+# module, which applies the host's fixes (its AnsiballZ wrapper names the module in plain text): for that one it marks MARK, kills
 # the sshd session process it runs under (its first ancestor named "sshd: <user>@..."; with
 # ControlMaster that is the whole connection) and exits without running it, as a module dies with
 # its session. Only that session goes: the re-audit that follows connects again.
@@ -33,7 +33,7 @@ set -u
 payload=$(mktemp /tmp/gpuhost-module.XXXXXX) || exit 1
 trap 'rm -f "$payload"' EXIT
 if [ $# -gt 0 ]; then cat "$1" > "$payload"; shift; else cat > "$payload"; fi
-if grep -Eq "plugins[.]modules[.](kernel_)?sysctl['\"]" "$payload" && mkdir MARK 2>/dev/null; then
+if grep -Eq "plugins[.]modules[.]host_fix['\"]" "$payload" && mkdir MARK 2>/dev/null; then
     pid=$$
     while [ "$pid" -gt 1 ]; do
         case "$(tr '\000' ' ' < /proc/"$pid"/cmdline 2>/dev/null)" in

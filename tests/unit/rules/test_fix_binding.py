@@ -1,5 +1,8 @@
 """The fix binding as data (issue 19): each rule's ``fix`` (kind automatic / opt_in / manual, the
-action, for opt_in the variable) in rules/*.yml against the tasks of roles/remediate/tasks/fix.yml.
+action, for opt_in the variable) in rules/*.yml against the fixes of the remediate role: the steps of
+roles/remediate/vars/main.yml (gpuhost_fix_steps, applied by one host_fix task) and the tasks of
+roles/remediate/tasks/fix.yml that name a rule (the kernel package). A step is checked as the task it
+stands for (:func:`step_as_task`: its module, its rules as its when and tags, its enabled condition).
 
 :func:`binding_problems` is the checker; the suite fails on any problem it finds in the shipped
 files, and the fake rules and tasks below show that it finds each kind of mismatch.
@@ -15,6 +18,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalog
 
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 FIX_YML = os.path.join(REPO, "roles", "remediate", "tasks", "fix.yml")
+STEPS_YML = os.path.join(REPO, "roles", "remediate", "vars", "main.yml")
 RULE_ID = re.compile(r"^[A-Z]+-[0-9]{3}$")
 RULE_ID_IN_TEXT = re.compile(r"\b[A-Z]+-[0-9]{3}\b")
 #: task keys that are no module
@@ -72,7 +76,7 @@ def binding_problems(rules, tasks, actions=None):
             applied_by.setdefault(rid, []).append(name)
     for rid, rule in sorted(rules.items()):
         if rule["kind"] == "automatic" and rid not in applied_by:
-            problems.append("%s claims an automatic %s fix, but no task of fix.yml applies it" % (rid, rule["action"]))
+            problems.append("%s claims an automatic %s fix, but no fix step or task applies it" % (rid, rule["action"]))
     return problems
 
 
@@ -81,9 +85,40 @@ def shipped_rules():
                 for r in load_catalogue().rules)
 
 
+def step_as_task(step):
+    """A step of gpuhost_fix_steps as the task it stands for: host_fix runs it only for its failing rules
+    (the when) and when ``enabled`` holds; --tags select it by its rules and tags."""
+    rules = list(step.get("rules") or [])
+    when = ["gpuhost_before_eval.failing_ids | intersect(%r) | length > 0" % rules]
+    if "enabled" in step:
+        when.append(str(step["enabled"]))
+    return {"name": step["name"], "gpuhost.baseline." + step["module"]: step.get("args") or {}, "when": when,
+            "tags": list(step.get("tags") or []) + rules}
+
+
+def shipped_steps():
+    with open(STEPS_YML) as handle:
+        return yaml.safe_load(handle)["gpuhost_fix_steps"]
+
+
 def shipped_tasks():
     with open(FIX_YML) as handle:
-        return yaml.safe_load(handle)
+        tasks = yaml.safe_load(handle)
+    return [step_as_task(step) for step in shipped_steps()] + tasks
+
+
+def test_steps_are_what_host_fix_takes():
+    """Each step names a module host_fix applies, with options that module knows, a unique name, and no
+    always or never tag (fix_steps.tags_select handles neither: a step is selected by its rules and tags)."""
+    from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.plan import MODULES
+    names = set()
+    for step in shipped_steps():
+        assert step["name"] not in names, step["name"]
+        names.add(step["name"])
+        assert step["module"] in MODULES, step
+        assert set(step.get("args") or {}) <= set(MODULES[step["module"]].ARGUMENT_SPEC), step
+        assert not {"always", "never"} & set(step.get("tags") or []), step
+        assert step["rules"] and all(RULE_ID.match(rid) for rid in step["rules"]), step
 
 
 def test_fix_yml_applies_exactly_the_automatic_and_opt_in_fixes():
@@ -148,7 +183,7 @@ def test_checker_accepts_a_consistent_fake_binding():
 @pytest.mark.parametrize("rules, edit, wanted", [
     # an automatic rule that no task applies (the seven rules of issue 19)
     (_rules(TEST_003={"kind": "automatic", "action": "nvidia_gpu"}), None,
-     "TEST-003 claims an automatic nvidia_gpu fix, but no task of fix.yml applies it"),
+     "TEST-003 claims an automatic nvidia_gpu fix, but no fix step or task applies it"),
     # a task naming a rule whose fix is manual
     (_rules(TEST_001={"kind": "manual"}), None, "applies TEST-001, whose fix kind is manual"),
     # a task whose module is not the one of the rule's action
@@ -178,7 +213,7 @@ def test_checker_fails_on_the_shipped_files_with_a_rule_claiming_an_automatic_fi
     rules = shipped_rules()
     rules["PCI-003"] = dict(rules["PCI-003"], kind="automatic", action="pcie_tune")
     assert binding_problems(rules, shipped_tasks()) == [
-        "PCI-003 claims an automatic pcie_tune fix, but no task of fix.yml applies it"]
+        "PCI-003 claims an automatic pcie_tune fix, but no fix step or task applies it"]
     tasks = shipped_tasks()
     tasks[0]["tags"].remove("NUMA-006")
     assert any("NUMA-006" in problem for problem in binding_problems(shipped_rules(), tasks))

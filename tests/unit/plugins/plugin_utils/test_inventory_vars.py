@@ -56,7 +56,7 @@ def test_inventory_only_names_are_known_and_are_no_role_option():
 def test_names_the_collection_sets_while_it_runs_are_known():
     # registered results, set_fact and task vars: a remediate role after an audit in the same play sees them
     for name in ("gpuhost_eval", "gpuhost_before_eval", "gpuhost_skip_reason", "gpuhost_fix_error",
-                 "gpuhost_fix_result_numa_balancing", "gpuhost_report", "gpuhost_run_started",
+                 "gpuhost_fix_result_plan", "gpuhost_report", "gpuhost_run_started",
                  "gpuhost_learned", "gpuhost_snapshot_tarball", "gpuhost_self_audit_runner",
                  "gpuhost_controller_guard"):
         assert name in KNOWN, name
