@@ -1,7 +1,6 @@
 """host_fix's plan (module_utils/fix/plan.py): every step's options checked first with its module's own argument
 spec, the steps applied in order on a snapshot copy, a failing step rolled back and the rest not run, check mode
 writing nothing, a second run changing nothing."""
-import os
 
 import pytest
 
