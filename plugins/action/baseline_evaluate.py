@@ -12,12 +12,15 @@ from __future__ import absolute_import, division, print_function
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base import schema
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.schema import COLLECTION_ROOT
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import CatalogueError
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.console import measure_line, prove_line
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.findings import compact_findings, pack_findings
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.gathering import gather_host
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.judge.judge import HOST_VARS, judge_host
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inputs.inventory_vars import (
+    InventoryVarsError, connection_name, controller_refusal, known_names, unknown_names)
 from ansible_collections.gpuhost.baseline.plugins.modules.baseline_evaluate import ARGUMENT_SPEC
 
 __metaclass__ = type
@@ -52,6 +55,13 @@ class ActionModule(ActionBase):
         result = super(ActionModule, self).run(tmp, task_vars)
         del tmp
         host = args["host"] or (task_vars or {}).get("inventory_hostname")
+        if args["controller_guard"]:
+            refusal = self._refusal(args, task_vars or {})
+            if refusal:
+                # nothing is read; the reports show the host failed with the reason, the verdict fails it
+                result.update(failed=True, changed=False, msg=refusal,
+                              host_report={"state": "failed", "message": refusal, "findings": []})
+                return result
         # the catalogue first: the gather reads the sysctls its rules read by name (Catalogue.sysctls)
         try:
             catalogue, message = load_catalogue(site_dirs=args["catalogue_dirs"]), None
@@ -102,6 +112,20 @@ class ActionModule(ActionBase):
             result["host_report"] = pack_findings(result["host_report"])
         result["changed"] = False
         return result
+
+    def _refusal(self, args, task_vars):
+        """The controller guard's refusal for the task's host (inventory_vars.controller_refusal, as
+        baseline_validate's controller_guard), or None; the misspelled gpuhost_root it names is looked for only
+        when the host is refused."""
+        host = task_vars.get("inventory_hostname")
+        connection = connection_name(self)
+        if not controller_refusal(host, connection, args["root"], args["allow_controller"], (), args["guard_action"]):
+            return None
+        try:
+            unknown = unknown_names(list(task_vars), known_names(COLLECTION_ROOT))
+        except (InventoryVarsError, IOError, OSError):
+            unknown = ()
+        return controller_refusal(host, connection, args["root"], args["allow_controller"], unknown, args["guard_action"])
 
     def _gather(self, args, task_vars, sysctls):
         """``gathering.gather_host``, with this host's part of the report when it did not answer."""

@@ -25,6 +25,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.schema impor
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.snapshot.gathering import missing_demo_roots
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inputs.inventory_vars import (
     InventoryVarsError,
+    connection_name,
     controller_refusal,
     describe_unknown,
     known_names,
@@ -149,7 +150,7 @@ class ActionModule(ActionBase):
                                           for host, unknown in unknown_by_host.items())
         if args["controller_guard"]:
             host = task_vars.get("inventory_hostname")
-            refusal = controller_refusal(host, self._connection_name(), args["root"], args["allow_controller"],
+            refusal = controller_refusal(host, connection_name(self), args["root"], args["allow_controller"],
                                          unknown_by_host.get(host, ()), args["guard_action"])
             if refusal:
                 problems.append(refusal)
@@ -233,10 +234,6 @@ class ActionModule(ActionBase):
             if problem:
                 problems.append(problem)
         return problems
-
-    def _connection_name(self):
-        """The connection plugin of the task's host (``local``, ``ssh``...): what runs the fixes."""
-        return getattr(self._connection, "transport", None) or getattr(self._play_context, "connection", None)
 
     @staticmethod
     def _per_host_inputs(hosts, task_vars):

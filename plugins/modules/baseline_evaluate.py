@@ -50,6 +50,29 @@ options:
     type: int
     choices: [1, 2]
     default: 1
+  controller_guard:
+    description:
+      - Before anything is read, refuse a host whose audit would read the controller itself - a C(local) connection,
+        O(root) resolving to C(/), an inventory name other than C(localhost), C(127.0.0.1) or C(::1), and
+        O(allow_controller) not set - the check of M(gpuhost.baseline.baseline_validate)'s
+        O(gpuhost.baseline.baseline_validate#module:controller_guard), with the same message. The task fails with
+        RV(host_report) state V(failed) and the refusal as its message; nothing is gathered.
+      - The audit role sets it (one task per host for the guard and the audit); the remediate and validate roles
+        run their guard as a task of its own first.
+    type: bool
+    default: false
+  allow_controller:
+    description:
+      - The host's C(gpuhost_allow_controller), for O(controller_guard).
+    type: bool
+    default: false
+  guard_action:
+    description:
+      - What O(controller_guard) protects, for its message (as M(gpuhost.baseline.baseline_validate)'s
+        O(gpuhost.baseline.baseline_validate#module:guard_action)).
+    type: str
+    choices: [audit, learn, remediate, snapshot, validate]
+    default: audit
   return_facts:
     description:
       - Also return the gathered facts as C(ansible_facts.gpuhost). Off by default, because the audit needs only
@@ -378,6 +401,9 @@ ARGUMENT_SPEC = dict(
     root=dict(type="path", default="/"),
     gather=dict(type="list", elements="str", choices=list(SUBSYSTEMS)),
     kernel_log_boots=dict(type="int", default=1, choices=[1, 2]),
+    controller_guard=dict(type="bool", default=False),
+    allow_controller=dict(type="bool", default=False),
+    guard_action=dict(type="str", default="audit", choices=["audit", "learn", "remediate", "snapshot", "validate"]),
     return_facts=dict(type="bool", default=False),
     return_findings=dict(type="bool", default=True),
     before=dict(type="list", elements="dict"),

@@ -173,8 +173,9 @@ def test_an_explicit_opt_in_lets_the_controller_through_the_guard(snapshot_trees
 
 
 def test_the_audit_refuses_the_typo_and_audits_the_others(snapshot_trees, tmp_path):
-    """Issue 40, item 4: the audit runs the same guard (audit/tasks/controller_guard.yml): a typo'd host is
-    not read as the controller under its name (a false pass of the host meant), it fails with the reason."""
+    """Issue 40, item 4: the audit runs the same guard, inside its evaluation (baseline_evaluate's
+    controller_guard: one task per host for both, issue 41): a typo'd host is not read as the controller
+    under its name (a false pass of the host meant), it fails with the reason."""
     root = copy_tree(snapshot_trees["healthy"], tmp_path / "meant")
     inventory = {"all": {"hosts": {"typo-host": local_host(gpuhost_rot=root),
                                    "gpu-healthy": local_host(gpuhost_root=root)}}}
@@ -187,15 +188,20 @@ def test_the_audit_refuses_the_typo_and_audits_the_others(snapshot_trees, tmp_pa
                 for w in e["event_data"]["res"].get("warnings") or [] if "gpuhost_rot" in w]
     assert len(warnings) == 1, out
     assert "typo-host" in warnings[0] and "did you mean gpuhost_root" in warnings[0], warnings
-    failed = [e for e in guard_events(runner, "typo-host") if e["event"] == "runner_on_failed"]
-    assert len(failed) == 1, out
-    assert "refusing to audit typo-host" in failed[0]["event_data"]["res"]["msg"]
-    assert events_of(runner, "typo-host", action="gpuhost.baseline.baseline_evaluate") == []
+    # no guard task of its own in the audit: the evaluation refuses, before anything is read
+    assert guard_events(runner, "typo-host") == [] and guard_events(runner, "gpu-healthy") == []
+    evaluated = events_of(runner, "typo-host", action="gpuhost.baseline.baseline_evaluate")
+    assert [e["event"] for e in evaluated] == ["runner_on_failed"], out
+    result = evaluated[0]["event_data"]["res"]
+    assert "refusing to audit typo-host" in result["msg"]
+    assert result["host_report"]["findings"] == [] and "ansible_facts" not in result and "summary" not in result
+    assert "failing_ids" not in result
     report = load_report(tmp_path / "reports" / "report.json")["hosts"]
     assert set(report) == {"typo-host", "gpu-healthy"}
     assert report["gpu-healthy"]["state"] == "audited"
     assert report["typo-host"]["state"] == "failed" and "refusing to audit typo-host" in report["typo-host"]["message"]
     assert "did you mean gpuhost_root?" in report["typo-host"]["message"]
+    assert failed_hosts(runner) == {"typo-host"}
 
 
 def test_validate_refuses_to_measure_the_controller_under_a_typo(snapshot_trees, tmp_path):

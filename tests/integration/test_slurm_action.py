@@ -463,7 +463,7 @@ def test_the_controller_guard_keeps_on_fail_off_the_node_of_a_typo(clean_node, s
     assert proc.returncode == 2, proc.stdout[-5000:]
     assert "refusing to audit %s" % node in proc.stdout and "did you mean gpuhost_root?" in proc.stdout
     assert node_row(cluster) == "%s drain gpuhost: CPU-001" % node, proc.stdout[-5000:]
-    assert "Drain the Slurm node" not in proc.stdout  # the host left the play at the guard
+    assert "Drain the Slurm node" not in proc.stdout  # refused by the evaluation: not audited, on_fail skips it
 
 
 def _fleet(cluster, snapshot, count):

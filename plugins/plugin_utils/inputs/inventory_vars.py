@@ -203,6 +203,12 @@ GUARD_ACTIONS = {
 }
 
 
+def connection_name(action):
+    """The connection plugin (``local``, ``ssh``...) of the host an action plugin ``action`` runs for: the one
+    Ansible uses for it (``ansible_connection``, the play's keyword or the default), never a guess from its name."""
+    return getattr(action._connection, "transport", None) or getattr(action._play_context, "connection", None)
+
+
 def controller_refusal(host, connection, root, allow, unknown=(), action="remediate"):
     """Why ``host`` must not be remediated (audited, validated: ``action``, a key of ``GUARD_ACTIONS``),
     or ``None`` when it may be.
