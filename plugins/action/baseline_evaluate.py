@@ -9,6 +9,11 @@ one ``host_facts`` module run, so an audit is one task per host; the judging nev
 
 from __future__ import absolute_import, division, print_function
 
+import json
+import os
+import tempfile
+
+from ansible import constants as C
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base import schema
@@ -45,6 +50,31 @@ _warm_catalogue()
 schema.warm()
 
 
+def _keep_facts(facts):
+    """Write ``facts`` to a new file of this run's local temporary directory (Ansible's, mode 0700, removed
+    when ansible-playbook exits; the forked workers share it); returns its path."""
+    handle, path = tempfile.mkstemp(prefix="gpuhost-facts-", suffix=".json", dir=C.DEFAULT_LOCAL_TMP)
+    with os.fdopen(handle, "w") as out:
+        json.dump(facts, out, separators=(",", ":"))
+    return path
+
+
+def _kept_facts(path):
+    """``(facts, None)`` from a file of :func:`_keep_facts`, or ``(None, why)``; the file is removed once read."""
+    try:
+        with open(path) as handle:
+            facts = json.load(handle)
+    except (IOError, OSError, ValueError) as exc:
+        return None, "the facts kept from the first gather cannot be read (%s): %s" % (path, exc)
+    try:
+        os.unlink(path)
+    except OSError:
+        pass  # the run's temporary directory goes at its end anyway
+    if not isinstance(facts, dict):
+        return None, "the facts kept from the first gather (%s) are no mapping" % path
+    return facts, None
+
+
 class ActionModule(ActionBase):
     TRANSFERS_FILES = False
     _requires_connection = False
@@ -68,6 +98,13 @@ class ActionModule(ActionBase):
         except CatalogueError as exc:
             catalogue, message = None, "baseline evaluation of %s: %s" % (host, exc)
         facts = args["facts"]
+        result["facts_source"] = "given" if facts is not None else ("kept" if args["facts_from"] else "gathered")
+        if facts is None and args["facts_from"]:
+            facts, message = _kept_facts(args["facts_from"])
+            if facts is None:
+                result.update(failed=True, changed=False, msg=message,
+                              host_report={"state": "failed", "message": message})
+                return result
         if facts is None:
             gathered = self._gather(args, task_vars, catalogue.sysctls if catalogue is not None else None)
             if "host_report" in gathered:  # unreachable or the module failed: say so, judge nothing
@@ -83,6 +120,8 @@ class ActionModule(ActionBase):
             facts = gathered["facts"]
             if args["return_facts"]:
                 result["ansible_facts"] = {"gpuhost": facts}
+            if args["keep_facts"]:
+                result["facts_file"] = _keep_facts(facts)
         host_vars = dict((key, args[key]) for key in HOST_VARS if key in args)
         host_vars["host"] = host
         if catalogue is not None:

@@ -73,6 +73,19 @@ options:
     type: str
     choices: [audit, learn, remediate, snapshot, validate]
     default: audit
+  keep_facts:
+    description:
+      - Keep the gathered facts for a second judgement later in the same run, in a file of the controller's local
+        temporary directory (Ansible's C(ansible-local-*) directory of this run, mode 0700, removed when the run
+        ends), returned as RV(facts_file); none of the facts stays in the play's memory. The remediate role's
+        C(--check) judges them again after its fix plan, instead of gathering a second time.
+    type: bool
+    default: false
+  facts_from:
+    description:
+      - Judge the facts of a RV(facts_file) written earlier in this run by O(keep_facts) instead of gathering.
+        A file that cannot be read makes the host V(failed) with the reason.
+    type: path
   return_facts:
     description:
       - Also return the gathered facts as C(ansible_facts.gpuhost). Off by default, because the audit needs only
@@ -220,6 +233,17 @@ EXAMPLES = r"""
 """
 
 RETURN = r"""
+facts_source:
+  description:
+    - Where the judged facts came from - V(gathered) on the host, V(given) (O(facts)) or V(kept) (O(facts_from)).
+  returned: always
+  type: str
+  sample: gathered
+facts_file:
+  description: The file that keeps the gathered facts for a second judgement (O(facts_from)), with O(keep_facts).
+  returned: success and O(keep_facts) true
+  type: str
+  sample: /root/.ansible/tmp/ansible-local-4242abcd/gpuhost-facts-x1y2z3.json
 findings:
   description: One entry per rule and subject, in catalogue order.
   returned: success and O(return_findings) true
@@ -404,6 +428,8 @@ ARGUMENT_SPEC = dict(
     controller_guard=dict(type="bool", default=False),
     allow_controller=dict(type="bool", default=False),
     guard_action=dict(type="str", default="audit", choices=["audit", "learn", "remediate", "snapshot", "validate"]),
+    keep_facts=dict(type="bool", default=False),
+    facts_from=dict(type="path"),
     return_facts=dict(type="bool", default=False),
     return_findings=dict(type="bool", default=True),
     before=dict(type="list", elements="dict"),

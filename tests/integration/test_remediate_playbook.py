@@ -53,6 +53,18 @@ def test_check_diff_shows_changes_and_changes_nothing(remediated):
     assert "preview" not in load_report(remediated["tmp"] / "apply")
 
 
+def test_check_gathers_once_and_judges_the_kept_facts_again(remediated):
+    """Issue 41 item 3: --check changes nothing, so the evaluation after its fix plan judges the facts the first
+    gather kept in a file on the controller (none held in the play's memory); fix mode gathers again."""
+    def sources(runner):
+        return [(e["event_data"]["res"].get("facts_source"), "facts_file" in e["event_data"]["res"])
+                for e in runner.events if e.get("event") == "runner_on_ok"
+                and e["event_data"].get("task_action") == "gpuhost.baseline.baseline_evaluate"
+                and e["event_data"].get("host") == "gpu-incident"]
+    assert sources(remediated["check"]) == [("gathered", True), ("kept", False)]
+    assert sources(remediated["apply"]) == [("gathered", False), ("gathered", False)]
+
+
 def test_fix_mode_repairs_every_fixable_rule(remediated):
     apply = remediated["apply"]
     assert apply.rc == 0, stdout_of(apply)
