@@ -30,5 +30,5 @@ def test_a_missing_or_damaged_file_is_a_reason(tmp_path):
     assert facts is None and "cannot be read" in why
     listed = tmp_path / "list.json"
     listed.write_text(json.dumps([1, 2]))
-    assert baseline_evaluate._kept_facts(str(listed)) == (None, "the facts kept from the first gather (%s) are no mapping"
-                                                           % listed)
+    wanted = "the facts kept from the first gather (%s) are no mapping" % listed
+    assert baseline_evaluate._kept_facts(str(listed)) == (None, wanted)
