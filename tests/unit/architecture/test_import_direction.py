@@ -56,6 +56,7 @@ PACKAGES = {
     "judge": {"base", "derive", "catalogue", "report", "judge"},
     "snapshot": {"base", "snapshot"},
     "inputs": {"base", "derive", "inputs"},
+    "remedy": {"remedy"},
     # ansible-core's ActionBase for the controller-only action plugins
     "actionbase": {"base", "actionbase"},
 }

@@ -26,14 +26,14 @@ ALLOWED = {
         "(findings.SEVERITY_RANK's keys); test_baseline_report.py holds the module's spec equal to "
         "plugin_utils' argument spec, which takes its choices from findings.SEVERITIES"),
     frozenset(("governor", "epp", "boost", "idle_latency_max_us")): (
-        {"modules/cpu_power.py", "module_utils/facts/persist.py"},
-        "cpu_power's required_one_of names its own options; persist.py types the settings the fix "
+        {"module_utils/fix/cpu.py", "module_utils/facts/persist.py"},
+        "cpu_power's required_one_of (fix/cpu.py's REQUIRED_ONE_OF) names its own options; persist.py types the settings the fix "
         "persists, which are those options"),
     frozenset(("audit", "learn", "remediate", "snapshot", "validate")): (
-        {"modules/baseline_validate.py", "plugin_utils/inputs/inventory_vars.py"},
-        "guard_action's choices (the documentation module's spec, which the action imports) and the "
-        "guard's words per playbook (inventory_vars.GUARD_ACTIONS); a test below holds them to the "
-        "same playbooks"),
+        {"modules/baseline_validate.py", "modules/baseline_evaluate.py", "plugin_utils/inputs/inventory_vars.py"},
+        "guard_action's choices (the documentation modules' specs of baseline_validate and baseline_evaluate, which "
+        "their actions import, and which cannot import controller code) and the guard's words per playbook "
+        "(inventory_vars.GUARD_ACTIONS); a test below holds them to the same playbooks"),
     frozenset(("pass", "fail", "unknown", "waived", "not_applicable")): (
         {"plugin_utils/report/findings.py", "plugin_utils/report/views.py"},
         "views.CELL_MARKS is a table over findings.STATUSES (a mark per status); a test below holds "
@@ -113,9 +113,10 @@ def test_a_copy_under_another_name_is_found():
 
 
 def test_the_allowed_tables_cover_what_they_are_tables_of():
-    from ansible_collections.gpuhost.baseline.plugins.modules import baseline_validate
+    from ansible_collections.gpuhost.baseline.plugins.modules import baseline_evaluate, baseline_validate
     from ansible_collections.gpuhost.baseline.plugins.plugin_utils.inputs import inventory_vars
     from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report import findings, views
 
     assert set(baseline_validate.ARGUMENT_SPEC["guard_action"]["choices"]) == set(inventory_vars.GUARD_ACTIONS)
+    assert set(baseline_evaluate.ARGUMENT_SPEC["guard_action"]["choices"]) == set(inventory_vars.GUARD_ACTIONS)
     assert set(views.CELL_MARKS) == set(findings.STATUSES)
