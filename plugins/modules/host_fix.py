@@ -96,11 +96,11 @@ EXAMPLES = r"""
     failing: "{{ gpuhost_eval.failing_ids }}"
     backup: true
     fixes:
-      - name: NUMA-001 NUMA-006 - automatic NUMA balancing off
-        module: kernel_sysctl
-        args: {key: kernel.numa_balancing, value: "0"}
-        rules: [NUMA-001, NUMA-006]
-        tags: [numa]
+      - name: CPU-003 CPU-006 - governor performance, deep idle states off
+        module: cpu_power
+        args: {governor: performance, idle_latency_max_us: 10}
+        rules: [CPU-003, CPU-006]
+        tags: [cpu]
       - name: CPU-001 CPU-002 - amd_pstate=active, pending a reboot
         module: kernel_cmdline
         args: {add: [amd_pstate=active]}
@@ -121,8 +121,8 @@ steps:
       failed has C(failed) and C(msg).
   returned: always
   type: dict
-  sample: {"NUMA-001 NUMA-006 - automatic NUMA balancing off": {"changed": true, "runtime_before": "1",
-           "runtime_after": "0", "commands": [], "backup_files": {}}}
+  sample: {"CPU-001 CPU-002 - amd_pstate=active, pending a reboot": {"changed": true, "reboot_required": true,
+           "bootloader": "grub", "commands": ["update-grub"], "backup_files": {}}}
 ran:
   description: The names of the steps that ran, in order, the one that failed last.
   returned: always
