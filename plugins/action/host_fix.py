@@ -29,6 +29,13 @@ ARGUMENT_SPEC = dict(
 )
 
 
+def _lost(why):
+    """The task's result when the connection dropped under the fixes: failed (the remediate role's rescue notes it,
+    the host is audited again and reported failed; a host that no longer answers is then reported unreachable),
+    with every chosen step counted as applied (which of them ran is not known)."""
+    return dict(failed=True, connection_lost=True, msg="connection lost during the fixes: %s" % why)
+
+
 class ActionModule(ActionBase):
     """Chooses the host's steps on the controller (failing rules, ``enabled``, --tags / --skip-tags), then
     runs the host_fix module once with them; nothing runs on the host when no step is left."""
@@ -56,11 +63,11 @@ class ActionModule(ActionBase):
             ran = self._execute_module(module_name="gpuhost.baseline.host_fix", module_args=module_args,
                                        task_vars=task_vars)
         except AnsibleConnectionFailure as exc:
-            # the connection dropped under the fixes: unreachable, with applied kept (the role reports the
-            # host failed, and its re-audit says "still failing after the fix" of these rules)
-            ran = dict(unreachable=True, msg=to_text(exc))
+            ran = _lost(to_text(exc))
         else:
             self._remove_tmp_path(self._connection._shell.tmpdir)
+            if ran.get("unreachable"):
+                ran = _lost(ran.get("msg") or "unreachable")
         result.update(ran)
         if "ran" in ran:  # the module answered: the steps that ran, the one that failed last
             done = set(ran["ran"])

@@ -161,6 +161,12 @@ failed_fix:
   description: The name of the step that failed.
   returned: failed
   type: str
+connection_lost:
+  description:
+    - The connection dropped while the module ran (the action fails the task with C(connection lost during the
+      fixes) instead of leaving the host unreachable; which steps ran is not known, RV(applied) names them all).
+  returned: when the connection dropped
+  type: bool
 """
 
 from ansible.module_utils.basic import AnsibleModule
