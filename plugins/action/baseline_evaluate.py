@@ -136,6 +136,10 @@ class ActionModule(ActionBase):
             result.update(failed=True, msg=message, host_report={"state": "failed", "message": message})
             return result
         result.update(judgement.outcome)
+        if args["applied"] is not None:
+            # the rule ids it was told ran (remediate.yml): a later judgement of the same host (gpuhost_prove's
+            # after the measurements) is told the same
+            result["applied"] = list(args["applied"])
         result["host_report"] = judgement.part
         if args["facts"] is not None and isinstance(facts.get("measure"), dict):
             # validate.yml's line of what was measured: the tools' messages escaped as every console line

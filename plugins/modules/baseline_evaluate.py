@@ -239,6 +239,11 @@ facts_source:
   returned: always
   type: str
   sample: gathered
+applied:
+  description: The rule ids of O(applied), as given (the remediate role passes them on to a later judgement).
+  returned: success and O(applied) given
+  type: list
+  elements: str
 facts_file:
   description: The file that keeps the gathered facts for a second judgement (O(facts_from)), with O(keep_facts).
   returned: success and O(keep_facts) true
