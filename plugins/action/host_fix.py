@@ -10,23 +10,9 @@ from ansible.module_utils.common.text.converters import to_text
 from ansible.plugins.action import ActionBase
 
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.remedy.fix_steps import applied_rules, select_steps
+from ansible_collections.gpuhost.baseline.plugins.modules.host_fix import ARGUMENT_SPEC
 
 __metaclass__ = type
-
-STEP_SPEC = dict(
-    name=dict(type="str", required=True),
-    module=dict(type="str", required=True),
-    args=dict(type="dict", default={}),
-    rules=dict(type="list", elements="str", default=[]),
-    tags=dict(type="list", elements="str", default=[]),
-    enabled=dict(type="bool", default=True),
-)
-ARGUMENT_SPEC = dict(
-    fixes=dict(type="list", elements="dict", required=True, options=STEP_SPEC),
-    failing=dict(type="list", elements="str", required=True),
-    root=dict(type="path", default="/"),
-    backup=dict(type="bool", default=False),
-)
 
 
 def _lost(why):

@@ -175,22 +175,23 @@ from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.base import F
 from ansible_collections.gpuhost.baseline.plugins.module_utils.fix.plan import MODULES, PlanError, apply_plan
 
 
+#: The module's options, which the action plugin of the same name takes too (it imports this spec).
+ARGUMENT_SPEC = dict(
+    fixes=dict(type="list", elements="dict", required=True, options=dict(
+        name=dict(type="str", required=True),
+        module=dict(type="str", required=True, choices=sorted(MODULES)),
+        args=dict(type="dict", default={}),
+        rules=dict(type="list", elements="str", default=[]),
+        tags=dict(type="list", elements="str", default=[]),
+        enabled=dict(type="bool", default=True),
+    )),
+    failing=dict(type="list", elements="str", required=True),
+    **FIX_OPTIONS
+)
+
+
 def main():
-    module = AnsibleModule(
-        argument_spec=dict(
-            fixes=dict(type="list", elements="dict", required=True, options=dict(
-                name=dict(type="str", required=True),
-                module=dict(type="str", required=True, choices=sorted(MODULES)),
-                args=dict(type="dict", default={}),
-                rules=dict(type="list", elements="str", default=[]),
-                tags=dict(type="list", elements="str", default=[]),
-                enabled=dict(type="bool", default=True),
-            )),
-            failing=dict(type="list", elements="str", required=True),
-            **FIX_OPTIONS
-        ),
-        supports_check_mode=True,
-    )
+    module = AnsibleModule(argument_spec=ARGUMENT_SPEC, supports_check_mode=True)
     # the action plugin chose the steps already (tags too); a step is never applied for a rule that passes
     failing = set(module.params["failing"])
     steps = [step for step in module.params["fixes"] if step["enabled"] and failing.intersection(step["rules"])]
