@@ -11,12 +11,11 @@ from __future__ import absolute_import, division, print_function
 
 import json
 import os
-import tempfile
 
 from ansible import constants as C
 from ansible.plugins.action import ActionBase
 
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base import schema
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base import files, schema
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.schema import COLLECTION_ROOT
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_load import load_catalogue
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.catalogue.catalogue_model import CatalogueError
@@ -51,25 +50,20 @@ schema.warm()
 
 
 def _keep_facts(facts):
-    """Write ``facts`` to a new file of this run's local temporary directory (Ansible's, mode 0700, removed
-    when ansible-playbook exits; the forked workers share it); returns its path."""
-    handle, path = tempfile.mkstemp(prefix="gpuhost-facts-", suffix=".json", dir=C.DEFAULT_LOCAL_TMP)
-    with os.fdopen(handle, "w") as out:
-        json.dump(facts, out, separators=(",", ":"))
-    return path
+    """Write ``facts`` to a new file (mode 0600) of this run's local temporary directory (Ansible's, mode 0700,
+    removed when ansible-playbook exits; the forked workers share it); returns its path."""
+    return files.write_temporary(os.path.join(C.DEFAULT_LOCAL_TMP, "gpuhost-facts.json"),
+                                 json.dumps(facts, separators=(",", ":")), sync=False, mode=0o600)
 
 
 def _kept_facts(path):
-    """``(facts, None)`` from a file of :func:`_keep_facts`, or ``(None, why)``; the file is removed once read."""
+    """``(facts, None)`` from a file of :func:`_keep_facts` (read as every file of the controller: regular, not
+    through a link, bounded), or ``(None, why)``; the file is removed once read."""
     try:
-        with open(path) as handle:
-            facts = json.load(handle)
-    except (IOError, OSError, ValueError) as exc:
+        facts = files.loads_json(files.read_text(path))
+    except (OSError, ValueError) as exc:
         return None, "the facts kept from the first gather cannot be read (%s): %s" % (path, exc)
-    try:
-        os.unlink(path)
-    except OSError:
-        pass  # the run's temporary directory goes at its end anyway
+    files.discard(path)
     if not isinstance(facts, dict):
         return None, "the facts kept from the first gather (%s) are no mapping" % path
     return facts, None

@@ -143,10 +143,10 @@ def atomic_write(path, text, sync=True):
         raise
 
 
-def write_temporary(path, text, sync=True):
+def write_temporary(path, text, sync=True, mode=0o644):
     """Write ``text`` (a string, or an iterable of strings written one by one) to a new temporary
-    file beside ``path`` and return its name (the first half of :func:`atomic_write`, for a writer
-    that renames a whole set only when every file exists)."""
+    file beside ``path``, with ``mode``, and return its name (the first half of :func:`atomic_write`,
+    for a writer that renames a whole set only when every file exists)."""
     directory = os.path.dirname(path) or "."
     fd, tmp = tempfile.mkstemp(prefix=".%s." % os.path.basename(path), dir=directory)
     try:
@@ -159,7 +159,7 @@ def write_temporary(path, text, sync=True):
             handle.flush()
             if sync:
                 os.fsync(handle.fileno())
-        os.chmod(tmp, 0o644)
+        os.chmod(tmp, mode)
     except BaseException:
         discard(tmp)
         raise

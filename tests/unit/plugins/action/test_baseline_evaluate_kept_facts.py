@@ -1,5 +1,6 @@
 """baseline_evaluate's kept facts (keep_facts / facts_from): written to the run's local temporary directory, read
-back once and removed; a file that cannot be read or holds no mapping is a reason, never a traceback."""
+back once (through the controller's one bounded, no-follow reader) and removed; a file that cannot be read, a link,
+or one that holds no mapping is a reason, never a traceback."""
 import json
 import os
 
@@ -32,3 +33,7 @@ def test_a_missing_or_damaged_file_is_a_reason(tmp_path):
     listed.write_text(json.dumps([1, 2]))
     wanted = "the facts kept from the first gather (%s) are no mapping" % listed
     assert baseline_evaluate._kept_facts(str(listed)) == (None, wanted)
+    link = tmp_path / "link.json"
+    link.symlink_to(listed)
+    facts, why = baseline_evaluate._kept_facts(str(link))
+    assert facts is None and "cannot be read" in why and "symbolic link" in why
