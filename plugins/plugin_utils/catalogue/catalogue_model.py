@@ -167,7 +167,15 @@ def plain(value):
     Facts arriving through Ansible may be str/dict subclasses (tagged or unsafe values);
     jmespath's functions type-check by class name and would reject them.
     """
-    if value is None or isinstance(value, bool):
+    kind = type(value)
+    # the plain types first, by exact type: a facts document is almost all of them
+    if kind is str or kind is int or kind is float or kind is bool or value is None:
+        return value
+    if kind is dict:
+        return {(key if type(key) is str else str(key)): plain(item) for key, item in value.items()}
+    if kind is list:
+        return [plain(item) for item in value]
+    if isinstance(value, bool):
         return value
     if isinstance(value, int):
         return int(value)

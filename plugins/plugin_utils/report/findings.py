@@ -372,30 +372,46 @@ _FINDING_KEY_SET = frozenset(FINDING_KEYS)
 
 
 def _rule_part(rule):
-    """``(rule, base, extras)`` of a rule's entry in a report's ``rules``: the entry (``{}`` for
+    """``(rule, base, extras, template)`` of a rule's entry in a report's ``rules``: the entry (``{}`` for
     none), what a finding of it reads where it has no key of its own (:data:`STORED_DEFAULTS`, then
-    the rule's fields but :data:`USUAL`), and the names of those outside :data:`FINDING_KEYS`, sorted."""
+    the rule's fields but :data:`USUAL`), the names of those outside :data:`FINDING_KEYS`, sorted, and
+    the full finding of a stored one that has no key of its own (:data:`FINDING_KEYS`, then
+    ``extras``, in that order): a reader copies it and puts the stored keys in their places."""
     rule = rule if isinstance(rule, dict) else {}
     base = dict(STORED_DEFAULTS)
     base.update((k, v) for k, v in rule.items() if k != USUAL)
     if "kind" not in base and isinstance(base.get("area"), str):
         base["kind"] = finding_kind(base["area"])  # a document written before findings had a kind
-    return rule, base, sorted(k for k in base if k not in _FINDING_KEY_SET)
+    extras = sorted(k for k in base if k not in _FINDING_KEY_SET)
+    template = dict((key, base.get(key)) for key in FINDING_KEYS)
+    template.update((key, base[key]) for key in extras)
+    return rule, base, extras, template
 
 
 def _read_with(stored, part):
-    """The full finding of ``stored`` (a mapping with an ``id``) and its rule's :func:`_rule_part`."""
-    rule, base, extras = part
-    out = dict((key, stored[key] if key in stored else base.get(key)) for key in FINDING_KEYS)
+    """The full finding of ``stored`` (a mapping with an ``id``) and its rule's :func:`_rule_part`:
+    keys in :data:`FINDING_KEYS` order, then the others by name."""
+    rule, base, extras, template = part
+    out = template.copy()  # updating a key keeps its place: the order is the template's
+    more = None
+    for key, value in stored.items():
+        if key in out:
+            out[key] = value
+        elif more is None:
+            more = [key]
+        else:
+            more.append(key)
     if USUAL in rule:
         for key in ("expected", "message"):
             if key not in stored:
                 known, usual = _usual_value(rule, stored, key)
                 if known:
                     out[key] = usual
-    more = [k for k in stored if k not in _FINDING_KEY_SET and k not in base]
-    for key in (sorted(extras + more) if more else extras):
-        out[key] = stored[key] if key in stored else base[key]
+    if more:  # keys neither a finding's nor its rule's: every key past FINDING_KEYS again, by name
+        for key in extras:
+            del out[key]
+        for key in sorted(extras + more):
+            out[key] = stored[key] if key in stored else base[key]
     return out
 
 
