@@ -23,6 +23,7 @@ from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.console im
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.base.files import controller_path
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.stats import StatsError, caller_stats
 from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.history import record_report
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.verdict import passes
 
 __metaclass__ = type
 
@@ -46,6 +47,8 @@ def with_rule_text(hosts, catalogue):
 EVAL_VAR = "gpuhost_eval"
 GUARD_VAR = "gpuhost_controller_guard"
 NOTE_VAR = "gpuhost_note"
+#: why a host's remediation did not complete (the remediate role's set_fact); the verdict fails such a host
+FIX_ERROR_VAR = "gpuhost_fix_error"
 CLUSTER_VAR = "gpuhost_cluster"
 
 
@@ -231,17 +234,37 @@ class ActionModule(ControllerAction):
         result["drain_hosts"] = {}
         for host, finding in failing_to_drain(report, args["drain_severities"], args["drain_kinds"]):
             result["drain_hosts"].setdefault(host, []).append(finding_label(finding))
+        failing_hosts = {}
         if args["fail_on"] != "none":
             failing = failing_at_or_above(report, args["fail_on"])
             result["failing"] = ["%s: %s" % (host, finding_label(f)) for host, f in failing]
             # the same, by host: the roles fail each host with its own findings (roles/audit/tasks/verdict.yml)
-            result["failing_hosts"] = {}
             for host, finding in failing:
-                result["failing_hosts"].setdefault(host, []).append(finding_label(finding))
+                failing_hosts.setdefault(host, []).append(finding_label(finding))
+            result["failing_hosts"] = failing_hosts
             if failing:
                 shown = ", ".join(result["failing"][:5]) + (", ..." if len(failing) > 5 else "")
                 result.update(failed=True, msg=(
                     "%d failing finding(s) at or above severity %s on %d host(s): %s. Reports were written to %s; "
                     "fix the drift or waive it, or raise gpuhost_fail_on"
                     % (len(failing), args["fail_on"], len(set(host for host, dummy in failing)), shown, report_dir)))
+        if args.get("play_hosts") is not None:
+            result["passing_hosts"] = self._passing(given, failing_hosts)
         return result
+
+    def _passing(self, given, failing_hosts):
+        """The hosts of the play whose verdict is a pass (``verdict.passes`` of the state of the report read from
+        the host, its ``gpuhost_fix_error`` and its failing findings: what ``baseline_verdict`` is given), sorted:
+        verdict.yml ends the role for them in a meta task, which forks no worker."""
+        hostvars = self._play_vars.get("hostvars")
+        active = frozenset(self._play_vars.get("ansible_play_hosts") or ())
+        passing = []
+        for name, part in given.items():
+            if name not in active or hostvars is None or name not in hostvars:
+                continue  # a host failed in the play gets no verdict task; an unknown one is not judged here
+            variables = hostvars.raw_get(name)
+            fix_error = variables.get(FIX_ERROR_VAR) if isinstance(variables, Mapping) else None
+            state = part.get("state") if isinstance(part, Mapping) else None
+            if passes(state if isinstance(state, str) else "", fix_error, failing_hosts.get(name) or ()):
+                passing.append(name)
+        return sorted(passing)

@@ -378,6 +378,16 @@ failing_hosts:
   returned: when O(fail_on) is not V(none)
   type: dict
   sample: {"gpu01": ["PCI-001 0000:41:00.0 (high)", "CPU-001 (high)"]}
+passing_hosts:
+  description:
+    - The hosts of O(play_hosts) still in the play whose verdict is a pass with nothing to do - reported
+      C(audited), no failing finding at or above O(fail_on), no C(gpuhost_fix_error) - sorted.
+    - The roles' C(verdict.yml) ends the role for them in a C(meta) task on ansible-core 2.18 and later, so that
+      no worker is forked for their C(baseline_verdict) task.
+  returned: when O(play_hosts) is given and the reports are written
+  type: list
+  elements: str
+  sample: ["gpu01", "gpu02"]
 """
 
 from ansible.module_utils.basic import AnsibleModule

@@ -59,3 +59,11 @@ def verdict(host, state="", reason="", fix_error=None, failing=(), fail_on="none
     listed = ", ".join(failing[:LISTED])
     return ("%s: %d failing finding(s) at or above severity %s: %s%s. Reports were written to %s; fix the drift "
             "or waive it, or raise gpuhost_fail_on" % (host, len(failing), fail_on, listed, more, report_dir))
+
+
+def passes(state="", fix_error=None, failing=()):
+    """Whether a host's verdict is a pass with nothing to do: it is not contacted once more
+    (:func:`must_contact`) and :func:`verdict` finds no reason to fail it. ``baseline_report`` lists
+    these hosts (``passing_hosts``) so that ``verdict.yml`` ends the role for them without a task."""
+    return not must_contact(state, fix_error) and verdict("", state, fix_error=fix_error, failing=failing) is None
+

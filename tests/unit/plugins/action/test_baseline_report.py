@@ -121,7 +121,7 @@ def test_play_hosts_names_an_unknown_host():
     assert hosts_from_play(["gpu01", "gpu99"], [], raw_vars, note_of) == ({}, {}, ["gpu99"])
 
 
-def _action(task_vars, **args):
+def _action(task_vars, report_dir="/nonexistent-gpuhost-never-written", **args):
     from unittest import mock
 
     from ansible.playbook.play_context import PlayContext
@@ -130,7 +130,7 @@ def _action(task_vars, **args):
     from ansible_collections.gpuhost.baseline.plugins.action import baseline_report
 
     task = Task()
-    task.args = dict(args, report_dir="/nonexistent-gpuhost-never-written")
+    task.args = dict(args, report_dir=report_dir)
     action = baseline_report.ActionModule(task, mock.MagicMock(), PlayContext(), DataLoader(), None, None)
     return action.run(task_vars=task_vars)
 
@@ -160,3 +160,38 @@ def test_cluster_of_each_host_is_text_or_none():
     assert _cluster_of(hostvars, "none") == _cluster_of(hostvars, "empty") == ""
     with pytest.raises(ValueError, match="the gpuhost_cluster of host number must be text, not int"):
         _cluster_of(hostvars, "number")
+
+
+class _HostVars(dict):
+    def raw_get(self, name):
+        return self[name]  # as HostVars.raw_get, no mapping for an unknown name (the action asks `in` first)
+
+
+def test_passing_hosts_are_those_the_verdict_would_pass(tmp_path):
+    """passing_hosts: the play's hosts whose verdict has nothing to do (verdict.yml ends the role for them in a
+    meta task): audited with no failing finding at or above fail_on, no fix that did not complete, still in the
+    play, not to be contacted once more."""
+    facts = healthy_facts()
+    drifted = evaluation.evaluate(dict(facts, kernel=dict(facts["kernel"], sysctl=dict(facts["kernel"]["sysctl"], numa_balancing=1))),
+                                  today="2026-06-01")
+    assert drifted["failing_ids"]
+    clean = {"state": "audited", "findings": []}
+    variables = {
+        "ok": {"gpuhost_eval": {"host_report": clean}},
+        "drifted": {"gpuhost_eval": {"host_report": evaluation.host_report(facts, drifted)}},
+        "down": {"gpuhost_eval": {"host_report": {"state": "unreachable", "message": "no route"}}},
+        "unaudited": {"gpuhost_eval": {"host_report": {"state": "failed", "message": "host_facts failed"}}},
+        "fix-failed": {"gpuhost_eval": {"host_report": clean}, "gpuhost_fix_error": "fix task 'x' failed: boom"},
+        "gone": {"gpuhost_eval": {"host_report": clean}},  # failed in the play: no verdict task runs for it
+        "later": {},  # a later gpuhost_serial batch's host: no report yet, no verdict here
+    }
+    task_vars = {"hostvars": _HostVars(variables), "ansible_play_hosts": [h for h in variables if h != "gone"]}
+    strict = _action(task_vars, report_dir=str(tmp_path / "strict"), play_hosts=list(variables), fail_on="low",
+                     print_console=False)
+    assert strict["failed"] and strict["failing_hosts"].keys() == {"drifted"}  # written, findings reached fail_on
+    assert strict["passing_hosts"] == ["ok"]
+    lenient = _action(task_vars, report_dir=str(tmp_path / "lenient"), play_hosts=list(variables), print_console=False)
+    assert not lenient.get("failed") and lenient["passing_hosts"] == ["drifted", "ok"]  # fail_on none
+    given = _action({}, report_dir=str(tmp_path / "given"), hosts={"ok": clean}, print_console=False)
+    assert "passing_hosts" not in given  # hosts given, not read from the play: every host gets its verdict
+

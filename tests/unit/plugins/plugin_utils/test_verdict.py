@@ -2,7 +2,7 @@
 each message exactly; the documented options equal to the action's."""
 
 from ansible_collections.gpuhost.baseline.plugins.modules import baseline_verdict as doc_module
-from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.verdict import ARGUMENT_SPEC, must_contact, verdict
+from ansible_collections.gpuhost.baseline.plugins.plugin_utils.report.verdict import ARGUMENT_SPEC, must_contact, passes, verdict
 
 
 def test_only_a_host_reported_unreachable_is_contacted_again():
@@ -14,6 +14,19 @@ def test_only_a_host_reported_unreachable_is_contacted_again():
 def test_a_clean_host_passes_also_with_findings_below_the_threshold():
     assert verdict("gpu01", "audited", failing=[]) is None
     assert verdict("gpu01", "audited") is None
+
+
+def test_passes_is_a_verdict_with_nothing_to_do():
+    # what baseline_report lists as passing_hosts, for verdict.yml to end the role without a task
+    assert passes("audited") and passes("audited", failing=[]) and passes("")
+    assert not passes("audited", failing=["CPU-001 (high)"])
+    assert not passes("failed") and not passes("unreachable")  # failed, or contacted once more
+    assert not passes("audited", fix_error="fix task 'x' failed: boom")
+    for state in ("audited", "failed", "unreachable", ""):
+        for fix_error in (None, "", "boom"):
+            for failing in ((), ["CPU-001 (high)"]):
+                assert passes(state, fix_error, failing) == (
+                    not must_contact(state, fix_error) and verdict("h", state, fix_error=fix_error, failing=failing) is None)
 
 
 def test_failed_unreachable_and_fix_messages():
