@@ -54,10 +54,23 @@ def snapshot_capture_task():
     raise AssertionError("no host_snapshot task in playbooks/snapshot.yml")
 
 
+#: how the audit's task reads the bound: looked up only in the branch that uses it (a name in the expression would
+#: be resolved, its loop template rendered, also for a snapshot)
+BOUND_LOOKUP = "lookup('ansible.builtin.vars', 'gpuhost_gather_bound_s')"
+
+
 def render(variables, task=None):
+    """The task's timeout with ``variables``; the vars lookup (not loadable in this process, which has no collection
+    loader) read as the variable itself, which is what it returns."""
     task = task or gather_task()
     values = dict(role_vars(), **variables)
-    return int(str(Templar(loader=DataLoader(), variables=values).template(trust_as_template(task["timeout"]))).strip())
+    source = task["timeout"].replace(BOUND_LOOKUP, "gpuhost_gather_bound_s")
+    return int(str(Templar(loader=DataLoader(), variables=values).template(trust_as_template(source))).strip())
+
+
+def test_the_audit_reads_the_bound_only_where_it_applies():
+    source = gather_task()["timeout"]
+    assert BOUND_LOOKUP in source and "gpuhost_gather_bound_s" not in source.replace(BOUND_LOOKUP, "")
 
 
 def test_the_table_is_the_commands_host_facts_may_run():
