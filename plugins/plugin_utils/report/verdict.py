@@ -66,4 +66,3 @@ def passes(state="", fix_error=None, failing=()):
     (:func:`must_contact`) and :func:`verdict` finds no reason to fail it. ``baseline_report`` lists
     these hosts (``passing_hosts``) so that ``verdict.yml`` ends the role for them without a task."""
     return not must_contact(state, fix_error) and verdict("", state, fix_error=fix_error, failing=failing) is None
-

@@ -194,4 +194,3 @@ def test_passing_hosts_are_those_the_verdict_would_pass(tmp_path):
     assert not lenient.get("failed") and lenient["passing_hosts"] == ["drifted", "ok"]  # fail_on none
     given = _action({}, report_dir=str(tmp_path / "given"), hosts={"ok": clean}, print_console=False)
     assert "passing_hosts" not in given  # hosts given, not read from the play: every host gets its verdict
-
