@@ -172,7 +172,7 @@ def plain(value):
     if kind is str or kind is int or kind is float or kind is bool or value is None:
         return value
     if kind is dict:
-        return {(key if type(key) is str else str(key)): plain(item) for key, item in value.items()}
+        return {str(key): plain(item) for key, item in value.items()}
     if kind is list:
         return [plain(item) for item in value]
     if isinstance(value, bool):
