@@ -60,9 +60,10 @@ def _registered_report(variables, name):
 
 
 def hosts_from_play(names, active, raw_vars, note_of):
-    """``(hosts, notes, unknown)`` read from the play, one host at a time: ``hosts`` maps each host of
-    ``names`` that has a report to it, ``notes`` each host with a ``gpuhost_note`` to it, ``unknown``
-    lists the names that are no inventory host.
+    """``(hosts, notes, unknown, verdict_hosts)`` read from the play, one host at a time: ``hosts`` maps each
+    host of ``names`` that has a report to it, ``notes`` each host with a ``gpuhost_note`` to it, ``unknown``
+    lists the names that are no inventory host, ``verdict_hosts`` maps each host with a report that is still in
+    ``active`` (the hosts the verdict task runs for) to its ``gpuhost_fix_error`` (None without one).
 
     A host's report is its ``gpuhost_eval.host_report`` (a host without one, e.g. a later
     ``gpuhost_serial`` batch's host, is left out); a host not in ``active`` (failed in this play)
@@ -72,7 +73,7 @@ def hosts_from_play(names, active, raw_vars, note_of):
     None for an unknown host; ``note_of(name)``: the host's
     ``gpuhost_note`` templated in its own context (an inventory variable may be a template). Only
     these values are kept, never a host's whole variables."""
-    hosts, notes, unknown = {}, {}, []
+    hosts, notes, unknown, verdict_hosts = {}, {}, [], {}
     active = frozenset(active or ())
     for name in names:
         variables = raw_vars(name)
@@ -84,9 +85,25 @@ def hosts_from_play(names, active, raw_vars, note_of):
             report = _registered_report(variables, GUARD_VAR) or report
         if report:
             hosts[name] = report
+            if name in active:
+                verdict_hosts[name] = variables.get(FIX_ERROR_VAR)
         if NOTE_VAR in variables:
             notes[name] = note_of(name)
-    return hosts, notes, unknown
+    return hosts, notes, unknown, verdict_hosts
+
+
+def _passing(given, verdict_hosts, failing_hosts):
+    """The hosts of ``verdict_hosts`` (:func:`hosts_from_play`) whose verdict is a pass, sorted: ``verdict.passes``
+    of what ``baseline_verdict`` is given (the state of the host's report in ``given``, its ``gpuhost_fix_error``,
+    its failing findings in ``failing_hosts``). verdict.yml ends the role for them in a meta task, which forks no
+    worker."""
+    passing = []
+    for name, fix_error in verdict_hosts.items():
+        part = given.get(name)
+        state = part.get("state") if isinstance(part, Mapping) else None
+        if passes(state if isinstance(state, str) else "", fix_error, failing_hosts.get(name) or ()):
+            passing.append(name)
+    return sorted(passing)
 
 
 def _note_of(hostvars, name):
@@ -128,19 +145,20 @@ class ActionModule(ControllerAction):
         return super(ActionModule, self).run(tmp, task_vars)
 
     def _hosts(self, args):
-        """``(hosts, notes)``: ``hosts`` as given, or read from the play for ``play_hosts``; raises
-        ValueError with the reason when neither or both are given or a name is no inventory host."""
+        """``(hosts, notes, verdict_hosts)``: ``hosts`` as given (``verdict_hosts`` None), or read from the play for
+        ``play_hosts`` (:func:`hosts_from_play`); raises ValueError with the reason when neither or both are given
+        or a name is no inventory host."""
         if args.get("play_hosts") is None:
             if args.get("hosts") is None:
                 raise ValueError("give hosts (each host's results) or play_hosts (the hosts whose results to read "
                                  "from the play, as the roles do)")
-            return args["hosts"], args["host_notes"]
+            return args["hosts"], args["host_notes"], None
         if args.get("hosts") is not None:
             raise ValueError("give hosts or play_hosts, not both")
         hostvars = self._play_vars.get("hostvars")
         if hostvars is None:
             raise ValueError("play_hosts: no hostvars in the task's variables")
-        hosts, notes, unknown = hosts_from_play(
+        hosts, notes, unknown, verdict_hosts = hosts_from_play(
             args["play_hosts"], self._play_vars.get("ansible_play_hosts") or (),
             # raw_get of a name that is no host returns an undefined that needs a template context
             lambda name: hostvars.raw_get(name) if name in hostvars else None,
@@ -154,7 +172,7 @@ class ActionModule(ControllerAction):
             cluster = _cluster_of(hostvars, name)
             if cluster:
                 hosts[name] = dict(hosts[name], cluster=cluster)
-        return hosts, notes
+        return hosts, notes, verdict_hosts
 
     def act(self, result, args):
         try:
@@ -165,7 +183,7 @@ class ActionModule(ControllerAction):
                           % (args["report_dir"], exc))
             return result
         try:
-            given, notes = self._hosts(args)
+            given, notes, verdict_hosts = self._hosts(args)
         except ValueError as exc:
             result.update(failed=True, msg="baseline_report: %s" % exc)
             return result
@@ -248,23 +266,6 @@ class ActionModule(ControllerAction):
                     "%d failing finding(s) at or above severity %s on %d host(s): %s. Reports were written to %s; "
                     "fix the drift or waive it, or raise gpuhost_fail_on"
                     % (len(failing), args["fail_on"], len(set(host for host, dummy in failing)), shown, report_dir)))
-        if args.get("play_hosts") is not None:
-            result["passing_hosts"] = self._passing(given, failing_hosts)
+        if verdict_hosts is not None:
+            result["passing_hosts"] = _passing(given, verdict_hosts, failing_hosts)
         return result
-
-    def _passing(self, given, failing_hosts):
-        """The hosts of the play whose verdict is a pass (``verdict.passes`` of the state of the report read from
-        the host, its ``gpuhost_fix_error`` and its failing findings: what ``baseline_verdict`` is given), sorted:
-        verdict.yml ends the role for them in a meta task, which forks no worker."""
-        hostvars = self._play_vars.get("hostvars")
-        active = frozenset(self._play_vars.get("ansible_play_hosts") or ())
-        passing = []
-        for name, part in given.items():
-            if name not in active or hostvars is None or name not in hostvars:
-                continue  # a host failed in the play gets no verdict task; an unknown one is not judged here
-            variables = hostvars.raw_get(name)
-            fix_error = variables.get(FIX_ERROR_VAR) if isinstance(variables, Mapping) else None
-            state = part.get("state") if isinstance(part, Mapping) else None
-            if passes(state if isinstance(state, str) else "", fix_error, failing_hosts.get(name) or ()):
-                passing.append(name)
-        return sorted(passing)

@@ -89,12 +89,13 @@ def test_play_hosts_reads_each_evaluation_and_leaves_out_hosts_without_one():
                   "gpuhost_note": "{{ 'hostile' }}"},
     }
     raw_vars, note_of, asked = _play(variables)
-    hosts, notes, unknown = hosts_from_play(["gpu01", "later", "skipped", "noted"], ["gpu01", "later", "skipped"],
+    hosts, notes, unknown, verdict_hosts = hosts_from_play(["gpu01", "later", "skipped", "noted"], ["gpu01", "later", "skipped"],
                                             raw_vars, note_of)
     assert hosts == {"gpu01": audited, "noted": {"state": "unreachable", "message": "no route"}}
     assert hosts["gpu01"] is audited  # the registered value itself: nothing copied, nothing else kept
     assert notes == {"noted": "note of noted: {{ 'hostile' }}"}  # through note_of (templated in the host's context)
     assert unknown == [] and asked == ["gpu01", "later", "skipped", "noted"]  # each host read once
+    assert verdict_hosts == {"gpu01": None}  # a host with a report still in the play, no fix error
 
 
 def test_play_hosts_takes_the_guards_report_only_for_a_host_that_failed_in_the_play():
@@ -111,14 +112,14 @@ def test_play_hosts_takes_the_guards_report_only_for_a_host_that_failed_in_the_p
         "failed-fix": {"gpuhost_controller_guard": {"changed": False}, "gpuhost_eval": {"host_report": evaluated}},
     }
     raw_vars, note_of, dummy = _play(variables)
-    hosts, notes, unknown = hosts_from_play(list(variables), ["active"], raw_vars, note_of)
+    hosts, notes, unknown, verdict_hosts = hosts_from_play(list(variables), ["active"], raw_vars, note_of)
     assert hosts == {"typo-host": refused, "typo-new": refused, "active": evaluated, "failed-fix": evaluated}
-    assert notes == {} and unknown == []
+    assert notes == {} and unknown == [] and verdict_hosts == {"active": None}
 
 
 def test_play_hosts_names_an_unknown_host():
     raw_vars, note_of, dummy = _play({"gpu01": {}})
-    assert hosts_from_play(["gpu01", "gpu99"], [], raw_vars, note_of) == ({}, {}, ["gpu99"])
+    assert hosts_from_play(["gpu01", "gpu99"], [], raw_vars, note_of) == ({}, {}, ["gpu99"], {})
 
 
 def _action(task_vars, report_dir="/nonexistent-gpuhost-never-written", **args):
