@@ -175,9 +175,7 @@ def plain(value):
         return {str(key): plain(item) for key, item in value.items()}
     if kind is list:
         return [plain(item) for item in value]
-    if isinstance(value, bool):
-        return value
-    if isinstance(value, int):
+    if isinstance(value, int):  # an int subclass (bool cannot be subclassed: True and False are taken above)
         return int(value)
     if isinstance(value, float):
         return float(value)
