@@ -89,8 +89,8 @@ def test_play_hosts_reads_each_evaluation_and_leaves_out_hosts_without_one():
                   "gpuhost_note": "{{ 'hostile' }}"},
     }
     raw_vars, note_of, asked = _play(variables)
-    hosts, notes, unknown, verdict_hosts = hosts_from_play(["gpu01", "later", "skipped", "noted"], ["gpu01", "later", "skipped"],
-                                            raw_vars, note_of)
+    hosts, notes, unknown, verdict_hosts = hosts_from_play(["gpu01", "later", "skipped", "noted"],
+                                                           ["gpu01", "later", "skipped"], raw_vars, note_of)
     assert hosts == {"gpu01": audited, "noted": {"state": "unreachable", "message": "no route"}}
     assert hosts["gpu01"] is audited  # the registered value itself: nothing copied, nothing else kept
     assert notes == {"noted": "note of noted: {{ 'hostile' }}"}  # through note_of (templated in the host's context)
